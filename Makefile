@@ -1,0 +1,71 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# neuron_hbm: out-of-tree Rust kernel module for AWS Neuron HBM.
+#
+#   make            build neuron_hbm.ko (against the cached test kernel or KDIR=)
+#   make setup      install the toolchain and build the test kernel (idempotent)
+#   make check      module + KUnit + userspace tests in QEMU; prints "N passed, N failed"
+#   make demo       boot the module on a simulated device and show what it does
+#   make lint       rustfmt check + clippy build
+#   make clean
+
+ifneq ($(KERNELRELEASE),)
+include $(src)/Kbuild
+else
+
+REPO       := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+NHBM_CACHE ?= /var/cache/neuron_hbm
+BUILD      := $(REPO)/build
+SETUP      := $(REPO)/tools/setup.sh
+BINDGEN    := $(NHBM_CACHE)/bindgen-0.73.2/bin/bindgen
+KMAKE_ARGS := LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
+              BINDGEN=$(BINDGEN) LIBCLANG_PATH=/usr/lib/llvm-19/lib
+
+# KDIR: a user's own Rust-enabled kernel build; otherwise the cached test kernel
+# (built by `make setup` on first use).
+ifeq ($(KDIR),)
+KDIR_AUTO  = $(shell NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
+else
+KDIR_AUTO  = $(KDIR)
+endif
+
+.PHONY: all module setup check check-debug demo bench lint fmt clean userspace
+
+all: module
+
+setup:
+	@NHBM_CACHE=$(NHBM_CACHE) $(SETUP)
+
+module:
+	@$(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) modules
+
+userspace:
+	@$(REPO)/tools/testing/build-userspace.sh
+
+check: module userspace
+	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh check
+
+demo: module userspace
+	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo
+
+bench: module userspace
+	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh bench
+
+# rustfmt with the kernel's own configuration, following the crate's modules.
+RUSTFMT_CFG = $(firstword $(wildcard $(KDIR_AUTO)/source/.rustfmt.toml $(KDIR_AUTO)/.rustfmt.toml))
+RUSTFMT     = rustfmt --edition 2021 --config-path $(RUSTFMT_CFG) $(REPO)/rust/neuron_hbm.rs
+
+lint:
+	@$(RUSTFMT) --check
+	@$(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
+	@cd $(REPO)/tools && cargo fmt --check && cargo clippy --quiet --all-targets -- -Dwarnings
+	@echo "lint: clean"
+
+fmt:
+	@$(RUSTFMT)
+
+clean:
+	@[ ! -d "$(KDIR_AUTO)" ] || $(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) clean
+	@rm -rf $(BUILD)
+
+endif

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* C helpers of neuron_hbm, called from Rust (declarations in rust/genpool.rs). */
+#ifndef NEURON_HBM_HELPERS_H
+#define NEURON_HBM_HELPERS_H
+
+#include <linux/genalloc.h>
+#include <linux/types.h>
+
+int nhbm_gen_pool_add_virt(struct gen_pool *pool, unsigned long va, phys_addr_t pa, size_t size);
+unsigned long nhbm_gen_pool_alloc_align(struct gen_pool *pool, size_t size, int align);
+unsigned long nhbm_gen_pool_alloc_fixed(struct gen_pool *pool, size_t size, unsigned long offset);
+void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
+size_t nhbm_gen_pool_reclaim(struct gen_pool *pool);
+const char *nhbm_sim_arch(void);
+
+#endif

@@ -1,0 +1,14 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shared setup of the neuron_hbm test guest (sourced by /init).
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t debugfs debugfs /sys/kernel/debug
+mkdir -p /tmp
+
+# finish: mark the end of the run for the host and power off.
+finish() {
+	echo "NHBM-GUEST-DONE"
+	reboot -f
+}

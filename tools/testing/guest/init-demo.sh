@@ -1,0 +1,13 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# `make demo` guest: load the module on a simulated device and show what it does.
+. /common.sh
+
+echo "== insmod neuron_hbm.ko sim_devices=1 sim_arch=v2"
+insmod /neuron_hbm.ko sim_devices=1 sim_arch=v2
+ls -l /dev/neuron_hbm* 2>/dev/null
+if [ -x /tests/nhbm ]; then
+	/tests/nhbm demo /dev/neuron_hbm0
+fi
+rmmod neuron_hbm
+finish

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Summarise the KTAP a neuron_hbm guest printed on its serial console.
+
+Reads the QEMU serial log, prints one line per leaf test (suite.test: ok/FAIL/skip)
+and a closing line "N passed, N failed[, N skipped]". Exits non-zero when a test
+failed, when no KTAP was found, when the guest did not reach its end marker, or
+when the kernel printed an Oops, BUG, WARNING, panic, KASAN or kmemleak report.
+"""
+import re
+import sys
+
+DONE_MARKER = "NHBM-GUEST-DONE"
+# Suites of this project: the module's KUnit suites and the guest programs'.
+OUR_SUITES = ("neuron_hbm", "nhbm")
+RESULT = re.compile(r"^(\s*)(ok|not ok) (\d+) ([^#]*?)\s*(#\s*(SKIP|TODO).*)?$")
+SUBTEST = re.compile(r"^(\s*)# Subtest: (\S+)")
+CRASH = re.compile(
+    r"(Oops[:\s]|BUG:|kernel BUG at|WARNING:|Kernel panic|general protection fault|"
+    r"KASAN:|UBSAN:|unreferenced object 0x|INFO: possible .*lock|"
+    r"INFO: task .* blocked|Call Trace:)"
+)
+# printk prefixes such as "[    1.234567] " are not part of KTAP.
+PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+
+
+def parse(lines):
+    stack = []  # (indent, suite name) of open subtests
+    leaves = []
+    crashes = []
+    done = False
+    for raw in lines:
+        line = PREFIX.sub("", raw.rstrip("\r\n"))
+        if DONE_MARKER in line:
+            done = True
+        if CRASH.search(line):
+            crashes.append(line.strip())
+        m = SUBTEST.match(line)
+        if m:
+            stack.append((len(m.group(1)), m.group(2)))
+            continue
+        m = RESULT.match(line)
+        if not m:
+            continue
+        indent = len(m.group(1))
+        if stack and stack[-1][0] > indent:
+            stack.pop()  # the result that closes a subtest
+            continue
+        suite = ".".join(s for _, s in stack) or "top"
+        if not suite.startswith(OUR_SUITES):
+            continue  # the kernel's own built-in suites
+        status = "skip" if m.group(6) == "SKIP" else ("ok" if m.group(2) == "ok" else "FAIL")
+        leaves.append((f"{suite}.{m.group(4).strip()}", status))
+    return leaves, crashes, done
+
+
+def main():
+    args = sys.argv[1:]
+    show = "--show" in args
+    timed_out = "--timeout" in args
+    path = [a for a in args if not a.startswith("--")][0]
+    with open(path, errors="replace") as f:
+        lines = f.readlines()
+    if show:
+        for line in lines:
+            sys.stdout.write(line)
+    leaves, crashes, done = parse(lines)
+    passed = sum(1 for _, s in leaves if s == "ok")
+    failed = sum(1 for _, s in leaves if s == "FAIL")
+    skipped = sum(1 for _, s in leaves if s == "skip")
+    if not show:
+        for name, status in leaves:
+            print(f"{status:>4}  {name}")
+    problems = []
+    if not leaves:
+        problems.append("no KTAP results found in the guest log")
+    if not done or timed_out:
+        problems.append("the guest did not reach its end marker")
+    for c in crashes[:20]:
+        problems.append(f"kernel report: {c}")
+    for p in problems:
+        print(f"error: {p}")
+    # A guest problem counts as a failed check of its own.
+    failed += len(problems)
+    line = f"{passed} passed, {failed} failed"
+    if skipped:
+        line += f", {skipped} skipped"
+    print(line)
+    return 1 if (failed or problems) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Boot the test kernel in QEMU (TCG) with neuron_hbm.ko and the userspace
+# programs in a busybox initramfs, then summarise the KTAP it printed.
+#
+#   run-qemu.sh check|demo|bench
+#
+# The serial log is kept in build/qemu-<mode>.log.
+set -euo pipefail
+
+MODE="${1:-check}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+BUILD="$REPO/build"
+KDIR="${KDIR:?KDIR must point at the kernel build}"
+TIMEOUT="${NHBM_QEMU_TIMEOUT:-900}"
+MEM="${NHBM_QEMU_MEM:-512}"
+ROOT="$BUILD/initramfs-$MODE"
+LOG="$BUILD/qemu-$MODE.log"
+
+rm -rf "$ROOT"
+mkdir -p "$ROOT"/{bin,dev,proc,sys,tmp,tests}
+cp /bin/busybox "$ROOT/bin/busybox"
+for app in sh mount insmod rmmod cat echo ls reboot sleep grep mkdir chmod chown \
+	stat dmesg head tail wc date seq printf test true false cmp dd rm; do
+	ln -sf busybox "$ROOT/bin/$app"
+done
+cp "$REPO/neuron_hbm.ko" "$ROOT/neuron_hbm.ko"
+if [ -d "$BUILD/userspace" ]; then
+	cp "$BUILD"/userspace/* "$ROOT/tests/" 2>/dev/null || true
+fi
+cp "$HERE/guest/init-$MODE.sh" "$ROOT/init"
+cp "$HERE/guest/common.sh" "$ROOT/common.sh"
+chmod +x "$ROOT/init"
+(cd "$ROOT" && find . | cpio -o -H newc --quiet | gzip -1) >"$BUILD/initramfs-$MODE.cpio.gz"
+
+echo "qemu: booting ($MODE), serial log in ${LOG#$REPO/}" >&2
+t0=$SECONDS
+set +e
+timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -m "$MEM" -smp 2 \
+	-nographic -no-reboot -cpu max \
+	-kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$BUILD/initramfs-$MODE.cpio.gz" \
+	-append "console=ttyS0 panic=-1 oops=panic loglevel=7 ${NHBM_QEMU_APPEND:-}" \
+	</dev/null >"$LOG" 2>&1
+rc=$?
+set -e
+echo "qemu: finished in $((SECONDS - t0))s (exit $rc)" >&2
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+	echo "qemu: the guest did not finish within ${TIMEOUT}s" >&2
+	python3 "$HERE/ktap_summary.py" --timeout "$LOG" || true
+	exit 1
+fi
+case "$MODE" in
+check) exec python3 "$HERE/ktap_summary.py" "$LOG" ;;
+*) exec python3 "$HERE/ktap_summary.py" --show "$LOG" ;;
+esac
