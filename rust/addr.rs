@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Pure address math: device APB address to BAR0 offset, BAR4 remap of HBM
+//! ranges, and the SBUF range predicates. No state, no I/O.
+
+use crate::arch::{ArchInfo, Bar4Layout, SBUF_SIZE, TPB_TILE_STRIDE};
+use kernel::prelude::*;
+
+/// Position of the APB aperture inside BAR0 (`V2_PCIE_BAR0_APB_OFFSET`, seed 001 §1).
+pub(crate) const BAR0_APB_OFFSET: u64 = 0x3000_0000;
+/// Device address of the APB space (`V2_APB_BASE`, seed 001 §1).
+pub(crate) const APB_BASE: u64 = 0x0fff_f000_0000;
+/// Bytes of APB space windowed into BAR0 (the aperture runs to the 1 GiB BAR0 end).
+pub(crate) const APB_APERTURE_SIZE: u64 = 0x1000_0000;
+/// IOFAB block within APB (`V2_APB_IOFAB_RELBASE`).
+pub(crate) const APB_IOFAB_RELBASE: u64 = 0x00e0_0000;
+/// MISC RAM within IOFAB (`V2_APB_IOFAB_MISC_RAM_RELBASE`).
+pub(crate) const APB_IOFAB_MISC_RAM_RELBASE: u64 = 0x001a_0000;
+/// BAR0 offset of the MISC RAM / FW-IO mailbox (`MMAP_BAR0_APB_MISC_RAM_OFFSET`).
+pub(crate) const BAR0_MISC_RAM: u64 =
+    BAR0_APB_OFFSET + APB_IOFAB_RELBASE + APB_IOFAB_MISC_RAM_RELBASE;
+
+/// BAR0 host offset of the device APB address `addr`, `None` outside the aperture.
+pub(crate) fn apb_to_bar0(addr: u64) -> Option<u64> {
+    let rel = addr.checked_sub(APB_BASE)?;
+    (rel < APB_APERTURE_SIZE).then_some(BAR0_APB_OFFSET + rel)
+}
+
+/// BAR4 host offset of the device-PA range `[pa, pa + size)`.
+///
+/// V2 packs its two 16 GiB stacks into 0..32 GiB (64 GiB appears at 16 GiB);
+/// V3/V4 place channel `i` at `i * 64 GiB`. The range must lie in one channel.
+///
+/// Known quirk, kept from the reference (`mmap_get_bar4_offset_v2`): on V2 the
+/// end bound is strict, so a range ending exactly at the end of a stack is
+/// rejected. The memory-pool grid never hands out a V2 stack's last granule so
+/// that every allocation stays reachable.
+pub(crate) fn bar4_offset(info: &ArchInfo, pa: u64, size: u64) -> Result<u64> {
+    let end = pa.checked_add(size).ok_or(EINVAL)?;
+    let strict = info.bar4 == Bar4Layout::Packed;
+    for (i, &base) in info.channel_base[..info.nr_channels].iter().enumerate() {
+        let limit = base + info.channel_size;
+        if pa < base || pa >= limit {
+            continue;
+        }
+        if end > limit || (strict && end == limit) {
+            return Err(EINVAL);
+        }
+        let window = match info.bar4 {
+            Bar4Layout::Packed => i as u64 * info.channel_size,
+            Bar4Layout::Strided(stride) => i as u64 * stride,
+        };
+        return Ok(window + (pa - base));
+    }
+    Err(EINVAL)
+}
+
+/// SBUF window `[base, base + SBUF_SIZE)` of NeuronCore `nc`.
+pub(crate) fn sbuf_window(info: &ArchInfo, nc: usize) -> Option<(u64, u64)> {
+    (nc < info.nr_cores).then(|| (info.sbuf_base + nc as u64 * TPB_TILE_STRIDE, SBUF_SIZE))
+}
+
+/// Whether `addr` lies in the SBUF of NeuronCore `nc` (`is_address_in_my_sbuf`).
+pub(crate) fn is_address_in_my_sbuf(info: &ArchInfo, nc: usize, addr: u64) -> bool {
+    match sbuf_window(info, nc) {
+        Some((base, size)) => addr >= base && addr - base < size,
+        None => false,
+    }
+}
+
+/// Whether `addr` lies in any NeuronCore's SBUF (`is_address_in_sbuf`).
+pub(crate) fn is_address_in_sbuf(info: &ArchInfo, addr: u64) -> bool {
+    (0..info.nr_cores).any(|nc| is_address_in_my_sbuf(info, nc, addr))
+}
+
+#[kunit_tests(neuron_hbm_addr)]
+mod tests {
+    use super::*;
+    use crate::arch::{GIB, V2, V3, V4};
+
+    #[test]
+    fn apb_maps_into_bar0() {
+        assert_eq!(apb_to_bar0(APB_BASE), Some(0x3000_0000));
+        // H2D UDMA, the reference's own example (neuron_dhal_v2.c:1072).
+        assert_eq!(apb_to_bar0(0x0fff_f0d0_0000), Some(0x30d0_0000));
+        assert_eq!(apb_to_bar0(APB_BASE - 1), None);
+        assert_eq!(apb_to_bar0(APB_BASE + APB_APERTURE_SIZE), None);
+        assert_eq!(apb_to_bar0(u64::MAX), None);
+        assert_eq!(BAR0_MISC_RAM, 0x30fa_0000);
+    }
+
+    #[test]
+    fn v2_stacks_pack_into_32_gib() {
+        assert_eq!(bar4_offset(&V2, 0, 1), Ok(0));
+        assert_eq!(bar4_offset(&V2, 16 * GIB - 2, 1), Ok(16 * GIB - 2));
+        assert_eq!(bar4_offset(&V2, 64 * GIB, 1), Ok(16 * GIB));
+        assert_eq!(bar4_offset(&V2, 80 * GIB - 2, 1), Ok(32 * GIB - 2));
+    }
+
+    #[test]
+    fn v2_exact_end_quirk() {
+        // Last byte of each stack: start + size == end is rejected (strict bound).
+        assert_eq!(bar4_offset(&V2, 16 * GIB - 1, 1), Err(EINVAL));
+        assert_eq!(bar4_offset(&V2, 80 * GIB - 1, 1), Err(EINVAL));
+        assert_eq!(bar4_offset(&V2, 0, 16 * GIB), Err(EINVAL));
+        // Crossing the end is rejected too (the reference did not check HBM1's end).
+        assert_eq!(bar4_offset(&V2, 80 * GIB - 4096, 8192), Err(EINVAL));
+    }
+
+    #[test]
+    fn v2_gap_and_overflow_rejected() {
+        assert_eq!(bar4_offset(&V2, 16 * GIB, 1), Err(EINVAL));
+        assert_eq!(bar4_offset(&V2, 32 * GIB, 1), Err(EINVAL));
+        assert_eq!(bar4_offset(&V2, 64 * GIB - 1, 1), Err(EINVAL));
+        assert_eq!(bar4_offset(&V2, 80 * GIB, 1), Err(EINVAL));
+        assert_eq!(bar4_offset(&V2, 64 * GIB, u64::MAX), Err(EINVAL));
+        assert_eq!(bar4_offset(&V2, u64::MAX, 2), Err(EINVAL));
+    }
+
+    #[test]
+    fn v3_v4_channels_stride_64_gib() {
+        for (info, size) in [(&V3, 24 * GIB), (&V4, 36 * GIB)] {
+            for ch in 0..4 {
+                let base = info.channel_base[ch];
+                let win = ch as u64 * 64 * GIB;
+                assert_eq!(bar4_offset(info, base, 1), Ok(win));
+                assert_eq!(bar4_offset(info, base + size - 1, 1), Ok(win + size - 1));
+                assert_eq!(bar4_offset(info, base, size), Ok(win));
+                assert_eq!(bar4_offset(info, base + size - 1, 2), Err(EINVAL));
+                assert_eq!(bar4_offset(info, base + size, 1), Err(EINVAL));
+            }
+            assert_eq!(bar4_offset(info, 0x8040_0000_0000, u64::MAX), Err(EINVAL));
+        }
+    }
+
+    #[test]
+    fn sbuf_edges_of_every_core() {
+        for info in [&V2, &V3, &V4] {
+            for nc in 0..info.nr_cores {
+                let (base, size) = sbuf_window(info, nc).unwrap();
+                assert_eq!(size, 32 << 20);
+                assert!(is_address_in_my_sbuf(info, nc, base));
+                assert!(is_address_in_my_sbuf(info, nc, base + size - 1));
+                assert!(!is_address_in_my_sbuf(info, nc, base + size));
+                assert!(!is_address_in_sbuf(info, base + size));
+                assert!(is_address_in_sbuf(info, base + size - 1));
+                if base > 0 {
+                    assert!(!is_address_in_my_sbuf(info, nc, base - 1));
+                    assert!(!is_address_in_sbuf(info, base - 1));
+                }
+                if nc + 1 < info.nr_cores {
+                    assert!(!is_address_in_my_sbuf(info, nc + 1, base));
+                }
+            }
+            assert!(sbuf_window(info, info.nr_cores).is_none());
+            assert!(!is_address_in_my_sbuf(info, info.nr_cores, info.sbuf_base));
+        }
+        assert_eq!(
+            sbuf_window(&V3, 7),
+            Some((0xd000_0000 + 7 * (64 << 20), 32 << 20))
+        );
+    }
+}

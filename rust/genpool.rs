@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe wrapper over the kernel's `gen_pool` (lib/genalloc.c).
+//!
+//! A [`GenPool`] owns one `struct gen_pool` with a single chunk whose virtual
+//! and physical axes are chosen by the caller. Allocations are handed out as
+//! [`GenChunk`] tokens that can be freed exactly once, into the pool they came
+//! from: a double free or a foreign free cannot be expressed. A pool dropped
+//! with chunks still allocated reclaims them, reports the leak, and only then
+//! calls `gen_pool_destroy()` (which would otherwise `BUG()`).
+
+use kernel::{
+    ffi::{c_int, c_ulong},
+    prelude::*,
+};
+
+/// Opaque `struct gen_pool`.
+#[repr(C)]
+struct RawGenPool {
+    _opaque: [u8; 0],
+}
+
+extern "C" {
+    fn gen_pool_create(min_alloc_order: c_int, nid: c_int) -> *mut RawGenPool;
+    fn gen_pool_destroy(pool: *mut RawGenPool);
+    fn gen_pool_virt_to_phys(pool: *mut RawGenPool, va: c_ulong) -> u64;
+    fn gen_pool_avail(pool: *mut RawGenPool) -> usize;
+    fn nhbm_gen_pool_add_virt(pool: *mut RawGenPool, va: c_ulong, pa: u64, size: usize) -> c_int;
+    fn nhbm_gen_pool_alloc_align(pool: *mut RawGenPool, size: usize, align: c_int) -> c_ulong;
+    fn nhbm_gen_pool_alloc_fixed(pool: *mut RawGenPool, size: usize, offset: c_ulong) -> c_ulong;
+    fn nhbm_gen_pool_free(pool: *mut RawGenPool, va: c_ulong, size: usize);
+    fn nhbm_gen_pool_reclaim(pool: *mut RawGenPool) -> usize;
+}
+
+/// Largest alignment `gen_pool_first_fit_align` can express (its `int align`).
+pub(crate) const MAX_ALIGN: u64 = 1 << 30;
+
+/// One live allocation of a [`GenPool`]: its virtual address and size.
+///
+/// Not `Clone`: the only way to give it back is [`GenPool::free`], once.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct GenChunk {
+    va: u64,
+    size: u64,
+}
+
+impl GenChunk {
+    /// Virtual address, the pool's key for this allocation.
+    pub(crate) fn va(&self) -> u64 {
+        self.va
+    }
+
+    /// Size in bytes, as requested (already rounded by the caller).
+    pub(crate) fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+/// A `gen_pool` with one chunk `[va_base, va_base + size)` backed by
+/// `[pa_base, pa_base + size)`.
+///
+/// # Invariants
+///
+/// `raw` is a valid pool created by `gen_pool_create()`, owned by this value
+/// and holding exactly one chunk described by `va_base`/`size`.
+pub(crate) struct GenPool {
+    raw: *mut RawGenPool,
+    va_base: u64,
+    size: u64,
+    min_order: u32,
+}
+
+// SAFETY: genalloc allocates and frees with atomic bitmap operations under RCU
+// and takes its own spinlock only to add chunks, so the pool can be shared and
+// used from any thread.
+unsafe impl Send for GenPool {}
+// SAFETY: See `Send`; every `&self` method maps to a thread-safe genalloc call.
+unsafe impl Sync for GenPool {}
+
+impl GenPool {
+    /// Creates a pool of granule `1 << min_order` over one chunk: virtual
+    /// addresses `[va, va + size)` map to physical `[pa, pa + size)`.
+    ///
+    /// `va` must not be 0 (genalloc's failure value) and the ranges must not
+    /// wrap; both are checked.
+    pub(crate) fn new(min_order: u32, va: u64, pa: u64, size: u64) -> Result<Self> {
+        if va == 0
+            || size == 0
+            || min_order >= 31
+            || va.checked_add(size).is_none()
+            || pa.checked_add(size).is_none()
+            || size & ((1u64 << min_order) - 1) != 0
+        {
+            return Err(EINVAL);
+        }
+        let len = usize::try_from(size).map_err(|_| EINVAL)?;
+        // SAFETY: Plain constructor; `min_order` is below 31 and -1 means any node.
+        let raw = unsafe { gen_pool_create(min_order as c_int, -1) };
+        if raw.is_null() {
+            return Err(ENOMEM);
+        }
+        // SAFETY: `raw` was just created and is not shared yet.
+        let ret = unsafe { nhbm_gen_pool_add_virt(raw, va as c_ulong, pa, len) };
+        if ret != 0 {
+            // SAFETY: `raw` holds no chunk and no allocation.
+            unsafe { gen_pool_destroy(raw) };
+            return Err(Error::from_errno(ret));
+        }
+        // INVARIANT: `raw` is valid and owns exactly the chunk just added.
+        Ok(Self {
+            raw,
+            va_base: va,
+            size,
+            min_order,
+        })
+    }
+
+    /// Allocation granule in bytes.
+    pub(crate) fn granule(&self) -> u64 {
+        1 << self.min_order
+    }
+
+    fn check_size(&self, size: u64) -> Result<usize> {
+        if size == 0 || size > self.size {
+            return Err(if size == 0 { EINVAL } else { ENOMEM });
+        }
+        usize::try_from(size).map_err(|_| ENOMEM)
+    }
+
+    /// Allocates `size` bytes whose virtual address is a multiple of `align`
+    /// (a power of two up to [`MAX_ALIGN`]), first fit.
+    pub(crate) fn alloc_aligned(&self, size: u64, align: u64) -> Result<GenChunk> {
+        let len = self.check_size(size)?;
+        if !align.is_power_of_two() || align > MAX_ALIGN {
+            return Err(EINVAL);
+        }
+        // SAFETY: `self.raw` is valid (invariant); `align` fits in an int.
+        let va = unsafe { nhbm_gen_pool_alloc_align(self.raw, len, align as c_int) } as u64;
+        if va == 0 {
+            return Err(ENOMEM);
+        }
+        Ok(GenChunk { va, size })
+    }
+
+    /// Allocates `size` bytes at exactly `offset` bytes from the start of the pool.
+    pub(crate) fn alloc_fixed(&self, size: u64, offset: u64) -> Result<GenChunk> {
+        let len = self.check_size(size)?;
+        match offset.checked_add(size) {
+            Some(end) if end <= self.size && offset % self.granule() == 0 => {}
+            _ => return Err(EINVAL),
+        }
+        // SAFETY: `self.raw` is valid (invariant); the range lies inside its chunk.
+        let va = unsafe { nhbm_gen_pool_alloc_fixed(self.raw, len, offset as c_ulong) } as u64;
+        if va == 0 {
+            return Err(ENOMEM);
+        }
+        Ok(GenChunk { va, size })
+    }
+
+    /// Gives `chunk` back. A chunk of another pool is refused (`EINVAL`) and
+    /// handed back to the caller untouched.
+    pub(crate) fn free(&self, chunk: GenChunk) -> core::result::Result<(), GenChunk> {
+        if !self.contains(chunk.va) {
+            return Err(chunk);
+        }
+        // SAFETY: `self.raw` is valid; `chunk` is a live allocation of this pool
+        // (only `alloc_*` of this pool create tokens inside its range, and a token
+        // is consumed here, so it cannot be freed twice).
+        unsafe { nhbm_gen_pool_free(self.raw, chunk.va as c_ulong, chunk.size as usize) };
+        Ok(())
+    }
+
+    /// Whether `va` lies inside this pool's virtual range.
+    pub(crate) fn contains(&self, va: u64) -> bool {
+        va >= self.va_base && va - self.va_base < self.size
+    }
+
+    /// Physical address of virtual address `va` (`None` outside the pool).
+    pub(crate) fn virt_to_phys(&self, va: u64) -> Option<u64> {
+        if !self.contains(va) {
+            return None;
+        }
+        // SAFETY: `self.raw` is valid (invariant).
+        Some(unsafe { gen_pool_virt_to_phys(self.raw, va as c_ulong) })
+    }
+
+    /// Bytes still free.
+    pub(crate) fn avail(&self) -> u64 {
+        // SAFETY: `self.raw` is valid (invariant).
+        unsafe { gen_pool_avail(self.raw) as u64 }
+    }
+}
+
+impl Drop for GenPool {
+    fn drop(&mut self) {
+        // SAFETY: `self.raw` is valid and, as we are being dropped, no other user
+        // of the pool exists: reclaiming every chunk cannot race with anyone.
+        let leaked = unsafe { nhbm_gen_pool_reclaim(self.raw) };
+        if leaked != 0 {
+            pr_err!(
+                "gen_pool at va {:#x}: {} bytes still allocated at destroy, reclaimed\n",
+                self.va_base,
+                leaked
+            );
+        }
+        // SAFETY: `self.raw` is valid and now has no outstanding allocation.
+        unsafe { gen_pool_destroy(self.raw) };
+    }
+}
+
+/// Raw C `gen_pool` calls, for the allocator benchmark that compares the grid
+/// against them on an identical pool.
+pub(crate) mod raw {
+    use super::*;
+
+    /// Allocates `size` bytes from `pool` by calling C `gen_pool_first_fit_align` directly.
+    pub(crate) fn alloc(pool: &GenPool, size: u64) -> u64 {
+        // SAFETY: `pool.raw` is valid.
+        unsafe {
+            nhbm_gen_pool_alloc_align(pool.raw, size as usize, pool.granule() as c_int) as u64
+        }
+    }
+
+    /// Frees what [`alloc`] returned.
+    ///
+    /// # Safety
+    ///
+    /// `va`/`size` must be a live allocation of `pool` returned by [`alloc`].
+    pub(crate) unsafe fn free(pool: &GenPool, va: u64, size: u64) {
+        // SAFETY: The caller guarantees `va`/`size` is a live allocation of `pool`.
+        unsafe { nhbm_gen_pool_free(pool.raw, va as c_ulong, size as usize) }
+    }
+}
+
+#[kunit_tests(neuron_hbm_genpool)]
+mod tests {
+    use super::*;
+
+    const TAG: u64 = 1 << 63;
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn pa_zero_is_allocatable_with_tagged_va() -> Result {
+        let pool = GenPool::new(12, TAG, 0, 16 * MIB)?;
+        let c = pool.alloc_aligned(4096, 4096)?;
+        assert_eq!(c.va(), 0x8000_0000_0000_0000);
+        assert_eq!(pool.virt_to_phys(c.va()), Some(0));
+        assert!(pool.free(c).is_ok());
+        assert_eq!(pool.avail(), 16 * MIB);
+        Ok(())
+    }
+
+    #[test]
+    fn zero_va_is_refused() {
+        assert_eq!(GenPool::new(12, 0, 0, MIB).err(), Some(EINVAL));
+    }
+
+    #[test]
+    fn alignment_is_honoured() -> Result {
+        let pool = GenPool::new(12, TAG | 0x1000_0000, 0x1000_0000, 64 * MIB)?;
+        let small = pool.alloc_aligned(4096, 4096)?;
+        let big = pool.alloc_aligned(4096, 16 * MIB)?;
+        assert_eq!(big.va() % (16 * MIB), 0);
+        assert_eq!(pool.virt_to_phys(big.va()).unwrap() % (16 * MIB), 0);
+        assert!(pool.free(big).is_ok());
+        assert!(pool.free(small).is_ok());
+        assert_eq!(pool.alloc_aligned(4096, 3).err(), Some(EINVAL));
+        assert_eq!(pool.alloc_aligned(4096, 2 * MAX_ALIGN).err(), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn fixed_allocation_lands_at_offset_and_conflicts() -> Result {
+        let pool = GenPool::new(12, TAG, 0, 16 * MIB)?;
+        let top = pool.alloc_fixed(MIB, 15 * MIB)?;
+        assert_eq!(pool.virt_to_phys(top.va()), Some(15 * MIB));
+        assert_eq!(pool.alloc_fixed(4096, 15 * MIB).err(), Some(ENOMEM));
+        assert_eq!(pool.alloc_fixed(MIB, 15 * MIB + 4096).err(), Some(EINVAL));
+        assert!(pool.free(top).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn exhaustion_then_recovery() -> Result {
+        let pool = GenPool::new(12, TAG, 0, MIB)?;
+        let a = pool.alloc_aligned(MIB / 2, 4096)?;
+        let b = pool.alloc_aligned(MIB / 2, 4096)?;
+        assert_eq!(pool.avail(), 0);
+        assert_eq!(pool.alloc_aligned(4096, 4096).err(), Some(ENOMEM));
+        assert!(pool.free(a).is_ok());
+        let c = pool.alloc_aligned(MIB / 2, 4096)?;
+        assert!(pool.free(b).is_ok());
+        assert!(pool.free(c).is_ok());
+        assert_eq!(pool.avail(), MIB);
+        Ok(())
+    }
+
+    #[test]
+    fn foreign_chunk_is_refused() -> Result {
+        let a = GenPool::new(12, TAG, 0, MIB)?;
+        let b = GenPool::new(12, TAG | (16 * MIB), 16 * MIB, MIB)?;
+        let c = a.alloc_aligned(4096, 4096)?;
+        let back = b.free(c).unwrap_err();
+        assert!(a.free(back).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn drop_with_live_chunks_reclaims() -> Result {
+        let pool = GenPool::new(12, TAG, 0, MIB)?;
+        // The token is discarded: the chunk stays allocated in the pool.
+        let _ = pool.alloc_aligned(8192, 4096)?;
+        assert_eq!(pool.avail(), MIB - 8192);
+        drop(pool); // must not BUG: the chunk is reclaimed and reported
+        Ok(())
+    }
+}

@@ -1,0 +1,647 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The HBM memory-pool grid: `channels x regions` kernel `gen_pool`s.
+//!
+//! Each pool's virtual axis is the device PA with bit 63 set
+//! ([`DEVMEM_TAG`], the reference's `GENPOOL_DEVMEM_BASE`), its physical axis
+//! the clean PA: genalloc treats 0 as failure, and device PA 0 is legal HBM.
+//! Only [`Chunk`] carries the tagged VA (to free it); everyone else sees the
+//! clean PA. Each pool has its own lock (statistics, the PA index and the
+//! scratchpad stack); genalloc itself is lock-free.
+
+use crate::{
+    arch::{ArchInfo, Bar4Layout, MAX_CHANNELS, MAX_REGIONS},
+    genpool::{GenChunk, GenPool},
+};
+use kernel::{
+    new_spinlock,
+    prelude::*,
+    rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation},
+    sync::SpinLock,
+};
+
+/// Bit 63: the tag on every pool VA so that device PA 0 is not genalloc's 0.
+pub(crate) const DEVMEM_TAG: u64 = 1 << 63;
+
+/// Largest alignment an allocation may ask for.
+pub(crate) const MAX_ALIGN: u64 = crate::genpool::MAX_ALIGN;
+
+/// How a grid is laid out.
+#[derive(Clone, Copy)]
+pub(crate) struct Geometry {
+    /// The device generation.
+    pub(crate) info: &'static ArchInfo,
+    /// Regions per channel (1..=4).
+    pub(crate) regions: usize,
+    /// Minimum allocation size: a power of two, at least 1024.
+    pub(crate) min_alloc: u64,
+    /// Keep the firmware carve-out at each channel start out of the pools.
+    pub(crate) carveout: bool,
+}
+
+impl Geometry {
+    /// Bytes per region.
+    pub(crate) fn region_size(&self) -> u64 {
+        self.info.channel_size / self.regions as u64
+    }
+}
+
+/// What a pool reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PoolStats {
+    /// Bytes managed by the pool.
+    pub(crate) total: u64,
+    /// Bytes allocated (scratchpad included).
+    pub(crate) used: u64,
+    /// Highest `used` seen.
+    pub(crate) peak: u64,
+    /// Live allocations.
+    pub(crate) live_chunks: u32,
+}
+
+/// A live allocation of the grid. Not `Clone`: it is given back once, with
+/// [`Grid::free`] or [`Grid::retire`].
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    gen: GenChunk,
+    pa: u64,
+    channel: u8,
+    region: u8,
+    scratch: bool,
+}
+
+impl Chunk {
+    /// Clean device physical address.
+    pub(crate) fn pa(&self) -> u64 {
+        self.pa
+    }
+
+    /// Size in bytes (rounded up to the minimum allocation size).
+    pub(crate) fn size(&self) -> u64 {
+        self.gen.size()
+    }
+
+    /// Tagged pool VA (`pa | DEVMEM_TAG`), the key genalloc frees by.
+    pub(crate) fn va(&self) -> u64 {
+        self.gen.va()
+    }
+
+    /// HBM channel.
+    pub(crate) fn channel(&self) -> usize {
+        self.channel as usize
+    }
+
+    /// Region within the channel.
+    pub(crate) fn region(&self) -> usize {
+        self.region as usize
+    }
+
+    /// Whether this is a scratchpad chunk.
+    pub(crate) fn is_scratch(&self) -> bool {
+        self.scratch
+    }
+}
+
+struct PoolState {
+    stats: PoolStats,
+    /// Live chunks keyed by their last byte's PA, valued by their first: the
+    /// first key >= pa is the only chunk that can contain pa.
+    index: RBTree<u64, u64>,
+    /// Scratchpad bytes below the top of the pool.
+    scratch_bytes: u64,
+    /// PAs of the scratchpad stack, lowest (newest) last.
+    scratch: KVec<u64>,
+    /// Retired scratchpad chunks waiting until they are the lowest.
+    retired: KVec<Chunk>,
+}
+
+/// One channel x region pool.
+#[pin_data]
+struct Pool {
+    gen: GenPool,
+    pa_base: u64,
+    size: u64,
+    #[pin]
+    state: SpinLock<PoolState>,
+}
+
+impl Pool {
+    fn new(min_order: u32, pa: u64, size: u64) -> Result<Pin<KBox<Self>>> {
+        let gen = GenPool::new(min_order, pa | DEVMEM_TAG, pa, size)?;
+        let total = size;
+        KBox::pin_init(
+            pin_init!(Self {
+                gen,
+                pa_base: pa,
+                size,
+                state <- new_spinlock!(PoolState {
+                    stats: PoolStats { total, ..PoolStats::default() },
+                    index: RBTree::new(),
+                    scratch_bytes: 0,
+                    scratch: KVec::new(),
+                    retired: KVec::new(),
+                }),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn contains(&self, pa: u64) -> bool {
+        pa >= self.pa_base && pa - self.pa_base < self.size
+    }
+
+    /// Accounts `gen` and builds its chunk; the index node is preallocated.
+    fn commit(
+        &self,
+        state: &mut PoolState,
+        gen: GenChunk,
+        node: RBTreeNodeReservation<u64, u64>,
+        (channel, region, scratch): (u8, u8, bool),
+    ) -> Chunk {
+        let pa = gen.va() & !DEVMEM_TAG;
+        let size = gen.size();
+        state.index.insert(node.into_node(pa + size - 1, pa));
+        state.stats.used += size;
+        state.stats.live_chunks += 1;
+        state.stats.peak = state.stats.peak.max(state.stats.used);
+        Chunk {
+            gen,
+            pa,
+            channel,
+            region,
+            scratch,
+        }
+    }
+
+    /// Removes `chunk` from the books and gives it back to genalloc.
+    fn release(&self, state: &mut PoolState, chunk: Chunk) -> Option<RBTreeNode<u64, u64>> {
+        let size = chunk.size();
+        let node = state.index.remove_node(&(chunk.pa + size - 1));
+        state.stats.used -= size;
+        state.stats.live_chunks -= 1;
+        if let Err(c) = self.gen.free(chunk.gen) {
+            // Cannot happen: a chunk records the pool it came from.
+            pr_err!("chunk at va {:#x} does not belong to its pool\n", c.va());
+        }
+        node
+    }
+}
+
+/// The per-device grid of HBM pools.
+pub(crate) struct Grid {
+    geo: Geometry,
+    min_order: u32,
+    pools: KVec<Pin<KBox<Pool>>>,
+}
+
+impl Grid {
+    /// Builds `nr_channels x regions` pools for `geo`.
+    pub(crate) fn new(geo: Geometry) -> Result<Self> {
+        let info = geo.info;
+        if !(1..=MAX_REGIONS).contains(&geo.regions)
+            || !geo.min_alloc.is_power_of_two()
+            || geo.min_alloc < 1024
+            || geo.min_alloc > info.channel_size / geo.regions as u64
+            || info.nr_channels > MAX_CHANNELS
+        {
+            return Err(EINVAL);
+        }
+        let min_order = geo.min_alloc.trailing_zeros();
+        let region_size = geo.region_size();
+        let mut pools = KVec::with_capacity(info.nr_channels * geo.regions, GFP_KERNEL)?;
+        for ch in 0..info.nr_channels {
+            for r in 0..geo.regions {
+                let mut pa = info.channel_base[ch] + r as u64 * region_size;
+                let mut size = region_size;
+                if r == 0 && geo.carveout && info.carveout > 0 {
+                    pa += info.carveout;
+                    size -= info.carveout;
+                }
+                if r + 1 == geo.regions && info.bar4 == Bar4Layout::Packed {
+                    // The V2 BAR4 remap rejects a range ending at the stack end
+                    // (see addr::bar4_offset): keep the last granule out.
+                    size -= geo.min_alloc;
+                }
+                pools.push(Pool::new(min_order, pa, size)?, GFP_KERNEL)?;
+            }
+        }
+        Ok(Self {
+            geo,
+            min_order,
+            pools,
+        })
+    }
+
+    /// The grid's geometry.
+    pub(crate) fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    fn pool(&self, channel: usize, region: usize) -> Result<&Pool> {
+        if channel >= self.geo.info.nr_channels || region >= self.geo.regions {
+            return Err(EINVAL);
+        }
+        Ok(&self.pools[channel * self.geo.regions + region])
+    }
+
+    fn round(&self, size: u64) -> Result<u64> {
+        if size == 0 {
+            return Err(EINVAL);
+        }
+        let mask = (1u64 << self.min_order) - 1;
+        size.checked_add(mask).map(|s| s & !mask).ok_or(ENOMEM)
+    }
+
+    /// Allocates `size` bytes (rounded up to the minimum allocation size) from
+    /// pool (`channel`, `region`) at a PA that is a multiple of `align` (a
+    /// power of two up to 1 GiB; 0 means the minimum allocation size).
+    pub(crate) fn alloc(
+        &self,
+        channel: usize,
+        region: usize,
+        size: u64,
+        align: u64,
+    ) -> Result<Chunk> {
+        let pool = self.pool(channel, region)?;
+        let size = self.round(size)?;
+        let align = if align == 0 {
+            self.geo.min_alloc
+        } else {
+            align
+        };
+        if !align.is_power_of_two() || align > MAX_ALIGN {
+            return Err(EINVAL);
+        }
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let gen = pool
+            .gen
+            .alloc_aligned(size, align.max(self.geo.min_alloc))?;
+        let pa = gen.va() & !DEVMEM_TAG;
+        if pa % align != 0 {
+            // genalloc aligns the tagged VA; bit 63 cannot change a lower alignment.
+            pr_err!(
+                "genalloc returned misaligned PA {:#x} for align {:#x}\n",
+                pa,
+                align
+            );
+            let _ = pool.gen.free(gen);
+            return Err(EINVAL);
+        }
+        let mut state = pool.state.lock();
+        Ok(pool.commit(&mut state, gen, node, (channel as u8, region as u8, false)))
+    }
+
+    /// Allocates `size` bytes of contiguous scratchpad directly below the
+    /// previous scratchpad chunk of pool (`channel`, `region`), starting from
+    /// the top of the pool.
+    pub(crate) fn alloc_scratch(&self, channel: usize, region: usize, size: u64) -> Result<Chunk> {
+        let pool = self.pool(channel, region)?;
+        let size = self.round(size)?;
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut state = pool.state.lock();
+        state.scratch.reserve(1, GFP_ATOMIC)?;
+        let below = state.scratch_bytes.checked_add(size).ok_or(ENOMEM)?;
+        let offset = pool.size.checked_sub(below).ok_or(ENOMEM)?;
+        let gen = pool.gen.alloc_fixed(size, offset)?;
+        state.scratch_bytes = below;
+        let chunk = pool.commit(&mut state, gen, node, (channel as u8, region as u8, true));
+        // Cannot fail: one slot was reserved above.
+        let _ = state.scratch.push(chunk.pa, GFP_ATOMIC);
+        Ok(chunk)
+    }
+
+    /// Gives `chunk` back. A scratchpad chunk that is not the lowest one of its
+    /// stack is refused with `EBUSY` and returned untouched.
+    pub(crate) fn free(&self, chunk: Chunk) -> core::result::Result<(), (Error, Chunk)> {
+        let pool = match self.pool(chunk.channel(), chunk.region()) {
+            Ok(p) => p,
+            Err(e) => return Err((e, chunk)),
+        };
+        let mut state = pool.state.lock();
+        if chunk.scratch {
+            if state.scratch.last() != Some(&chunk.pa) {
+                return Err((EBUSY, chunk));
+            }
+            Self::pop_scratch(pool, &mut state, chunk);
+        } else {
+            pool.release(&mut state, chunk);
+        }
+        Ok(())
+    }
+
+    /// Gives `chunk` back like [`Grid::free`], except that a scratchpad chunk
+    /// that is not the lowest is parked and freed as soon as everything below
+    /// it is gone (plans can be unloaded in any order).
+    pub(crate) fn retire(&self, chunk: Chunk) {
+        if let Err((_, chunk)) = self.free(chunk) {
+            let Ok(pool) = self.pool(chunk.channel(), chunk.region()) else {
+                return;
+            };
+            let mut state = pool.state.lock();
+            if state.retired.push(chunk, GFP_ATOMIC).is_err() {
+                // Out of memory for the parking slot: the chunk stays allocated
+                // until the grid is dropped, which reclaims and reports it.
+                pr_warn!("scratchpad chunk parked without bookkeeping\n");
+            }
+        }
+    }
+
+    fn pop_scratch(pool: &Pool, state: &mut PoolState, chunk: Chunk) {
+        let mut next = Some(chunk);
+        while let Some(chunk) = next.take() {
+            state.scratch.pop();
+            state.scratch_bytes -= chunk.size();
+            pool.release(state, chunk);
+            let lowest = state.scratch.last().copied();
+            if let Some(i) = state.retired.iter().position(|c| Some(c.pa) == lowest) {
+                next = state.retired.remove(i).ok();
+            }
+        }
+    }
+
+    /// The live chunk `(pa, size)` containing device PA `pa`, if any.
+    pub(crate) fn lookup(&self, pa: u64) -> Option<(u64, u64)> {
+        let pool = self.pools.iter().find(|p| p.contains(pa))?;
+        let state = pool.state.lock();
+        let cursor = state.index.cursor_lower_bound(&pa)?;
+        let (&last, &start) = cursor.current();
+        (start <= pa).then_some((start, last - start + 1))
+    }
+
+    /// Statistics of pool (`channel`, `region`).
+    pub(crate) fn stats(&self, channel: usize, region: usize) -> Result<PoolStats> {
+        Ok(self.pool(channel, region)?.state.lock().stats)
+    }
+
+    /// The channel with the most free bytes.
+    pub(crate) fn emptiest_channel(&self) -> usize {
+        (0..self.geo.info.nr_channels)
+            .max_by_key(|&ch| {
+                let free: u64 = (0..self.geo.regions)
+                    .filter_map(|r| self.stats(ch, r).ok())
+                    .map(|s| s.total - s.used)
+                    .sum();
+                // Ties go to the lowest channel.
+                (free, core::cmp::Reverse(ch))
+            })
+            .unwrap_or(0)
+    }
+
+    /// First and one-past-last PA of pool (`channel`, `region`).
+    pub(crate) fn pool_range(&self, channel: usize, region: usize) -> Result<(u64, u64)> {
+        let pool = self.pool(channel, region)?;
+        Ok((pool.pa_base, pool.pa_base + pool.size))
+    }
+}
+
+impl Drop for Grid {
+    fn drop(&mut self) {
+        for pool in self.pools.iter() {
+            let mut state = pool.state.lock();
+            let retired = core::mem::take(&mut state.retired);
+            for chunk in retired {
+                pool.release(&mut state, chunk);
+            }
+        }
+    }
+}
+
+#[kunit_tests(neuron_hbm_mempool)]
+mod tests {
+    use super::*;
+    use crate::arch::{GIB, MIB, V2, V3, V4};
+
+    fn grid(info: &'static ArchInfo, regions: usize, carveout: bool) -> Result<Grid> {
+        Grid::new(Geometry {
+            info,
+            regions,
+            min_alloc: 4096,
+            carveout,
+        })
+    }
+
+    #[test]
+    fn pa_zero_allocates_with_tagged_va() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let c = g.alloc(0, 0, 4096, 0)?;
+        assert_eq!(c.pa(), 0);
+        assert_eq!(c.va(), 0x8000_0000_0000_0000);
+        assert_eq!(g.stats(0, 0)?.live_chunks, 1);
+        // Freed by its tagged VA: the pool is whole again and PA 0 comes back.
+        assert!(g.free(c).is_ok());
+        assert_eq!(g.stats(0, 0)?.used, 0);
+        let again = g.alloc(0, 0, 4096, 0)?;
+        assert_eq!(again.pa(), 0);
+        assert!(g.free(again).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn v2_channel1_starts_at_64_gib() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let c = g.alloc(1, 0, 4096, 0)?;
+        assert_eq!(c.pa(), 64 * GIB);
+        assert_eq!(c.va(), DEVMEM_TAG | (64 * GIB));
+        assert!(g.free(c).is_ok());
+        assert_eq!(g.alloc(2, 0, 4096, 0).err(), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn four_regions_split_each_channel() -> Result {
+        for info in [&V2, &V3, &V4] {
+            let g = grid(info, 4, false)?;
+            let rsize = info.channel_size / 4;
+            for ch in 0..info.nr_channels {
+                for r in 0..4 {
+                    let (start, _) = g.pool_range(ch, r)?;
+                    assert_eq!(start, info.channel_base[ch] + r as u64 * rsize);
+                    let c = g.alloc(ch, r, 4096, 0)?;
+                    assert_eq!(c.pa(), start);
+                    assert!(g.free(c).is_ok());
+                }
+            }
+            assert_eq!(g.alloc(0, 4, 4096, 0).err(), Some(EINVAL));
+        }
+        assert_eq!(grid(&V2, 0, false).err(), Some(EINVAL));
+        assert_eq!(grid(&V2, 5, false).err(), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn alignments_4k_to_1g() -> Result {
+        let g = grid(&V3, 1, true)?;
+        let first = g.alloc(1, 0, 4096, 0)?; // offset the free space
+        for order in 12..=30 {
+            let align = 1u64 << order;
+            let c = g.alloc(1, 0, 8192, align)?;
+            assert_eq!(c.pa() % align, 0);
+            assert_eq!(c.va(), c.pa() | DEVMEM_TAG);
+            assert!(g.free(c).is_ok());
+        }
+        assert_eq!(g.alloc(1, 0, 4096, 3).err(), Some(EINVAL));
+        assert_eq!(g.alloc(1, 0, 4096, 2 * GIB).err(), Some(EINVAL));
+        assert!(g.free(first).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn sizes_round_up_to_min_alloc() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let c = g.alloc(0, 0, 1, 0)?;
+        assert_eq!(c.size(), 4096);
+        assert_eq!(g.stats(0, 0)?.used, 4096);
+        assert!(g.free(c).is_ok());
+        assert_eq!(g.alloc(0, 0, 0, 0).err(), Some(EINVAL));
+        assert_eq!(g.alloc(0, 0, u64::MAX, 0).err(), Some(ENOMEM));
+        Ok(())
+    }
+
+    #[test]
+    fn exhaustion_then_recovery() -> Result {
+        let g = grid(&V2, 4, false)?;
+        let total = g.stats(0, 1)?.total;
+        let a = g.alloc(0, 1, total / 2, 0)?;
+        let b = g.alloc(0, 1, total / 2, 0)?;
+        let before = g.stats(0, 1)?;
+        assert_eq!(g.alloc(0, 1, 4096, 0).err(), Some(ENOMEM));
+        assert_eq!(g.stats(0, 1)?, before); // a failed allocation changes nothing
+        assert!(g.free(a).is_ok());
+        let c = g.alloc(0, 1, 4096, 0)?;
+        let s = g.stats(0, 1)?;
+        assert_eq!(
+            (s.used, s.peak, s.live_chunks),
+            (total / 2 + 4096, total, 2)
+        );
+        assert!(g.free(b).is_ok());
+        assert!(g.free(c).is_ok());
+        assert_eq!(g.stats(0, 1)?.used, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn carveout_is_never_handed_out() -> Result {
+        for info in [&V2, &V3] {
+            let g = grid(info, 2, true)?;
+            for ch in 0..info.nr_channels {
+                let (start, end) = g.pool_range(ch, 0)?;
+                assert_eq!(start, info.channel_base[ch] + 16 * MIB);
+                // The whole pool in one chunk: it starts after the carve-out.
+                let all = g.alloc(ch, 0, end - start, 0)?;
+                assert_eq!(all.pa(), info.channel_base[ch] + 16 * MIB);
+                assert_eq!(g.alloc(ch, 0, 4096, 0).err(), Some(ENOMEM));
+                assert!(g.lookup(info.channel_base[ch]).is_none());
+                assert!(g.free(all).is_ok());
+            }
+        }
+        // V4 has no carve-out.
+        let g = grid(&V4, 1, true)?;
+        assert_eq!(g.pool_range(0, 0)?.0, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn v2_stack_end_granule_stays_out() -> Result {
+        let g = grid(&V2, 1, false)?;
+        for ch in 0..2 {
+            let (_, end) = g.pool_range(ch, 0)?;
+            assert_eq!(end, V2.channel_base[ch] + 16 * GIB - 4096);
+            assert!(crate::addr::bar4_offset(&V2, end - 4096, 4096).is_ok());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn scratchpad_grows_down_lifo() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let (_, top) = g.pool_range(0, 0)?;
+        let a = g.alloc_scratch(0, 0, 8192)?;
+        let b = g.alloc_scratch(0, 0, 4096)?;
+        let c = g.alloc_scratch(0, 0, 3 * 4096)?;
+        assert_eq!(a.pa(), top - 8192);
+        assert_eq!(b.pa(), a.pa() - 4096);
+        assert_eq!(c.pa(), b.pa() - 3 * 4096);
+        assert!(a.is_scratch());
+        // Only the lowest may go first.
+        let (err, a) = g.free(a).unwrap_err();
+        assert_eq!(err, EBUSY);
+        let (err, b) = g.free(b).unwrap_err();
+        assert_eq!(err, EBUSY);
+        assert_eq!(g.stats(0, 0)?.live_chunks, 3);
+        assert!(g.free(c).is_ok());
+        assert!(g.free(b).is_ok());
+        // The next chunk reuses the space just freed, directly below `a`.
+        let d = g.alloc_scratch(0, 0, 4096)?;
+        assert_eq!(d.pa(), a.pa() - 4096);
+        assert!(g.free(d).is_ok());
+        assert!(g.free(a).is_ok());
+        assert_eq!(g.stats(0, 0)?.used, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn retired_scratch_is_freed_when_lowest() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let a = g.alloc_scratch(0, 0, 4096)?;
+        let b = g.alloc_scratch(0, 0, 4096)?;
+        g.retire(a); // not the lowest: parked
+        assert_eq!(g.stats(0, 0)?.used, 8192);
+        g.retire(b); // frees b, then the parked a
+        assert_eq!(g.stats(0, 0)?.used, 0);
+        assert_eq!(g.stats(0, 0)?.live_chunks, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn scratch_and_main_meet_with_enomem() -> Result {
+        let g = grid(&V2, 4, false)?;
+        let total = g.stats(0, 0)?.total;
+        let main = g.alloc(0, 0, total - 8192, 0)?;
+        let s = g.alloc_scratch(0, 0, 8192)?;
+        assert_eq!(g.alloc_scratch(0, 0, 4096).err(), Some(ENOMEM));
+        assert!(g.free(s).is_ok());
+        assert!(g.free(main).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn lookup_by_pa() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let gap = g.alloc(1, 0, 4096, 0)?;
+        let c = g.alloc(1, 0, 3 * 4096, 0)?;
+        assert!(g.free(gap).is_ok());
+        let (pa, size) = (c.pa(), c.size());
+        assert_eq!(g.lookup(pa), Some((pa, size)));
+        assert_eq!(g.lookup(pa + size / 2), Some((pa, size)));
+        assert_eq!(g.lookup(pa + size - 1), Some((pa, size)));
+        assert_eq!(g.lookup(pa + size), None);
+        assert_eq!(g.lookup(pa - 1), None);
+        assert_eq!(g.lookup(20 * GIB), None);
+        assert!(g.free(c).is_ok());
+        assert_eq!(g.lookup(pa), None);
+        Ok(())
+    }
+
+    #[test]
+    fn emptiest_channel_wins() -> Result {
+        let g = grid(&V2, 1, false)?;
+        assert_eq!(g.emptiest_channel(), 0);
+        let c = g.alloc(0, 0, MIB, 0)?;
+        assert_eq!(g.emptiest_channel(), 1);
+        assert!(g.free(c).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn bad_geometry_refused() {
+        let mut geo = Geometry {
+            info: &V2,
+            regions: 1,
+            min_alloc: 512,
+            carveout: false,
+        };
+        assert_eq!(Grid::new(geo).err(), Some(EINVAL));
+        geo.min_alloc = 3000;
+        assert_eq!(Grid::new(geo).err(), Some(EINVAL));
+    }
+}
