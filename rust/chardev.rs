@@ -1,0 +1,461 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `/dev/neuron_hbmN`: one misc device per Neuron device, per-open-file plans
+//! and the ioctl surface of include/uapi/linux/neuron_hbm.h.
+//!
+//! Locking: each open file has one mutex over its plan table, held only for
+//! table lookups and updates, never across a user copy, a device transfer or
+//! staging. Ioctls that move data take a reference on the plan and drop the
+//! lock first, so a concurrent unload cannot free memory under a transfer.
+
+use crate::{
+    arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
+    device::Device,
+    fw::ResetKind,
+    plan::{
+        blob::UserBlob,
+        parse::{parse, Placement},
+        stage::{stage, Plan},
+    },
+    uapi::{self, *},
+};
+use kernel::{
+    bindings,
+    error::to_result,
+    fs::File,
+    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    new_mutex,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
+    types::Opaque,
+    uaccess::{UserPtr, UserSlice},
+};
+
+/// Device node names; a host has at most 16 Neuron devices.
+const NODE_NAMES: [&CStr; 16] = [
+    c"neuron_hbm0",
+    c"neuron_hbm1",
+    c"neuron_hbm2",
+    c"neuron_hbm3",
+    c"neuron_hbm4",
+    c"neuron_hbm5",
+    c"neuron_hbm6",
+    c"neuron_hbm7",
+    c"neuron_hbm8",
+    c"neuron_hbm9",
+    c"neuron_hbm10",
+    c"neuron_hbm11",
+    c"neuron_hbm12",
+    c"neuron_hbm13",
+    c"neuron_hbm14",
+    c"neuron_hbm15",
+];
+
+/// Maximum device nodes.
+pub(crate) const MAX_NODES: usize = NODE_NAMES.len();
+
+/// Index of the next device node (indices are not reused).
+static NEXT_INDEX: Atomic<u32> = Atomic::new(0);
+
+/// Claims the next device index, `ENOSPC` after [`MAX_NODES`].
+pub(crate) fn next_index() -> Result<u32> {
+    let i = NEXT_INDEX.fetch_add(1, Relaxed);
+    if i as usize >= MAX_NODES {
+        return Err(ENOSPC);
+    }
+    Ok(i)
+}
+
+/// Plans one open file may hold at once (`E2BIG` beyond).
+pub(crate) const MAX_PLANS_PER_FILE: usize = 4096;
+
+/// Queries of a RESOLVE_BATCH handled per user copy.
+const BATCH_PIECE: usize = 64;
+
+/// The registered device node of one [`Device`], mode 0660.
+///
+/// # Invariants
+///
+/// `misc` is registered with `misc_register()` from the time `new` returns
+/// until `drop`, and its `fops` are those of [`OpenFile`].
+#[pin_data(PinnedDrop)]
+pub(crate) struct Node {
+    #[pin]
+    misc: Opaque<bindings::miscdevice>,
+    dev: Arc<Device>,
+}
+
+// SAFETY: `misc` is only touched by `misc_register`/`misc_deregister`, which
+// may run on any thread; `dev` is `Send + Sync`.
+unsafe impl Send for Node {}
+// SAFETY: See `Send`; `&Node` only hands out `&Arc<Device>`.
+unsafe impl Sync for Node {}
+
+impl Node {
+    /// Registers `/dev/neuron_hbm<dev.index>` for `dev`.
+    pub(crate) fn new(dev: Arc<Device>) -> Result<Pin<KBox<Self>>> {
+        let name = *NODE_NAMES.get(dev.index as usize).ok_or(ENOSPC)?;
+        KBox::pin_init(
+            try_pin_init!(Self {
+                misc <- Opaque::try_ffi_init(move |slot: *mut bindings::miscdevice| {
+                    let mut raw = MiscDeviceOptions { name }.into_raw::<OpenFile>();
+                    raw.mode = 0o660;
+                    // SAFETY: `slot` is valid for writes (pin-init contract).
+                    unsafe { slot.write(raw) };
+                    // SAFETY: `slot` holds a complete `miscdevice` whose storage is
+                    // pinned and outlives the registration (deregistered in drop).
+                    to_result(unsafe { bindings::misc_register(slot) })
+                }),
+                dev,
+            }),
+            GFP_KERNEL,
+        )
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Node {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: `misc` is registered (invariant) and deregistered exactly once here.
+        unsafe { bindings::misc_deregister(self.misc.get()) };
+    }
+}
+
+struct PlanEntry {
+    id: u32,
+    plan: Arc<Plan>,
+    /// Plans of this file whose REMOTE records point into this one.
+    pinned_by: u32,
+    /// Ids of the plans this one points into.
+    pins: KVec<u32>,
+}
+
+struct FileState {
+    next_id: u32,
+    plans: KVec<PlanEntry>,
+}
+
+impl FileState {
+    fn entry(&self, id: u32) -> Result<&PlanEntry> {
+        self.plans.iter().find(|e| e.id == id).ok_or(ENOENT)
+    }
+
+    fn position(&self, id: u32) -> Result<usize> {
+        self.plans.iter().position(|e| e.id == id).ok_or(ENOENT)
+    }
+
+    fn unpin(&mut self, pins: &[u32]) {
+        for &id in pins {
+            if let Some(e) = self.plans.iter_mut().find(|e| e.id == id) {
+                e.pinned_by -= 1;
+            }
+        }
+    }
+}
+
+/// One open file of a device node: its own plans, invisible to other files.
+#[pin_data]
+pub(crate) struct OpenFile {
+    dev: Arc<Device>,
+    #[pin]
+    state: Mutex<FileState>,
+}
+
+fn reader<T: kernel::transmute::FromBytes>(arg: usize) -> Result<T> {
+    UserSlice::new(UserPtr::from_addr(arg), size_of::<T>())
+        .reader()
+        .read::<T>()
+}
+
+fn writeback<T: kernel::transmute::AsBytes>(arg: usize, v: &T) -> Result {
+    UserSlice::new(UserPtr::from_addr(arg), size_of::<T>())
+        .writer()
+        .write(v)
+}
+
+fn user_slice(addr: u64, len: u64) -> Result<UserSlice> {
+    let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
+    let len = usize::try_from(len).map_err(|_| EINVAL)?;
+    Ok(UserSlice::new(UserPtr::from_addr(addr), len))
+}
+
+impl OpenFile {
+    fn plan(&self, id: u32) -> Result<Arc<Plan>> {
+        Ok(self.state.lock().entry(id)?.plan.clone())
+    }
+
+    fn device_info(&self, arg: usize) -> Result {
+        self.dev.check_present()?;
+        let d = &self.dev;
+        let geo = d.grid.geometry();
+        let mut info = DeviceInfo {
+            abi_version: ABI_VERSION,
+            arch: d.info.arch as u32,
+            pci_vendor: u32::from(d.pci_vendor),
+            pci_device: u32::from(d.pci_device),
+            simulated: u32::from(d.sim().is_some()),
+            nr_channels: d.info.nr_channels as u32,
+            regions_per_channel: geo.regions as u32,
+            nr_cores: d.info.nr_cores as u32,
+            sbuf_size: SBUF_SIZE,
+            min_alloc_size: geo.min_alloc,
+            bar0_size: d.info.bar0_size,
+            bar4_size: d.info.bar4_size,
+            ..DeviceInfo::default()
+        };
+        for ch in 0..d.info.nr_channels {
+            info.channel_base[ch] = d.info.channel_base[ch];
+            info.channel_size[ch] = d.info.channel_size;
+        }
+        writeback(arg, &info)
+    }
+
+    fn plan_load(&self, arg: usize) -> Result {
+        let mut req: PlanLoad = reader(arg)?;
+        if req.flags != 0 || req.rsvd != 0 {
+            return Err(EINVAL);
+        }
+        self.dev.check_present()?;
+        let channel = match req.channel {
+            CHANNEL_ANY => self.dev.grid.emptiest_channel(),
+            c if (c as usize) < self.dev.info.nr_channels => c as usize,
+            _ => return Err(EINVAL),
+        };
+        let blob = UserBlob::new(req.blob, req.blob_len)?;
+        let parsed = parse(&blob, self.dev.info)?;
+
+        // REMOTE targets: looked up and pinned now, so they stay put while we stage.
+        let mut remotes = KVec::new();
+        let mut pins = KVec::new();
+        for rec in parsed.records.iter() {
+            if let Placement::Remote { .. } = rec.placement {
+                remotes.push((0u64, 0u64), GFP_KERNEL)?;
+                pins.push(0u32, GFP_KERNEL)?;
+            }
+        }
+        let id = {
+            let mut st = self.state.lock();
+            if st.plans.len() >= MAX_PLANS_PER_FILE {
+                return Err(E2BIG);
+            }
+            let mut k = 0;
+            for rec in parsed.records.iter() {
+                if let Placement::Remote { var_id, plan_id } = rec.placement {
+                    let v = st.entry(plan_id)?.plan.var(var_id).copied()?;
+                    remotes[k] = (v.pa, v.size);
+                    pins[k] = plan_id;
+                    k += 1;
+                }
+            }
+            for &p in pins.iter() {
+                if let Some(e) = st.plans.iter_mut().find(|e| e.id == p) {
+                    e.pinned_by += 1;
+                }
+            }
+            let id = st.next_id;
+            st.next_id = st.next_id.wrapping_add(1).max(1);
+            id
+        };
+
+        let staged = stage(&self.dev, parsed, &blob, channel, &remotes).and_then(|plan| {
+            if req.addrs != 0 {
+                let n = plan.vars().len() as u64;
+                let mut w = user_slice(req.addrs, n.checked_mul(8).ok_or(EINVAL)?)?.writer();
+                for v in plan.vars() {
+                    w.write(&v.pa)?;
+                }
+            }
+            req.plan_id = id;
+            req.local_scratchpad_pa = plan.local_scratch_pa;
+            req.shared_scratchpad_pa = plan.shared_scratch_pa;
+            req.bytes_allocated = plan.bytes;
+            writeback(arg, &req)?;
+            Ok(plan)
+        });
+        let plan = staged.and_then(|plan| Ok(Arc::new(plan, GFP_KERNEL)?));
+        let mut st = self.state.lock();
+        let plan = match plan.and_then(|p| Ok(st.plans.reserve(1, GFP_KERNEL).map(|()| p)?)) {
+            Ok(plan) => plan,
+            Err(e) => {
+                // Nothing of this load stays: its plan (if any) is dropped here.
+                st.unpin(&pins);
+                return Err(e);
+            }
+        };
+        let entry = PlanEntry {
+            id,
+            plan,
+            pinned_by: 0,
+            pins,
+        };
+        // Cannot fail: one slot was reserved above.
+        let _ = st.plans.push(entry, GFP_KERNEL);
+        Ok(())
+    }
+
+    fn plan_unload(&self, arg: usize) -> Result {
+        let req: PlanUnload = reader(arg)?;
+        if req.rsvd != 0 {
+            return Err(EINVAL);
+        }
+        let entry = {
+            let mut st = self.state.lock();
+            let pos = st.position(req.plan_id)?;
+            if st.plans[pos].pinned_by > 0 {
+                return Err(EBUSY);
+            }
+            let entry = st.plans.remove(pos).map_err(|_| ENOENT)?;
+            st.unpin(&entry.pins);
+            entry
+        };
+        // The plan's memory is given back here, outside the lock.
+        drop(entry);
+        Ok(())
+    }
+
+    fn resolve(&self, arg: usize) -> Result {
+        let mut req: Resolve = reader(arg)?;
+        self.dev.check_present()?;
+        req.addr = self
+            .state
+            .lock()
+            .entry(req.plan_id)?
+            .plan
+            .resolve(req.var_id, req.offset, req.size)?;
+        writeback(arg, &req)
+    }
+
+    fn resolve_batch(&self, arg: usize) -> Result {
+        let req: ResolveBatch = reader(arg)?;
+        if req.count > MAX_BATCH {
+            return Err(E2BIG);
+        }
+        self.dev.check_present()?;
+        let plan = self.plan(req.plan_id)?;
+        let qsize = size_of::<ResolveQuery>() as u64;
+        let (mut r, mut w) = user_slice(req.queries, u64::from(req.count) * qsize)?.reader_writer();
+        let mut piece = KVec::from_elem(ResolveQuery::default(), BATCH_PIECE, GFP_KERNEL)?;
+        let mut left = req.count as usize;
+        while left > 0 {
+            let n = left.min(BATCH_PIECE);
+            for q in piece[..n].iter_mut() {
+                *q = r.read()?;
+                match plan.resolve(q.var_id, q.offset, q.size) {
+                    Ok(a) => {
+                        q.addr = a;
+                        q.status = 0;
+                    }
+                    Err(e) => {
+                        q.addr = PA_UNSTAGED;
+                        q.status = e.to_errno();
+                    }
+                }
+            }
+            for q in piece[..n].iter() {
+                w.write(q)?;
+            }
+            left -= n;
+        }
+        Ok(())
+    }
+
+    fn mem_xfer(&self, arg: usize, write: bool) -> Result {
+        let req: MemXfer = reader(arg)?;
+        self.dev.check_present()?;
+        let plan = self.plan(req.plan_id)?;
+        let pa = plan.resolve(req.var_id, req.offset, req.len)?;
+        let user = user_slice(req.buf, req.len)?;
+        if write {
+            self.dev.write_from_user(pa, &mut user.reader(), req.len)
+        } else {
+            self.dev.read_to_user(pa, &mut user.writer(), req.len)
+        }
+    }
+
+    fn mem_stats(&self, arg: usize) -> Result {
+        self.dev.check_present()?;
+        let grid = &self.dev.grid;
+        let mut out = MemStats::default();
+        for ch in 0..self.dev.info.nr_channels.min(MAX_CHANNELS) {
+            for r in 0..grid.geometry().regions.min(MAX_REGIONS) {
+                let s = grid.stats(ch, r)?;
+                out.pools[ch][r] = uapi::PoolStats {
+                    total: s.total,
+                    used: s.used,
+                    peak: s.peak,
+                    live_chunks: s.live_chunks,
+                    present: 1,
+                };
+            }
+        }
+        {
+            let st = self.state.lock();
+            for e in st.plans.iter() {
+                out.own_bytes += e.plan.bytes;
+                out.own_chunks += e.plan.chunk_count() as u32;
+            }
+            out.own_plans = st.plans.len() as u32;
+        }
+        writeback(arg, &out)
+    }
+
+    fn reset(&self, arg: usize) -> Result {
+        let mut req: Reset = reader(arg)?;
+        if req.rsvd != 0 || req.status != 0 {
+            return Err(EINVAL);
+        }
+        let kind = ResetKind::from_u32(req.r#type).ok_or(EINVAL)?;
+        let res = self.dev.reset(kind, req.nc_map);
+        req.status = match &res {
+            Ok(_) => 0,
+            Err(e) => e.to_errno(),
+        };
+        writeback(arg, &req)?;
+        res.map(|_| ())
+    }
+}
+
+#[vtable]
+impl MiscDevice for OpenFile {
+    type Ptr = Pin<KBox<Self>>;
+
+    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
+        let raw: *const Opaque<bindings::miscdevice> = core::ptr::from_ref(misc).cast();
+        // SAFETY: `MiscDeviceRegistration<T>` is `repr(transparent)` over
+        // `Opaque<miscdevice>`, and every node with our fops is the `misc` field
+        // of a live, pinned `Node` (its registration ends before it is freed,
+        // and open cannot run after `misc_deregister` returns).
+        let node = unsafe { &*kernel::container_of!(raw, Node, misc) };
+        let dev = node.dev.clone();
+        dev.check_present()?;
+        KBox::try_pin_init(
+            try_pin_init!(Self {
+                dev,
+                state <- new_mutex!(FileState {
+                    next_id: 1,
+                    plans: KVec::new(),
+                }),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn ioctl(me: Pin<&OpenFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        match cmd {
+            IOC_DEVICE_INFO => me.device_info(arg)?,
+            IOC_PLAN_LOAD => me.plan_load(arg)?,
+            IOC_PLAN_UNLOAD => me.plan_unload(arg)?,
+            IOC_RESOLVE => me.resolve(arg)?,
+            IOC_RESOLVE_BATCH => me.resolve_batch(arg)?,
+            IOC_MEM_WRITE => me.mem_xfer(arg, true)?,
+            IOC_MEM_READ => me.mem_xfer(arg, false)?,
+            IOC_MEM_STATS => me.mem_stats(arg)?,
+            IOC_RESET => me.reset(arg)?,
+            _ => return Err(ENOTTY),
+        }
+        Ok(0)
+    }
+}

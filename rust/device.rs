@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One Neuron device: its arch, its device-access backend, the HBM grid and
+//! the firmware reset. Shared (`Arc`) by its device node and every open file,
+//! so it outlives a PCI unbind until the last file is closed.
+
+use crate::{
+    addr,
+    arch::ArchInfo,
+    fw::{self, ResetKind, WaitReport},
+    io::{DeviceIo, XFER_CHUNK},
+    mempool::{Geometry, Grid},
+    sim::SimIo,
+};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+    uaccess::{UserSliceReader, UserSliceWriter},
+};
+
+/// Where a device's registers and HBM window come from.
+pub(crate) enum Backend {
+    /// A real PCI function.
+    Pci(Arc<dyn DeviceIo>),
+    /// A simulated device (keeps the concrete type for its test controls).
+    Sim(Arc<SimIo>),
+}
+
+/// One Neuron device.
+#[pin_data]
+pub(crate) struct Device {
+    /// Index N of `/dev/neuron_hbmN`.
+    pub(crate) index: u32,
+    /// Generation constants.
+    pub(crate) info: &'static ArchInfo,
+    /// PCI vendor id.
+    pub(crate) pci_vendor: u16,
+    /// PCI device id.
+    pub(crate) pci_device: u16,
+    backend: Backend,
+    /// The HBM pools.
+    pub(crate) grid: Grid,
+    #[pin]
+    reset_lock: Mutex<()>,
+}
+
+impl Device {
+    /// A device over `backend` with a grid of geometry `geo`.
+    pub(crate) fn new(
+        index: u32,
+        pci: (u16, u16),
+        backend: Backend,
+        geo: Geometry,
+    ) -> Result<Arc<Self>> {
+        let grid = Grid::new(geo)?;
+        Arc::pin_init(
+            try_pin_init!(Self {
+                index,
+                info: geo.info,
+                pci_vendor: pci.0,
+                pci_device: pci.1,
+                backend,
+                grid,
+                reset_lock <- new_mutex!(()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The device-access interface.
+    pub(crate) fn io(&self) -> &dyn DeviceIo {
+        match &self.backend {
+            Backend::Pci(io) => &**io,
+            Backend::Sim(sim) => &**sim,
+        }
+    }
+
+    /// The simulated backend, if this device is simulated.
+    pub(crate) fn sim(&self) -> Option<&SimIo> {
+        match &self.backend {
+            Backend::Sim(sim) => Some(sim),
+            Backend::Pci(_) => None,
+        }
+    }
+
+    /// `ENODEV` once the device is gone.
+    pub(crate) fn check_present(&self) -> Result {
+        if self.io().is_present() {
+            Ok(())
+        } else {
+            Err(ENODEV)
+        }
+    }
+
+    /// Resets the device (or the TPBs in `nc_map`) and waits for the
+    /// firmware. Concurrent requests are serialized, never interleaved.
+    pub(crate) fn reset(&self, kind: ResetKind, nc_map: u32) -> Result<WaitReport> {
+        self.check_present()?;
+        if kind == ResetKind::Tpb && (nc_map == 0 || u64::from(nc_map) >> self.info.nr_cores != 0) {
+            return Err(EINVAL);
+        }
+        let _serial = self.reset_lock.lock();
+        fw::reset(self.io(), kind, nc_map)
+    }
+
+    /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces of at most
+    /// [`XFER_CHUNK`] bytes, each remapped to BAR4 on its own.
+    fn for_each_piece(
+        &self,
+        pa: u64,
+        len: u64,
+        mut op: impl FnMut(u64, usize) -> Result,
+    ) -> Result {
+        self.check_present()?;
+        pa.checked_add(len).ok_or(EINVAL)?;
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(XFER_CHUNK as u64);
+            let off = addr::bar4_offset(self.info, pa + done, n)?;
+            op(off, n as usize)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes from user memory to device PA `pa` through BAR4.
+    pub(crate) fn write_from_user(&self, pa: u64, src: &mut UserSliceReader, len: u64) -> Result {
+        self.for_each_piece(pa, len, |off, n| self.io().bar4_write_user(off, src, n))
+    }
+
+    /// Copies `len` bytes at device PA `pa` to user memory through BAR4.
+    pub(crate) fn read_to_user(&self, pa: u64, dst: &mut UserSliceWriter, len: u64) -> Result {
+        self.for_each_piece(pa, len, |off, n| self.io().bar4_read_user(off, dst, n))
+    }
+
+    /// Writes `src` at device PA `pa` through BAR4.
+    pub(crate) fn write(&self, pa: u64, src: &[u8]) -> Result {
+        let mut done = 0usize;
+        self.for_each_piece(pa, src.len() as u64, |off, n| {
+            self.io().bar4_write(off, &src[done..done + n])?;
+            done += n;
+            Ok(())
+        })
+    }
+
+    /// Reads device PA `pa` into `dst` through BAR4.
+    pub(crate) fn read(&self, pa: u64, dst: &mut [u8]) -> Result {
+        let mut done = 0usize;
+        self.for_each_piece(pa, dst.len() as u64, |off, n| {
+            self.io().bar4_read(off, &mut dst[done..done + n])?;
+            done += n;
+            Ok(())
+        })
+    }
+
+    /// Zeroes `[pa, pa + len)` (the simulated device discards its pages).
+    pub(crate) fn zero(&self, pa: u64, len: u64) -> Result {
+        self.for_each_piece(pa, len, |off, n| self.io().bar4_zero(off, n as u64))
+    }
+}
+
+#[kunit_tests(neuron_hbm_device)]
+mod tests {
+    use super::*;
+    use crate::arch::{GIB, V2};
+
+    fn sim_device() -> Result<Arc<Device>> {
+        let sim = Arc::pin_init(SimIo::new(&V2), GFP_KERNEL)?;
+        Device::new(
+            0,
+            (0x1d0f, 0x7164),
+            Backend::Sim(sim),
+            Geometry {
+                info: &V2,
+                regions: 1,
+                min_alloc: 4096,
+                carveout: true,
+            },
+        )
+    }
+
+    #[test]
+    fn bar4_write_read_through_remap() -> Result {
+        let dev = sim_device()?;
+        // Device PA 64 GiB + 8 KiB is BAR4 offset 16 GiB + 8 KiB on V2.
+        let pa = 64 * GIB + 8192;
+        dev.write(pa, b"neuron")?;
+        let mut back = [0u8; 6];
+        dev.read(pa, &mut back)?;
+        assert_eq!(&back, b"neuron");
+        let mut raw = [0u8; 6];
+        dev.io().bar4_read(16 * GIB + 8192, &mut raw)?;
+        assert_eq!(&raw, b"neuron");
+        assert_eq!(dev.sim().map(|s| s.bar4_resident_pages()), Some(1));
+        Ok(())
+    }
+
+    #[test]
+    fn transfers_outside_hbm_are_refused() -> Result {
+        let dev = sim_device()?;
+        assert_eq!(dev.write(20 * GIB, b"x"), Err(EINVAL));
+        assert_eq!(dev.write(u64::MAX, b"xy"), Err(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn zero_of_gigabytes_stays_sparse() -> Result {
+        let dev = sim_device()?;
+        dev.write(GIB, &[0xaa; 16])?;
+        dev.zero(0, 12 * GIB)?;
+        assert_eq!(dev.sim().map(|s| s.bar4_resident_pages()), Some(0));
+        let mut b = [1u8; 16];
+        dev.read(GIB, &mut b)?;
+        assert_eq!(b, [0u8; 16]);
+        Ok(())
+    }
+
+    #[test]
+    fn unplugged_device_answers_enodev() -> Result {
+        let dev = sim_device()?;
+        dev.sim().unwrap().unplug();
+        assert_eq!(dev.write(0, b"x"), Err(ENODEV));
+        assert_eq!(dev.reset(ResetKind::Device, 0).err(), Some(ENODEV));
+        Ok(())
+    }
+
+    #[test]
+    fn tpb_reset_checks_the_core_map() -> Result {
+        let dev = sim_device()?;
+        assert_eq!(dev.reset(ResetKind::Tpb, 0).err(), Some(EINVAL));
+        assert_eq!(dev.reset(ResetKind::Tpb, 0b100).err(), Some(EINVAL));
+        assert!(dev.reset(ResetKind::Tpb, 0b11).is_ok());
+        Ok(())
+    }
+}

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Firmware reset: the MISC RAM mailbox request and the reset-wait poll
+//! (reference `nr_wait_for_reset_completion_v2`, neuron_dhal_v2.c:188-208).
+
+use crate::{
+    io::DeviceIo,
+    regs::{RegOffset, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER},
+};
+use kernel::{
+    prelude::*,
+    time::{delay::fsleep, Delta},
+};
+
+/// Status polls before giving up (`NR_RESET_RETRY_COUNT`).
+pub(crate) const RESET_RETRIES: u32 = 5;
+/// Try `i` sleeps `i * RESET_BACKOFF_MS` first (the first try does not sleep).
+pub(crate) const RESET_BACKOFF_MS: u32 = 100;
+/// Re-reads of a status that read as `0xdeadbeef` within one try.
+pub(crate) const BAD_READ_RETRIES: u32 = 3;
+/// Polls of the mailbox for the firmware to take a request, 1 ms apart.
+pub(crate) const MAILBOX_POLLS: u32 = 100;
+
+/// Kind of reset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub(crate) enum ResetKind {
+    /// The whole device.
+    Device = 1,
+    /// The TPBs (NeuronCores) of a map.
+    Tpb = 2,
+}
+
+impl ResetKind {
+    /// The kind numbered `n` in the UAPI.
+    pub(crate) fn from_u32(n: u32) -> Option<Self> {
+        match n {
+            1 => Some(Self::Device),
+            2 => Some(Self::Tpb),
+            _ => None,
+        }
+    }
+}
+
+/// What a reset wait did, reported on success and failure alike.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WaitReport {
+    /// Tries made (each one status read, after its bad-read retries).
+    pub(crate) tries: u32,
+    /// Milliseconds of sleep requested in total.
+    pub(crate) slept_ms: u32,
+}
+
+/// Reads FW_STATUS, re-reading a bad read up to [`BAD_READ_RETRIES`] times.
+/// `None` when every read was bad.
+fn read_status(io: &dyn DeviceIo) -> Result<Option<FW_STATUS>> {
+    for _ in 0..=BAD_READ_RETRIES {
+        let raw = io.read32(FW_STATUS::OFFSET_U64)?;
+        if raw != FW_IO_BAD_READ {
+            return Ok(Some(FW_STATUS::from(raw)));
+        }
+    }
+    Ok(None)
+}
+
+/// Waits for the firmware to finish a reset: up to [`RESET_RETRIES`] tries,
+/// sleeping `100 ms * i` before try `i`; done when the in-progress bit is clear.
+/// `ETIMEDOUT` when it never clears, `ENODEV` as soon as the device is gone.
+pub(crate) fn wait_for_reset_completion(io: &dyn DeviceIo) -> (Result, WaitReport) {
+    let mut report = WaitReport::default();
+    for i in 0..RESET_RETRIES {
+        if i > 0 {
+            let ms = RESET_BACKOFF_MS * i;
+            fsleep(Delta::from_millis(i64::from(ms)));
+            report.slept_ms += ms;
+        }
+        if !io.is_present() {
+            return (Err(ENODEV), report);
+        }
+        report.tries += 1;
+        match read_status(io) {
+            Ok(Some(st)) if !st.reset_in_progress() => return (Ok(()), report),
+            Ok(_) => {}
+            Err(e) => return (Err(e), report),
+        }
+    }
+    (Err(ETIMEDOUT), report)
+}
+
+/// Asks the firmware for a reset through the MISC RAM mailbox and waits for
+/// it: the request is taken when RESET_REQUEST reads 0 again (bounded by
+/// [`MAILBOX_POLLS`] ms), then [`wait_for_reset_completion`] runs. Callers
+/// serialize resets of one device.
+pub(crate) fn reset(io: &dyn DeviceIo, kind: ResetKind, nc_map: u32) -> Result<WaitReport> {
+    if kind == ResetKind::Tpb {
+        io.write32(RESET_TPB_MAP::OFFSET_U64, nc_map)?;
+    }
+    io.write32(RESET_REQUEST::OFFSET_U64, kind as u32)?;
+    io.write32(RESET_TRIGGER::OFFSET_U64, 1)?;
+    let mut taken = false;
+    for _ in 0..MAILBOX_POLLS {
+        if !io.is_present() {
+            return Err(ENODEV);
+        }
+        if io.read32(RESET_REQUEST::OFFSET_U64)? == 0 {
+            taken = true;
+            break;
+        }
+        fsleep(Delta::from_millis(1));
+    }
+    if !taken {
+        return Err(ETIMEDOUT);
+    }
+    let (res, report) = wait_for_reset_completion(io);
+    res.map(|()| report)
+}
+
+#[kunit_tests(neuron_hbm_fw)]
+mod tests {
+    use super::*;
+    use crate::{
+        arch::V2,
+        sim::{FwScript, SimIo},
+    };
+
+    fn sim(script: FwScript) -> Result<Pin<KBox<SimIo>>> {
+        let s = KBox::pin_init(SimIo::new(&V2), GFP_KERNEL)?;
+        s.set_fw_script(script);
+        Ok(s)
+    }
+
+    fn script(ready_on_poll: u32, bad_reads: u32) -> FwScript {
+        FwScript {
+            ready_on_poll,
+            bad_reads,
+            takes_requests: true,
+        }
+    }
+
+    #[test]
+    fn ready_at_once_does_not_sleep() -> Result {
+        let s = sim(script(1, 0))?;
+        s.begin_reset();
+        let (res, rep) = wait_for_reset_completion(&*s);
+        assert_eq!(res, Ok(()));
+        assert_eq!(
+            rep,
+            WaitReport {
+                tries: 1,
+                slept_ms: 0
+            }
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn ready_after_three_polls() -> Result {
+        let s = sim(script(3, 0))?;
+        s.begin_reset();
+        let (res, rep) = wait_for_reset_completion(&*s);
+        assert_eq!(res, Ok(()));
+        assert_eq!(
+            rep,
+            WaitReport {
+                tries: 3,
+                slept_ms: 300
+            }
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn never_ready_times_out_after_one_second() -> Result {
+        let s = sim(script(0, 0))?;
+        s.begin_reset();
+        let (res, rep) = wait_for_reset_completion(&*s);
+        assert_eq!(res, Err(ETIMEDOUT));
+        assert_eq!(
+            rep,
+            WaitReport {
+                tries: 5,
+                slept_ms: 1000
+            }
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn bad_reads_are_reread() -> Result {
+        let s = sim(script(1, 2))?;
+        s.begin_reset();
+        let (res, rep) = wait_for_reset_completion(&*s);
+        assert_eq!(res, Ok(()));
+        assert_eq!(
+            rep,
+            WaitReport {
+                tries: 1,
+                slept_ms: 0
+            }
+        );
+        // More bad reads than one try re-reads: the next try sees the status.
+        let s = sim(script(1, BAD_READ_RETRIES + 1))?;
+        s.begin_reset();
+        let (res, rep) = wait_for_reset_completion(&*s);
+        assert_eq!(res, Ok(()));
+        assert_eq!(
+            rep,
+            WaitReport {
+                tries: 2,
+                slept_ms: 100
+            }
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn removal_stops_the_wait() -> Result {
+        let s = sim(script(0, 0))?;
+        s.begin_reset();
+        s.unplug();
+        let (res, rep) = wait_for_reset_completion(&*s);
+        assert_eq!(res, Err(ENODEV));
+        assert_eq!(rep.tries, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn mailbox_reset_device_and_tpb() -> Result {
+        let s = sim(script(2, 0))?;
+        assert_eq!(
+            reset(&*s, ResetKind::Device, 0),
+            Ok(WaitReport {
+                tries: 2,
+                slept_ms: 100
+            })
+        );
+        assert_eq!(reset(&*s, ResetKind::Tpb, 0b11).map(|r| r.tries), Ok(2));
+        assert_eq!(s.read32(RESET_TPB_MAP::OFFSET_U64), Ok(0b11));
+        assert_eq!(s.resets_taken(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn mailbox_not_taken_times_out() -> Result {
+        let s = sim(FwScript {
+            takes_requests: false,
+            ..FwScript::PROMPT
+        })?;
+        assert_eq!(reset(&*s, ResetKind::Device, 0), Err(ETIMEDOUT));
+        assert_eq!(s.resets_taken(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn reset_kinds_from_uapi() {
+        assert_eq!(ResetKind::from_u32(1), Some(ResetKind::Device));
+        assert_eq!(ResetKind::from_u32(2), Some(ResetKind::Tpb));
+        assert_eq!(ResetKind::from_u32(0), None);
+        assert_eq!(ResetKind::from_u32(3), None);
+    }
+}

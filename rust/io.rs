@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device-access interface: 32-bit registers in BAR0 and bulk bytes in
+//! BAR4. The PCI backend ([`crate::pci`]) and the simulated one
+//! ([`crate::sim`]) implement it; nothing above this file knows which one runs.
+
+use kernel::{
+    prelude::*,
+    uaccess::{UserSliceReader, UserSliceWriter},
+};
+
+/// Largest piece a bulk transfer moves at once (bounds time under any lock
+/// and the size of the bounce buffer).
+pub(crate) const XFER_CHUNK: usize = 64 * 1024;
+
+/// Access to one Neuron device's BAR0 registers and BAR4 HBM window.
+pub(crate) trait DeviceIo: Send + Sync {
+    /// Reads the 32-bit register at BAR0 offset `off`.
+    fn read32(&self, off: u64) -> Result<u32>;
+
+    /// Writes the 32-bit register at BAR0 offset `off`.
+    fn write32(&self, off: u64, value: u32) -> Result;
+
+    /// Copies `len` bytes from user memory to BAR4 offset `off`.
+    fn bar4_write_user(&self, off: u64, src: &mut UserSliceReader, len: usize) -> Result;
+
+    /// Copies `len` bytes from BAR4 offset `off` to user memory.
+    fn bar4_read_user(&self, off: u64, dst: &mut UserSliceWriter, len: usize) -> Result;
+
+    /// Writes `src` to BAR4 offset `off`.
+    fn bar4_write(&self, off: u64, src: &[u8]) -> Result;
+
+    /// Reads BAR4 offset `off` into `dst`.
+    fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result;
+
+    /// Makes `[off, off + len)` of BAR4 read as zeros.
+    fn bar4_zero(&self, off: u64, len: u64) -> Result;
+
+    /// Whether the device is still there (false after surprise removal).
+    fn is_present(&self) -> bool;
+}
+
+/// Checks that `[off, off + len)` lies inside a BAR of `size` bytes.
+pub(crate) fn check_range(off: u64, len: u64, size: u64) -> Result {
+    match off.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(ERANGE),
+    }
+}

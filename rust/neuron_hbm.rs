@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! neuron_hbm: HBM memory pools, BAR access and static mem_ref plans for AWS
+//! Neuron accelerators.
+//!
+//! Rooms, lowest first: [`arch`] and [`addr`] (constants and pure math),
+//! [`genpool`] and [`mempool`] (the HBM grid), [`regs`], [`io`], [`sparse`],
+//! [`sim`] and [`pci`] (device access), [`fw`] (reset), [`device`], [`plan`]
+//! (parse and stage mem_ref plans) and [`chardev`] (the ioctl surface).
+
+use kernel::{ffi::c_char, prelude::*};
+
+mod addr;
+mod arch;
+mod bench;
+mod chardev;
+mod device;
+mod fw;
+mod genpool;
+mod io;
+mod mempool;
+mod pci;
+mod plan;
+mod regs;
+mod sim;
+mod sparse;
+mod uapi;
+
+use arch::ArchInfo;
+use chardev::{Node, MAX_NODES};
+use device::{Backend, Device};
+use kernel::sync::Arc;
+use mempool::Geometry;
+use sim::SimIo;
+
+module! {
+    type: NeuronHbm,
+    name: "neuron_hbm",
+    authors: ["neuron_hbm developers"],
+    description: "AWS Neuron HBM memory pools and static mem_ref plans",
+    license: "GPL",
+    params: {
+        sim_devices: u32 {
+            default: 0,
+            description: "Simulated Neuron devices to create (0..16)",
+        },
+        regions: u32 {
+            default: 1,
+            description: "Memory regions per HBM channel (1..4)",
+        },
+        min_alloc: u64 {
+            default: 4096,
+            description: "Minimum HBM allocation in bytes (power of two, >= 1024)",
+        },
+        bench: bool {
+            default: false,
+            description: "Run the in-kernel benchmarks at load and print them",
+        },
+        fw_carveout: bool {
+            default: true,
+            description: "Keep the 16 MiB firmware carve-out at each channel start (V2, V3)",
+        },
+    },
+}
+
+extern "C" {
+    fn nhbm_sim_arch() -> *const c_char;
+}
+
+/// The grid geometry the module parameters ask for.
+fn geometry(info: &'static ArchInfo) -> Geometry {
+    Geometry {
+        info,
+        regions: module_parameters::regions.value() as usize,
+        min_alloc: module_parameters::min_alloc.value(),
+        carveout: module_parameters::fw_carveout.value(),
+    }
+}
+
+/// The module: the PCI driver and the simulated devices' nodes.
+#[pin_data]
+pub struct NeuronHbm {
+    #[pin]
+    _pci: kernel::driver::Registration<kernel::pci::Adapter<pci::PciDriver>>,
+    sim_nodes: KVec<Pin<KBox<Node>>>,
+}
+
+/// Creates the simulated devices `sim_devices` and `sim_arch` ask for.
+fn sim_devices() -> Result<KVec<Pin<KBox<Node>>>> {
+    let mut nodes = KVec::new();
+    let count = module_parameters::sim_devices.value() as usize;
+    if count == 0 {
+        return Ok(nodes);
+    }
+    // SAFETY: `nhbm_sim_arch` returns the module's own NUL-terminated
+    // parameter buffer, alive as long as the module.
+    let name = unsafe { CStr::from_char_ptr(nhbm_sim_arch()) };
+    let Some(info) = ArchInfo::from_name(name.to_bytes()) else {
+        pr_err!("sim_arch must be v2, v3 or v4\n");
+        return Err(EINVAL);
+    };
+    if count > MAX_NODES {
+        pr_err!("sim_devices must be at most {}\n", MAX_NODES);
+        return Err(EINVAL);
+    }
+    for _ in 0..count {
+        let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
+        let dev = Device::new(
+            chardev::next_index()?,
+            (arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
+            Backend::Sim(sim),
+            geometry(info),
+        )?;
+        pr_info!("neuron_hbm{}: simulated {} device\n", dev.index, info.name);
+        nodes.push(Node::new(dev)?, GFP_KERNEL)?;
+    }
+    Ok(nodes)
+}
+
+impl kernel::InPlaceModule for NeuronHbm {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        if module_parameters::bench.value() {
+            if let Err(e) = bench::run() {
+                pr_err!("bench failed: {:?}\n", e);
+            }
+        }
+        try_pin_init!(Self {
+            sim_nodes: sim_devices()?,
+            _pci <- kernel::driver::Registration::new(c"neuron_hbm", module),
+        })
+    }
+}

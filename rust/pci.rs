@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The PCI backend: binds Amazon Neuron functions, maps BAR0 (APB/CSR) and
+//! BAR4 (HBM window) and serves [`DeviceIo`] from them. BAR2 (AXI) is unused
+//! on every shipping arch and never touched. Both BARs are device-managed:
+//! after unbind every access answers `ENODEV` while open files still hold the
+//! [`Device`].
+//!
+//! The Rust PCI abstraction maps BARs uncached; write-combining BAR4 has no
+//! safe binding yet, so bulk transfers use 64-bit MMIO accesses.
+
+use crate::{
+    arch::{ArchInfo, PCI_VENDOR_AMAZON},
+    chardev::{next_index, Node},
+    device::{Backend, Device},
+    geometry,
+    io::{check_range, DeviceIo, XFER_CHUNK},
+};
+use kernel::{
+    device::Core,
+    io::Io,
+    pci::{self, Bar, DevresBar},
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
+    uaccess::{UserSliceReader, UserSliceWriter},
+};
+
+/// BAR indices (`apb_bar = 0`, `dram_bar = 4`; seed 001 §1).
+const BAR_APB: u32 = 0;
+const BAR_DRAM: u32 = 4;
+
+/// BAR0 and BAR4 of one bound PCI function.
+pub(crate) struct PciIo {
+    bar0: DevresBar,
+    bar4: DevresBar,
+    bar0_size: u64,
+    bar4_size: u64,
+    present: Atomic<bool>,
+}
+
+impl PciIo {
+    fn with_bar<R>(&self, bar: &DevresBar, f: impl FnOnce(&Bar<'_>) -> Result<R>) -> Result<R> {
+        if !self.present.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        let guard = bar.try_access().ok_or(ENODEV)?;
+        f(&guard)
+    }
+
+    fn reg_offset(&self, off: u64) -> Result<usize> {
+        check_range(off, 4, self.bar0_size)?;
+        if off % 4 != 0 {
+            return Err(EINVAL);
+        }
+        Ok(off as usize)
+    }
+}
+
+impl DeviceIo for PciIo {
+    fn read32(&self, off: u64) -> Result<u32> {
+        let off = self.reg_offset(off)?;
+        self.with_bar(&self.bar0, |b| b.try_read32(off))
+    }
+
+    fn write32(&self, off: u64, value: u32) -> Result {
+        let off = self.reg_offset(off)?;
+        self.with_bar(&self.bar0, |b| b.try_write32(value, off))
+    }
+
+    fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
+        check_range(off, src.len() as u64, self.bar4_size)?;
+        self.with_bar(&self.bar4, |b| {
+            let mut i = 0usize;
+            while i < src.len() {
+                let at = off as usize + i;
+                if at % 8 == 0 && src.len() - i >= 8 {
+                    let mut w = [0u8; 8];
+                    w.copy_from_slice(&src[i..i + 8]);
+                    b.try_write64(u64::from_le_bytes(w), at)?;
+                    i += 8;
+                } else {
+                    b.try_write8(src[i], at)?;
+                    i += 1;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {
+        check_range(off, dst.len() as u64, self.bar4_size)?;
+        self.with_bar(&self.bar4, |b| {
+            let mut i = 0usize;
+            while i < dst.len() {
+                let at = off as usize + i;
+                if at % 8 == 0 && dst.len() - i >= 8 {
+                    dst[i..i + 8].copy_from_slice(&b.try_read64(at)?.to_le_bytes());
+                    i += 8;
+                } else {
+                    dst[i] = b.try_read8(at)?;
+                    i += 1;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    fn bar4_write_user(&self, off: u64, src: &mut UserSliceReader, len: usize) -> Result {
+        let mut bounce = KVec::from_elem(0u8, len.min(XFER_CHUNK), GFP_KERNEL)?;
+        let mut done = 0usize;
+        while done < len {
+            let n = (len - done).min(bounce.len());
+            src.read_slice(&mut bounce[..n])?;
+            self.bar4_write(off + done as u64, &bounce[..n])?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn bar4_read_user(&self, off: u64, dst: &mut UserSliceWriter, len: usize) -> Result {
+        let mut bounce = KVec::from_elem(0u8, len.min(XFER_CHUNK), GFP_KERNEL)?;
+        let mut done = 0usize;
+        while done < len {
+            let n = (len - done).min(bounce.len());
+            self.bar4_read(off + done as u64, &mut bounce[..n])?;
+            dst.write_slice(&bounce[..n])?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn bar4_zero(&self, off: u64, len: u64) -> Result {
+        check_range(off, len, self.bar4_size)?;
+        let zeros = KVec::from_elem(0u8, (len as usize).min(XFER_CHUNK), GFP_KERNEL)?;
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(zeros.len() as u64) as usize;
+            self.bar4_write(off + done, &zeros[..n])?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+
+    fn is_present(&self) -> bool {
+        self.present.load(Relaxed) && self.bar0.try_access().is_some()
+    }
+}
+
+/// What a bound function keeps: its device node and its BARs.
+pub(crate) struct PciBinding {
+    _node: Pin<KBox<Node>>,
+    io: Arc<PciIo>,
+}
+
+/// The PCI driver of Neuron devices.
+pub(crate) struct PciDriver;
+
+kernel::pci_device_table!(
+    PCI_TABLE,
+    <PciDriver as pci::Driver>::IdInfo,
+    [
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7164), ()),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7264), ()),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7364), ()),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7564), ()),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7565), ()),
+    ]
+);
+
+impl PciDriver {
+    fn bind(pdev: &pci::Device<Core<'_>>) -> Result<PciBinding> {
+        let device_id = pdev.device_id();
+        let info = ArchInfo::from_pci_device(device_id).ok_or(ENODEV)?;
+        pdev.enable_device_mem()?;
+        pdev.set_master();
+        let bar0_size = pdev.resource_len(BAR_APB)?;
+        let bar4_size = pdev.resource_len(BAR_DRAM)?;
+        let bar0 = pdev.iomap_region(BAR_APB, c"neuron_hbm")?.into_devres()?;
+        let bar4 = pdev.iomap_region(BAR_DRAM, c"neuron_hbm")?.into_devres()?;
+        let io = Arc::new(
+            PciIo {
+                bar0,
+                bar4,
+                bar0_size,
+                bar4_size,
+                present: Atomic::new(true),
+            },
+            GFP_KERNEL,
+        )?;
+        let dev = Device::new(
+            next_index()?,
+            (PCI_VENDOR_AMAZON, device_id),
+            Backend::Pci(io.clone()),
+            geometry(info),
+        )?;
+        dev_info!(pdev, "neuron_hbm{}: {} device\n", dev.index, info.name);
+        Ok(PciBinding {
+            _node: Node::new(dev)?,
+            io,
+        })
+    }
+}
+
+impl pci::Driver for PciDriver {
+    type IdInfo = ();
+    type Data<'bound> = PciBinding;
+
+    const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
+
+    fn probe<'bound>(
+        pdev: &'bound pci::Device<Core<'_>>,
+        _info: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        Self::bind(pdev)
+    }
+
+    fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        // Open files keep the device; from now on they see ENODEV.
+        this.io.present.store(false, Relaxed);
+    }
+}

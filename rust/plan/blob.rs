@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Where a plan blob's bytes come from: user memory (the ioctl) or a kernel
+//! buffer (tests). Payloads move straight from the source to the device.
+
+use crate::device::Device;
+use kernel::{
+    prelude::*,
+    uaccess::{UserPtr, UserSlice},
+};
+
+/// A plan blob of `len()` bytes that can be read at any offset.
+pub(crate) trait BlobSource {
+    /// Length in bytes.
+    fn len(&self) -> u64;
+
+    /// Copies `buf.len()` bytes at `off`; `EINVAL` outside the blob, `EFAULT`
+    /// when the memory behind it faults.
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result;
+
+    /// Uploads `len` bytes at `off` to device PA `pa` of `dev`.
+    fn upload(&self, dev: &Device, pa: u64, off: u64, len: u64) -> Result;
+
+    /// Checks that `[off, off + len)` lies inside the blob.
+    fn check(&self, off: u64, len: u64) -> Result {
+        match off.checked_add(len) {
+            Some(end) if end <= self.len() => Ok(()),
+            _ => Err(EINVAL),
+        }
+    }
+}
+
+/// A blob in the calling process's memory.
+pub(crate) struct UserBlob {
+    addr: usize,
+    len: u64,
+}
+
+impl UserBlob {
+    /// The blob at user address `addr`, `len` bytes long.
+    pub(crate) fn new(addr: u64, len: u64) -> Result<Self> {
+        let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
+        addr.checked_add(usize::try_from(len).map_err(|_| EINVAL)?)
+            .ok_or(EFAULT)?;
+        Ok(Self { addr, len })
+    }
+
+    fn slice(&self, off: u64, len: u64) -> Result<UserSlice> {
+        self.check(off, len)?;
+        let len = usize::try_from(len)?;
+        Ok(UserSlice::new(
+            UserPtr::from_addr(self.addr + off as usize),
+            len,
+        ))
+    }
+}
+
+impl BlobSource for UserBlob {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result {
+        self.slice(off, buf.len() as u64)?.reader().read_slice(buf)
+    }
+
+    fn upload(&self, dev: &Device, pa: u64, off: u64, len: u64) -> Result {
+        let mut reader = self.slice(off, len)?.reader();
+        dev.write_from_user(pa, &mut reader, len)
+    }
+}
+
+impl BlobSource for [u8] {
+    fn len(&self) -> u64 {
+        <[u8]>::len(self) as u64
+    }
+
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result {
+        self.check(off, buf.len() as u64)?;
+        let off = off as usize;
+        buf.copy_from_slice(&self[off..off + buf.len()]);
+        Ok(())
+    }
+
+    fn upload(&self, dev: &Device, pa: u64, off: u64, len: u64) -> Result {
+        self.check(off, len)?;
+        dev.write(pa, &self[off as usize..(off + len) as usize])
+    }
+}

@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Sparse byte store backing a simulated BAR: pages are allocated on first
+//! write, read as zeros until then, and dropped again when zeroed, so a
+//! 256 GiB BAR costs only what tests touch.
+
+use crate::io::check_range;
+use kernel::{
+    new_mutex,
+    page::PAGE_SIZE,
+    prelude::*,
+    rbtree::RBTree,
+    sync::Mutex,
+    uaccess::{UserSliceReader, UserSliceWriter},
+};
+
+/// One simulated page.
+struct SimPage([u8; PAGE_SIZE]);
+
+/// A sparse, page-granular byte store of a fixed size. Every access holds
+/// `pages` for at most one page's worth of copying.
+#[pin_data]
+pub(crate) struct SparseMem {
+    size: u64,
+    #[pin]
+    pages: Mutex<RBTree<usize, KBox<SimPage>>>,
+}
+
+/// Which way a page access copies.
+enum Copy<'a> {
+    From(&'a [u8]),
+    To(&'a mut [u8]),
+    FromUser(&'a mut UserSliceReader),
+    ToUser(&'a mut UserSliceWriter),
+}
+
+impl SparseMem {
+    /// A store of `size` bytes, all zero.
+    pub(crate) fn new(size: u64) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            size,
+            pages <- new_mutex!(RBTree::new()),
+        })
+    }
+
+    /// Number of pages currently materialized.
+    pub(crate) fn resident_pages(&self) -> usize {
+        self.pages.lock().iter().count()
+    }
+
+    fn walk(&self, off: u64, len: usize, mut op: Copy<'_>) -> Result {
+        check_range(off, len as u64, self.size)?;
+        let create = matches!(op, Copy::From(_) | Copy::FromUser(_));
+        let mut done = 0usize;
+        while done < len {
+            let pos = off + done as u64;
+            let idx = usize::try_from(pos / PAGE_SIZE as u64)?;
+            let in_page = (pos % PAGE_SIZE as u64) as usize;
+            let n = (PAGE_SIZE - in_page).min(len - done);
+            let mut pages = self.pages.lock();
+            if create && pages.get(&idx).is_none() {
+                let page = KBox::<SimPage>::new_uninit(GFP_KERNEL | __GFP_ZERO)?;
+                // SAFETY: `__GFP_ZERO` zeroed the allocation and all-zero bytes
+                // are a valid `SimPage` (a byte array).
+                let page = unsafe { page.assume_init() };
+                pages.try_create_and_insert(idx, page, GFP_KERNEL)?;
+            }
+            match pages.get_mut(&idx) {
+                Some(page) => {
+                    let bytes = &mut page.0[in_page..in_page + n];
+                    match &mut op {
+                        Copy::From(src) => bytes.copy_from_slice(&src[done..done + n]),
+                        Copy::To(dst) => dst[done..done + n].copy_from_slice(bytes),
+                        Copy::FromUser(r) => r.read_slice(bytes)?,
+                        Copy::ToUser(w) => w.write_slice(bytes)?,
+                    }
+                }
+                None => match &mut op {
+                    Copy::To(dst) => dst[done..done + n].fill(0),
+                    Copy::ToUser(w) => w.write_slice(&ZEROS[..n])?,
+                    Copy::From(_) | Copy::FromUser(_) => {}
+                },
+            }
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Writes `src` at `off`.
+    pub(crate) fn write(&self, off: u64, src: &[u8]) -> Result {
+        self.walk(off, src.len(), Copy::From(src))
+    }
+
+    /// Reads `dst.len()` bytes at `off`.
+    pub(crate) fn read(&self, off: u64, dst: &mut [u8]) -> Result {
+        let len = dst.len();
+        self.walk(off, len, Copy::To(dst))
+    }
+
+    /// Copies `len` bytes from user memory to `off`, a page at a time.
+    pub(crate) fn write_user(&self, off: u64, src: &mut UserSliceReader, len: usize) -> Result {
+        self.walk(off, len, Copy::FromUser(src))
+    }
+
+    /// Copies `len` bytes at `off` to user memory, a page at a time.
+    pub(crate) fn read_user(&self, off: u64, dst: &mut UserSliceWriter, len: usize) -> Result {
+        self.walk(off, len, Copy::ToUser(dst))
+    }
+
+    /// Zeroes `[off, off + len)`: resident pages inside the range are dropped,
+    /// the partial pages at its ends are cleared. Costs what is resident, not
+    /// what the range spans.
+    pub(crate) fn zero(&self, off: u64, len: u64) -> Result {
+        check_range(off, len, self.size)?;
+        let end = off + len;
+        let page = PAGE_SIZE as u64;
+        let mut pages = self.pages.lock();
+        for pos in [off, end.saturating_sub(1)] {
+            if len == 0 {
+                break;
+            }
+            let idx = usize::try_from(pos / page)?;
+            let first = (idx as u64 * page).max(off);
+            let last = ((idx as u64 + 1) * page).min(end);
+            if let Some(p) = pages.get_mut(&idx) {
+                let base = idx as u64 * page;
+                p.0[(first - base) as usize..(last - base) as usize].fill(0);
+            }
+        }
+        // Whole pages: drop every resident one in [ceil(off), floor(end)).
+        let first_whole = usize::try_from(off.div_ceil(page))?;
+        let end_whole = usize::try_from(end / page)?;
+        while let Some(cursor) = pages.cursor_lower_bound_mut(&first_whole) {
+            if *cursor.current().0 >= end_whole {
+                break;
+            }
+            let (_, node) = cursor.remove_current();
+            drop(node);
+        }
+        Ok(())
+    }
+}
+
+static ZEROS: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
+
+#[kunit_tests(neuron_hbm_sparse)]
+mod tests {
+    use super::*;
+    use crate::arch::GIB;
+
+    #[test]
+    fn untouched_reads_zero_and_costs_nothing() -> Result {
+        let m = KBox::pin_init(SparseMem::new(32 * GIB), GFP_KERNEL)?;
+        let mut buf = [0xffu8; 16];
+        m.read(20 * GIB, &mut buf)?;
+        assert_eq!(buf, [0u8; 16]);
+        assert_eq!(m.resident_pages(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn write_read_across_pages() -> Result {
+        let m = KBox::pin_init(SparseMem::new(GIB), GFP_KERNEL)?;
+        let src: [u8; 100] = core::array::from_fn(|i| i as u8 + 1);
+        let off = 3 * PAGE_SIZE as u64 - 40;
+        m.write(off, &src)?;
+        assert_eq!(m.resident_pages(), 2);
+        let mut dst = [0u8; 100];
+        m.read(off, &mut dst)?;
+        assert_eq!(dst, src);
+        Ok(())
+    }
+
+    #[test]
+    fn zero_drops_whole_pages() -> Result {
+        let m = KBox::pin_init(SparseMem::new(GIB), GFP_KERNEL)?;
+        let src = KVec::from_elem(7u8, 3 * PAGE_SIZE, GFP_KERNEL)?;
+        m.write(0, &src)?;
+        assert_eq!(m.resident_pages(), 3);
+        m.zero(100, 2 * PAGE_SIZE as u64)?;
+        assert_eq!(m.resident_pages(), 2); // page 1 dropped, 0 and 2 zeroed in part
+        let mut dst = KVec::from_elem(1u8, 3 * PAGE_SIZE, GFP_KERNEL)?;
+        m.read(0, &mut dst)?;
+        assert!(dst[..100].iter().all(|&b| b == 7));
+        assert!(dst[100..100 + 2 * PAGE_SIZE].iter().all(|&b| b == 0));
+        assert!(dst[100 + 2 * PAGE_SIZE..].iter().all(|&b| b == 7));
+        Ok(())
+    }
+
+    #[test]
+    fn out_of_range_is_refused() -> Result {
+        let m = KBox::pin_init(SparseMem::new(GIB), GFP_KERNEL)?;
+        assert_eq!(m.write(GIB - 1, &[0, 0]), Err(ERANGE));
+        assert_eq!(m.zero(u64::MAX, 2), Err(ERANGE));
+        Ok(())
+    }
+}
