@@ -8,3 +8,5 @@ pub(crate) mod blob;
 pub(crate) mod index;
 pub(crate) mod parse;
 pub(crate) mod stage;
+#[cfg(CONFIG_KUNIT = "y")]
+pub(crate) mod test_blob;

@@ -410,3 +410,231 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
         index,
     })
 }
+
+#[kunit_tests(neuron_hbm_plan_parse)]
+mod tests {
+    use super::*;
+    use crate::{arch::V2, plan::test_blob::TestBlob};
+
+    const BUF: u32 = MrType::Buffer as u32;
+
+    fn parse_blob(b: &TestBlob) -> Result<ParsedPlan> {
+        let bytes = b.build()?;
+        parse(&bytes[..], &V2)
+    }
+
+    fn errno(b: &TestBlob) -> Option<Error> {
+        parse_blob(b).err()
+    }
+
+    /// A valid two-record plan to break one field at a time.
+    fn base() -> Result<TestBlob> {
+        let mut b = TestBlob::new(1 << 20, 0);
+        b.rec(BUF, 1, 4096)?;
+        b.rec(BUF, 2, 8192)?;
+        Ok(b)
+    }
+
+    #[test]
+    fn every_kind_parses() -> Result {
+        let mut b = TestBlob::new(1 << 20, 1 << 20);
+        for (i, ty) in [1u32, 2, 3, 4, 5].into_iter().enumerate() {
+            b.rec(ty, i as u32 + 1, 4096)?;
+        }
+        let v = b.rec(6, 10, 4096)?;
+        b.recs[v].u = [8192, 1];
+        let p = b.rec(7, 11, 0)?;
+        b.recs[p].u = [3, 0];
+        let l = b.rec(8, 12, 64)?;
+        b.list(l, &[1, 2, 11])?;
+        let t = b.rec(9, 13, 8)?;
+        b.list(t, &[12])?;
+        let s = b.rec(10, 14, 4096)?;
+        b.recs[s].u = [1, 1 << 20];
+        let r = b.rec(11, 15, 0)?;
+        b.recs[r].u = [7 | (3 << 32), 0];
+        b.name(0, b"input0")?;
+        b.payload(2, &[1, 2, 3])?;
+        let plan = parse_blob(&b)?;
+        assert_eq!(plan.records.len(), 11);
+        assert_eq!(plan.local_scratch, 1 << 20);
+        assert_eq!(plan.records[5].placement, Placement::Scratch { backing: Backing::Shared, offset: 8192 });
+        assert_eq!(plan.records[6].placement, Placement::Ptr { target: 2 });
+        assert_eq!(plan.records[7].placement, Placement::List { first: 0, count: 3 });
+        assert_eq!(&plan.list_targets[..], &[0, 1, 6, 7]);
+        assert_eq!(plan.records[9].placement, Placement::Sb { nc: 1, offset: 1 << 20 });
+        assert_eq!(plan.records[10].placement, Placement::Remote { var_id: 7, plan_id: 3 });
+        assert_eq!(plan.records[2].data_len, 3);
+        assert_eq!(plan.index.get(14), Some(9));
+        Ok(())
+    }
+
+    #[test]
+    fn header_rules() -> Result {
+        let mut b = base()?;
+        b.hdr.rsvd = 1;
+        assert_eq!(errno(&b), Some(EINVAL));
+        let mut b = TestBlob::new(0, 0);
+        b.hdr.nmem = 0;
+        assert_eq!(errno(&b), Some(EINVAL));
+        let mut b = base()?;
+        b.hdr.nmem = MAX_PLAN_RECORDS + 1;
+        assert_eq!(errno(&b), Some(E2BIG));
+        // More records announced than the blob holds.
+        let mut b = base()?;
+        b.hdr.nmem = 3;
+        assert_eq!(errno(&b), Some(EINVAL));
+        // Shorter than a header.
+        assert_eq!(parse(&[0u8; 23][..], &V2).err(), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn record_field_rules() -> Result {
+        let cases: [(fn(&mut MemRef), Error); 12] = [
+            (|m| m.flags = 1, EINVAL),
+            (|m| m.mr_type = 0, EINVAL),
+            (|m| m.mr_type = 12, EINVAL),
+            (|m| m.dtype = [b'a'; 16], EINVAL),
+            (|m| m.ndim = 9, EINVAL),
+            (|m| m.shape[0] = 4, EINVAL), // past ndim 0
+            (|m| m.alignment = 3, EINVAL),
+            (|m| m.alignment = 2 << 30, E2BIG),
+            (|m| m.size = 0, EINVAL),
+            (|m| m.u[0] = 1, EINVAL), // union must be zero for a buffer
+            (|m| m.data_off = 24, EINVAL), // offset without length
+            (|m| m.name_off = 1 << 40, EINVAL),
+        ];
+        for (break_it, want) in cases {
+            let mut b = base()?;
+            break_it(&mut b.recs[1]);
+            assert_eq!(errno(&b), Some(want));
+        }
+        // The boundaries on the accepted side.
+        let mut b = base()?;
+        b.recs[1].dtype[..15].copy_from_slice(b"bfloat16_x4_abc");
+        b.recs[1].dtype[15] = 0;
+        b.recs[1].ndim = 8;
+        b.recs[1].shape = [1; 8];
+        b.recs[1].alignment = 1 << 30;
+        assert!(parse_blob(&b).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn payload_and_name_rules() -> Result {
+        let mut b = base()?;
+        b.payload(0, &[0u8; 64])?;
+        assert!(parse_blob(&b).is_ok());
+        b.recs[0].data_len = 4097; // more than the variable
+        assert_eq!(errno(&b), Some(EINVAL));
+        let mut b = base()?;
+        b.payload(0, &[0u8; 64])?;
+        b.recs[0].data_len = 65; // past the end of the blob
+        assert_eq!(errno(&b), Some(EINVAL));
+        let mut b = base()?;
+        let s = b.rec(10, 3, 64)?;
+        b.payload(s, &[1])?; // no payload on a State Buffer window
+        assert_eq!(errno(&b), Some(EINVAL));
+        // A name must end inside the blob.
+        let mut b = base()?;
+        b.name(0, b"ok")?;
+        assert!(parse_blob(&b).is_ok());
+        let mut bytes = b.build()?;
+        let last = bytes.len() - 1;
+        bytes[last] = b'x';
+        assert_eq!(parse(&bytes[..], &V2).err(), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn duplicate_var_id() -> Result {
+        let mut b = base()?;
+        b.recs[1].var_id = 1;
+        assert_eq!(errno(&b), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn pointer_rules() -> Result {
+        let mut b = base()?;
+        let p = b.rec(7, 3, 0)?;
+        b.recs[p].u = [99, 0];
+        assert_eq!(errno(&b), Some(ENOENT));
+        b.recs[p].u = [3, 0];
+        assert_eq!(errno(&b), Some(EINVAL)); // itself
+        // A chain 4 -> 3 -> 1 resolves to record 0; a cycle 3 <-> 4 is refused.
+        b.recs[p].u = [1, 0];
+        let q = b.rec(7, 4, 0)?;
+        b.recs[q].u = [3, 0];
+        let plan = parse_blob(&b)?;
+        assert_eq!(plan.records[q].placement, Placement::Ptr { target: 0 });
+        b.recs[p].u = [4, 0];
+        assert_eq!(errno(&b), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn list_rules() -> Result {
+        let mut b = base()?;
+        let l = b.rec(8, 3, 16)?;
+        b.list(l, &[1, 2])?;
+        assert!(parse_blob(&b).is_ok());
+        b.recs[l].size = 15; // smaller than its entries
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.recs[l].size = 16;
+        b.recs[l].u[0] = 0;
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.recs[l].u[0] = u64::from(MAX_LIST_COUNT) + 1;
+        assert_eq!(errno(&b), Some(E2BIG));
+        b.recs[l].u[0] = 3; // ids run past the blob
+        assert_eq!(errno(&b), Some(EINVAL));
+        let mut b = base()?;
+        let l = b.rec(8, 3, 16)?;
+        b.list(l, &[1, 9])?;
+        assert_eq!(errno(&b), Some(ENOENT));
+        let mut b = base()?;
+        let l = b.rec(8, 3, 16)?;
+        b.list(l, &[1, 3])?;
+        assert_eq!(errno(&b), Some(EINVAL)); // lists itself
+        // A pointer table lists lists only.
+        let mut b = base()?;
+        let l = b.rec(8, 3, 16)?;
+        b.list(l, &[1, 2])?;
+        let t = b.rec(9, 4, 16)?;
+        b.list(t, &[3, 1])?;
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.list(t, &[3])?;
+        assert!(parse_blob(&b).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn scratch_and_sbuf_windows() -> Result {
+        let mut b = base()?;
+        let v = b.rec(6, 3, 4096)?;
+        b.recs[v].u = [(1 << 20) - 4096, 0];
+        assert!(parse_blob(&b).is_ok());
+        b.recs[v].u = [(1 << 20) - 4095, 0]; // past the local scratchpad
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.recs[v].u = [0, 1]; // the shared scratchpad is empty
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.recs[v].u = [0, 2];
+        assert_eq!(errno(&b), Some(EOPNOTSUPP));
+        b.recs[v].u = [0, 3];
+        assert_eq!(errno(&b), Some(EOPNOTSUPP));
+        b.recs[v].u = [0, 4];
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.recs[v].u = [u64::MAX, 0];
+        assert_eq!(errno(&b), Some(EINVAL));
+        let mut b = base()?;
+        let s = b.rec(10, 3, 4096)?;
+        b.recs[s].u = [1, SBUF_SIZE - 4096];
+        assert!(parse_blob(&b).is_ok());
+        b.recs[s].u = [1, SBUF_SIZE - 4095];
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.recs[s].u = [2, 0]; // V2 has cores 0 and 1
+        assert_eq!(errno(&b), Some(EINVAL));
+        Ok(())
+    }
+}

@@ -240,3 +240,203 @@ fn alias_size(own: u64, target: u64) -> Result<u64> {
         _ => Err(EINVAL),
     }
 }
+
+#[kunit_tests(neuron_hbm_plan_stage)]
+mod tests {
+    use super::*;
+    use crate::{
+        addr::sbuf_window,
+        arch::{GIB, MIB, V2},
+        device::Backend,
+        mempool::Geometry,
+        plan::{parse::parse, test_blob::TestBlob},
+        sim::SimIo,
+    };
+
+    fn device() -> Result<Arc<Device>> {
+        device_with(2)
+    }
+
+    fn device_with(regions: usize) -> Result<Arc<Device>> {
+        let sim = Arc::pin_init(SimIo::new(&V2), GFP_KERNEL)?;
+        Device::new(
+            0,
+            (0x1d0f, 0x7164),
+            Backend::Sim(sim),
+            Geometry {
+                info: &V2,
+                regions,
+                min_alloc: 4096,
+                carveout: true,
+            },
+        )
+    }
+
+    fn used(dev: &Device) -> u64 {
+        (0..2)
+            .flat_map(|ch| (0..2).map(move |r| (ch, r)))
+            .map(|(ch, r)| dev.grid.stats(ch, r).map_or(0, |s| s.used))
+            .sum()
+    }
+
+    fn load(dev: &Arc<Device>, b: &TestBlob, ch: usize, remotes: &[(u64, u64)]) -> Result<Plan> {
+        let bytes = b.build()?;
+        let parsed = parse(&bytes[..], &V2)?;
+        stage(dev, parsed, &bytes[..], ch, remotes)
+    }
+
+    fn read_u64(dev: &Device, pa: u64) -> Result<u64> {
+        let mut b = [0u8; 8];
+        dev.read(pa, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    #[test]
+    fn every_kind_is_placed() -> Result {
+        let dev = device()?;
+        let mut b = TestBlob::new(MIB, 2 * MIB);
+        let w = b.rec(3, 1, 10_000)?;
+        b.recs[w].alignment = 2 * MIB;
+        b.payload(w, b"weights!")?;
+        b.rec(1, 2, 4096)?;
+        let v = b.rec(6, 3, 4096)?;
+        b.recs[v].u = [8192, 1];
+        let p = b.rec(7, 4, 0)?;
+        b.recs[p].u = [1, 0];
+        let l = b.rec(8, 5, 24)?;
+        b.list(l, &[1, 3, 4])?;
+        let t = b.rec(9, 6, 8)?;
+        b.list(t, &[5])?;
+        let s = b.rec(10, 7, 4096)?;
+        b.recs[s].u = [1, 4096];
+        let r = b.rec(11, 8, 0)?;
+        b.recs[r].u = [1 | (9 << 32), 0];
+        let plan = load(&dev, &b, 1, &[(0x42_0000, 8192)])?;
+
+        let pa = |id| plan.resolve(id, 0, 0);
+        let w_pa = pa(1)?;
+        assert!(w_pa >= 64 * GIB && w_pa < 80 * GIB); // channel 1
+        assert_eq!(w_pa % (2 * MIB), 0);
+        let mut head = [0u8; 10];
+        dev.read(w_pa, &mut head)?;
+        assert_eq!(&head, b"weights!\0\0"); // payload, then scrubbed bytes
+        assert_eq!(pa(3)?, plan.shared_scratch_pa + 8192);
+        assert_eq!(pa(4)?, w_pa); // pointer aliases its target
+        assert_eq!(plan.var(4)?.size, 10_000);
+        let list = pa(5)?;
+        assert_eq!(read_u64(&dev, list)?, w_pa);
+        assert_eq!(read_u64(&dev, list + 8)?, pa(3)?);
+        assert_eq!(read_u64(&dev, list + 16)?, w_pa);
+        assert_eq!(read_u64(&dev, pa(6)?)?, list);
+        assert_eq!(pa(7)?, sbuf_window(&V2, 1).unwrap().0 + 4096);
+        assert_eq!(pa(8)?, 0x42_0000);
+        assert_eq!(plan.var(8)?.size, 8192);
+        assert!(plan.vars().iter().all(|v| v.pa != PA_UNSTAGED));
+        // Scratchpads sit at the top of channel 1, the local one above.
+        assert_eq!(plan.local_scratch_pa, 80 * GIB - 4096 - MIB);
+        assert_eq!(plan.shared_scratch_pa, plan.local_scratch_pa - 2 * MIB);
+        Ok(())
+    }
+
+    #[test]
+    fn resolve_is_bounds_checked() -> Result {
+        let dev = device()?;
+        let mut b = TestBlob::new(0, 0);
+        b.rec(3, 1, 4096)?;
+        let p = b.rec(7, 2, 0)?;
+        b.recs[p].u = [1, 0];
+        let plan = load(&dev, &b, 0, &[])?;
+        let base = plan.resolve(1, 0, 0)?;
+        assert_eq!(plan.resolve(1, 4095, 1), Ok(base + 4095));
+        assert_eq!(plan.resolve(1, 4096, 0), Ok(base + 4096));
+        assert_eq!(plan.resolve(1, 4095, 2), Err(EINVAL));
+        assert_eq!(plan.resolve(1, u64::MAX, 2), Err(EINVAL));
+        assert_eq!(plan.resolve(1, 1, u64::MAX), Err(EINVAL));
+        assert_eq!(plan.resolve(2, 0, 4096), Ok(base));
+        assert_eq!(plan.resolve(2, 8, 8), Err(EINVAL)); // pointer: offset must be 0
+        assert_eq!(plan.resolve(3, 0, 0), Err(ENOENT));
+        Ok(())
+    }
+
+    #[test]
+    fn failure_halfway_leaves_nothing() -> Result {
+        let dev = device()?;
+        let before = used(&dev);
+        let mut b = TestBlob::new(MIB, 0);
+        b.rec(3, 1, 4096)?;
+        b.payload(0, &[1; 100])?;
+        b.rec(3, 2, 20 * GIB)?; // larger than any region
+        assert_eq!(load(&dev, &b, 0, &[]).err(), Some(ENOMEM));
+        assert_eq!(used(&dev), before);
+        // An alias larger than its target fails after everything is placed.
+        let mut b = TestBlob::new(MIB, 0);
+        b.rec(3, 1, 4096)?;
+        let p = b.rec(7, 2, 8192)?;
+        b.recs[p].u = [1, 0];
+        assert_eq!(load(&dev, &b, 0, &[]).err(), Some(EINVAL));
+        assert_eq!(used(&dev), before);
+        Ok(())
+    }
+
+    #[test]
+    fn dropping_a_plan_frees_it() -> Result {
+        let dev = device()?;
+        let before = used(&dev);
+        let mut b = TestBlob::new(MIB, MIB);
+        b.rec(3, 1, 3 * MIB)?;
+        b.rec(5, 2, 4096)?;
+        let plan = load(&dev, &b, 0, &[])?;
+        assert_eq!(plan.bytes, 5 * MIB + 4096);
+        assert_eq!(used(&dev), before + plan.bytes);
+        assert_eq!(plan.chunk_count(), 4);
+        drop(plan);
+        assert_eq!(used(&dev), before);
+        Ok(())
+    }
+
+    #[test]
+    fn plans_unloaded_out_of_order_free_their_scratchpads() -> Result {
+        let dev = device()?;
+        let mut b = TestBlob::new(MIB, 0);
+        b.rec(3, 1, 4096)?;
+        let first = load(&dev, &b, 0, &[])?;
+        let second = load(&dev, &b, 0, &[])?;
+        assert_eq!(second.local_scratch_pa, first.local_scratch_pa - MIB);
+        drop(first); // not the lowest: parked until `second` goes
+        assert!(used(&dev) >= 2 * MIB);
+        drop(second);
+        assert_eq!(used(&dev), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn fresh_memory_never_shows_old_bytes() -> Result {
+        let dev = device()?;
+        let mut b = TestBlob::new(0, 0);
+        let w = b.rec(3, 1, 4096)?;
+        b.payload(w, &[0xa5; 4096])?;
+        let plan = load(&dev, &b, 0, &[])?;
+        let pa = plan.resolve(1, 0, 0)?;
+        drop(plan);
+        let mut b = TestBlob::new(0, 0);
+        b.rec(3, 1, 4096)?;
+        let plan = load(&dev, &b, 0, &[])?;
+        assert_eq!(plan.resolve(1, 0, 0)?, pa); // the same place, scrubbed
+        let mut back = [0xffu8; 64];
+        dev.read(pa, &mut back)?;
+        assert_eq!(back, [0u8; 64]);
+        Ok(())
+    }
+
+    #[test]
+    fn twelve_gib_stays_sparse() -> Result {
+        let dev = device_with(1)?;
+        let mut b = TestBlob::new(0, 0);
+        b.rec(3, 1, 12 * GIB)?;
+        b.rec(3, 2, 4096)?;
+        let plan = load(&dev, &b, 1, &[])?;
+        assert_eq!(plan.var(1)?.size, 12 * GIB);
+        assert_eq!(dev.sim().map(|s| s.bar4_resident_pages()), Some(0));
+        Ok(())
+    }
+}
