@@ -16,9 +16,9 @@ use kernel::{
 };
 
 /// Allocate+free pairs per timed round.
-const PAIRS: u32 = 20_000;
+const PAIRS: u32 = 100_000;
 /// Rounds per side; the median is kept.
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 5;
 
 fn median(mut v: [i64; ROUNDS]) -> i64 {
     v.sort_unstable();

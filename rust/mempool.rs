@@ -16,8 +16,8 @@ use crate::{
 use kernel::{
     new_spinlock,
     prelude::*,
-    rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation},
-    sync::SpinLock,
+    rbtree::{RBTree, RBTreeNodeReservation},
+    sync::{lock::spinlock::SpinLockGuard, SpinLock},
 };
 
 /// Bit 63: the tag on every pool VA so that device PA 0 is not genalloc's 0.
@@ -113,7 +113,13 @@ struct PoolState {
     scratch: KVec<u64>,
     /// Retired scratchpad chunks waiting until they are the lowest.
     retired: KVec<Chunk>,
+    /// Index nodes of freed chunks, reused so that steady-state allocation
+    /// does not go to the slab allocator.
+    spare: KVec<RBTreeNodeReservation<u64, u64>>,
 }
+
+/// Spare index nodes a pool keeps.
+const SPARE_NODES: usize = 32;
 
 /// One channel x region pool.
 #[pin_data]
@@ -130,7 +136,7 @@ impl Pool {
         let gen = GenPool::new(min_order, pa | DEVMEM_TAG, pa, size)?;
         let total = size;
         KBox::pin_init(
-            pin_init!(Self {
+            try_pin_init!(Self {
                 gen,
                 pa_base: pa,
                 size,
@@ -140,6 +146,7 @@ impl Pool {
                     scratch_bytes: 0,
                     scratch: KVec::new(),
                     retired: KVec::new(),
+                    spare: KVec::with_capacity(SPARE_NODES, GFP_KERNEL)?,
                 }),
             }),
             GFP_KERNEL,
@@ -173,17 +180,37 @@ impl Pool {
         }
     }
 
-    /// Removes `chunk` from the books and gives it back to genalloc.
-    fn release(&self, state: &mut PoolState, chunk: Chunk) -> Option<RBTreeNode<u64, u64>> {
+    /// Removes `chunk` from the books and gives it back to genalloc; its index
+    /// node is kept for reuse while there is room.
+    fn release(&self, state: &mut PoolState, chunk: Chunk) {
         let size = chunk.size();
-        let node = state.index.remove_node(&(chunk.pa + size - 1));
+        if let Some(node) = state.index.remove_node(&(chunk.pa + size - 1)) {
+            // A full spare list drops (frees) the node instead.
+            let _ = state.spare.push_within_capacity(node.into_reservation());
+        }
         state.stats.used -= size;
         state.stats.live_chunks -= 1;
         if let Err(c) = self.gen.free(chunk.gen) {
             // Cannot happen: a chunk records the pool it came from.
             pr_err!("chunk at va {:#x} does not belong to its pool\n", c.va());
         }
-        node
+    }
+
+    /// An index node: a spare one under the lock, else a fresh allocation
+    /// made with the lock dropped. Returns the (re)taken guard with it.
+    fn node<'a>(
+        &'a self,
+        mut state: SpinLockGuard<'a, PoolState>,
+    ) -> Result<(
+        SpinLockGuard<'a, PoolState>,
+        RBTreeNodeReservation<u64, u64>,
+    )> {
+        if let Some(node) = state.spare.pop() {
+            return Ok((state, node));
+        }
+        drop(state);
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        Ok((self.state.lock(), node))
     }
 }
 
@@ -272,13 +299,18 @@ impl Grid {
         if !align.is_power_of_two() || align > MAX_ALIGN {
             return Err(EINVAL);
         }
-        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-        let gen = pool
-            .gen
-            .alloc_aligned(size, align.max(self.geo.min_alloc))?;
+        let (mut state, node) = pool.node(pool.state.lock())?;
+        let gen = match pool.gen.alloc_aligned(size, align.max(self.geo.min_alloc)) {
+            Ok(gen) => gen,
+            Err(e) => {
+                let _ = state.spare.push_within_capacity(node);
+                return Err(e);
+            }
+        };
+        // genalloc aligns the tagged VA; bit 63 cannot change a lower
+        // alignment, and this re-check on the PA proves it.
         let pa = gen.va() & !DEVMEM_TAG;
         if pa % align != 0 {
-            // genalloc aligns the tagged VA; bit 63 cannot change a lower alignment.
             pr_err!(
                 "genalloc returned misaligned PA {:#x} for align {:#x}\n",
                 pa,
@@ -287,7 +319,6 @@ impl Grid {
             let _ = pool.gen.free(gen);
             return Err(EINVAL);
         }
-        let mut state = pool.state.lock();
         Ok(pool.commit(&mut state, gen, node, (channel as u8, region as u8, false)))
     }
 
@@ -297,8 +328,7 @@ impl Grid {
     pub(crate) fn alloc_scratch(&self, channel: usize, region: usize, size: u64) -> Result<Chunk> {
         let pool = self.pool(channel, region)?;
         let size = self.round(size)?;
-        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-        let mut state = pool.state.lock();
+        let (mut state, node) = pool.node(pool.state.lock())?;
         state.scratch.reserve(1, GFP_ATOMIC)?;
         let below = state.scratch_bytes.checked_add(size).ok_or(ENOMEM)?;
         let offset = pool.size.checked_sub(below).ok_or(ENOMEM)?;
@@ -643,5 +673,91 @@ mod tests {
         assert_eq!(Grid::new(geo).err(), Some(EINVAL));
         geo.min_alloc = 3000;
         assert_eq!(Grid::new(geo).err(), Some(EINVAL));
+    }
+}
+
+#[kunit_tests(neuron_hbm_mempool_concurrency)]
+mod concurrency_tests {
+    use super::*;
+    use crate::arch::V2;
+    use kernel::{
+        sync::{
+            atomic::{Atomic, Relaxed},
+            Arc, Completion,
+        },
+        workqueue,
+    };
+
+    const WORKERS: usize = 4;
+    const ROUNDS: usize = 200;
+
+    #[pin_data]
+    struct Shared {
+        grid: Grid,
+        left: Atomic<u32>,
+        failures: Atomic<u32>,
+        #[pin]
+        done: Completion,
+    }
+
+    #[test]
+    fn threads_allocate_and_free_at_once() -> Result {
+        let grid = Grid::new(Geometry {
+            info: &V2,
+            regions: 2,
+            min_alloc: 4096,
+            carveout: true,
+        })?;
+        let shared = Arc::pin_init(
+            pin_init!(Shared {
+                grid,
+                left: Atomic::new(WORKERS as u32),
+                failures: Atomic::new(0),
+                done <- Completion::new(),
+            }),
+            GFP_KERNEL,
+        )?;
+        for w in 0..WORKERS {
+            let s = shared.clone();
+            let mut held = KVec::with_capacity(ROUNDS, GFP_KERNEL)?;
+            workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+                for i in 0..ROUNDS {
+                    // Two workers share each pool; sizes vary to fragment it.
+                    let size = 4096 * (1 + (i % 7) as u64);
+                    match s.grid.alloc(w % 2, (w / 2) % 2, size, 4096 << (i % 3)) {
+                        // Cannot fail: at most ROUNDS chunks are held.
+                        Ok(c) => drop(held.push_within_capacity(c)),
+                        Err(_) => {
+                            s.failures.fetch_add(1, Relaxed);
+                        }
+                    }
+                    if i % 3 == 2 {
+                        if let Some(c) = held.pop() {
+                            if s.grid.free(c).is_err() {
+                                s.failures.fetch_add(1, Relaxed);
+                            }
+                        }
+                    }
+                }
+                for c in held.drain_all() {
+                    if s.grid.free(c).is_err() {
+                        s.failures.fetch_add(1, Relaxed);
+                    }
+                }
+                if s.left.fetch_add(u32::MAX, Relaxed) == 1 {
+                    s.done.complete_all();
+                }
+            })?;
+        }
+        shared.done.wait_for_completion();
+        assert_eq!(shared.failures.load(Relaxed), 0);
+        for ch in 0..2 {
+            for r in 0..2 {
+                let s = shared.grid.stats(ch, r)?;
+                assert_eq!((s.used, s.live_chunks), (0, 0));
+                assert!(s.peak > 0);
+            }
+        }
+        Ok(())
     }
 }

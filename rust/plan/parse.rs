@@ -458,12 +458,33 @@ mod tests {
         let plan = parse_blob(&b)?;
         assert_eq!(plan.records.len(), 11);
         assert_eq!(plan.local_scratch, 1 << 20);
-        assert_eq!(plan.records[5].placement, Placement::Scratch { backing: Backing::Shared, offset: 8192 });
+        assert_eq!(
+            plan.records[5].placement,
+            Placement::Scratch {
+                backing: Backing::Shared,
+                offset: 8192
+            }
+        );
         assert_eq!(plan.records[6].placement, Placement::Ptr { target: 2 });
-        assert_eq!(plan.records[7].placement, Placement::List { first: 0, count: 3 });
+        assert_eq!(
+            plan.records[7].placement,
+            Placement::List { first: 0, count: 3 }
+        );
         assert_eq!(&plan.list_targets[..], &[0, 1, 6, 7]);
-        assert_eq!(plan.records[9].placement, Placement::Sb { nc: 1, offset: 1 << 20 });
-        assert_eq!(plan.records[10].placement, Placement::Remote { var_id: 7, plan_id: 3 });
+        assert_eq!(
+            plan.records[9].placement,
+            Placement::Sb {
+                nc: 1,
+                offset: 1 << 20
+            }
+        );
+        assert_eq!(
+            plan.records[10].placement,
+            Placement::Remote {
+                var_id: 7,
+                plan_id: 3
+            }
+        );
         assert_eq!(plan.records[2].data_len, 3);
         assert_eq!(plan.index.get(14), Some(9));
         Ok(())
@@ -501,7 +522,7 @@ mod tests {
             (|m| m.alignment = 3, EINVAL),
             (|m| m.alignment = 2 << 30, E2BIG),
             (|m| m.size = 0, EINVAL),
-            (|m| m.u[0] = 1, EINVAL), // union must be zero for a buffer
+            (|m| m.u[0] = 1, EINVAL),      // union must be zero for a buffer
             (|m| m.data_off = 24, EINVAL), // offset without length
             (|m| m.name_off = 1 << 40, EINVAL),
         ];
@@ -563,7 +584,7 @@ mod tests {
         assert_eq!(errno(&b), Some(ENOENT));
         b.recs[p].u = [3, 0];
         assert_eq!(errno(&b), Some(EINVAL)); // itself
-        // A chain 4 -> 3 -> 1 resolves to record 0; a cycle 3 <-> 4 is refused.
+                                             // A chain 4 -> 3 -> 1 resolves to record 0; a cycle 3 <-> 4 is refused.
         b.recs[p].u = [1, 0];
         let q = b.rec(7, 4, 0)?;
         b.recs[q].u = [3, 0];
@@ -597,7 +618,7 @@ mod tests {
         let l = b.rec(8, 3, 16)?;
         b.list(l, &[1, 3])?;
         assert_eq!(errno(&b), Some(EINVAL)); // lists itself
-        // A pointer table lists lists only.
+                                             // A pointer table lists lists only.
         let mut b = base()?;
         let l = b.rec(8, 3, 16)?;
         b.list(l, &[1, 2])?;

@@ -81,7 +81,13 @@ impl TestBlob {
     /// The blob bytes.
     pub(crate) fn build(&self) -> Result<KVec<u8>> {
         let base = (size_of::<PlanHeader>() + self.recs.len() * size_of::<MemRef>()) as u64;
-        let rebase = |v: u64| if v & DATA_REL != 0 { (v & !DATA_REL) + base } else { v };
+        let rebase = |v: u64| {
+            if v & DATA_REL != 0 {
+                (v & !DATA_REL) + base
+            } else {
+                v
+            }
+        };
         let mut hdr = self.hdr;
         if hdr.nmem == 0 {
             hdr.nmem = self.recs.len() as u32;
@@ -98,7 +104,10 @@ impl TestBlob {
             m.u[1] = rebase(m.u[1]);
             // SAFETY: `MemRef` is plain data without padding (uapi size checks).
             let bytes = unsafe {
-                core::slice::from_raw_parts(core::ptr::from_ref(&m).cast::<u8>(), size_of::<MemRef>())
+                core::slice::from_raw_parts(
+                    core::ptr::from_ref(&m).cast::<u8>(),
+                    size_of::<MemRef>(),
+                )
             };
             out.extend_from_slice(bytes, GFP_KERNEL)?;
         }
