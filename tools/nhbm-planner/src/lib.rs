@@ -1,0 +1,17 @@
+//! Static memory planning for neuron_hbm.
+//!
+//! A model description ([`desc`]) names tensors and the operators that use
+//! and define them. A planner ([`planner`]) places every tensor in an arena
+//! of a device memory, reusing scratch space between tensors whose lifetimes
+//! do not overlap. [`lower`] turns the resulting [`MemoryPlan`] into mem_ref
+//! plans that `NHBM_IOC_PLAN_LOAD` stages.
+
+pub mod desc;
+pub mod lower;
+pub mod model;
+pub mod planner;
+
+pub use desc::{synthetic_bytes, Model, ModelDesc, ModelError};
+pub use lower::{lower, var_ids, LoweredPlan};
+pub use model::*;
+pub use planner::{plan, plan_model, PlanReport, PlannerError};

@@ -1,0 +1,438 @@
+//! The planners: constants and persistent tensors are bump-allocated per
+//! memory; scratch tensors are packed by first fit over their lifetimes in an
+//! order each strategy chooses, spilling an unpinned tensor to the next
+//! writable memory when the current one would exceed its budget.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::desc::{Io, Model, Tensor};
+use crate::model::*;
+
+/// A plan that cannot be made within the constraints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannerError(pub String);
+
+impl fmt::Display for PlannerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PlannerError {}
+
+/// Plans `model` with its own planner type and options.
+pub fn plan_model(model: &Model) -> Result<MemoryPlan, PlannerError> {
+    plan(model, model.desc.planner, &model.desc.planner_options)
+}
+
+/// Plans `model` with the given strategy.
+pub fn plan(
+    model: &Model,
+    kind: MemoryPlannerType,
+    opts: &PlannerOptions,
+) -> Result<MemoryPlan, PlannerError> {
+    let mut mp = MemoryPlan {
+        tensor_lifetimes: model.lifetimes(),
+        ..Default::default()
+    };
+    let first = model.memories[0].name;
+
+    // Constants: one arena per runtime memory, a single source per arena.
+    for t in model
+        .tensors
+        .iter()
+        .filter(|t| t.desc.role == ArenaRole::Constant)
+    {
+        let dest = t.desc.destination.or(t.desc.memory).unwrap_or(first);
+        let source = t.desc.memory.unwrap_or(dest);
+        let arena = mp.constant_arenas.entry(dest).or_insert_with(|| {
+            ArenaUsage::new(
+                dest,
+                ArenaRole::Constant,
+                source,
+                model.arena_alignment(dest),
+            )
+        });
+        if arena.source_memory != Some(source) {
+            return Err(PlannerError(format!(
+                "constant {:?}: source {source} differs from {} of the other constants in {dest}'s arena",
+                t.id(),
+                arena.source_memory.map_or("none".into(), |m| m.to_string())
+            )));
+        }
+        let align = model.slot_alignment(t, dest);
+        let offset = arena.allocate_aligned(t.size, align);
+        insert(&mut mp, t, dest, offset, align, ArenaRole::Constant, source);
+    }
+    // Persistent tensors and graph inputs/outputs: whole-program live.
+    for t in model
+        .tensors
+        .iter()
+        .filter(|t| t.desc.role == ArenaRole::Persistent || t.desc.io.is_some())
+    {
+        let m = t.desc.memory.unwrap_or(first);
+        let arena = mp.persistent_arenas.entry(m).or_insert_with(|| {
+            ArenaUsage::new(m, ArenaRole::Persistent, m, model.arena_alignment(m))
+        });
+        let align = model.slot_alignment(t, m);
+        let offset = arena.allocate_aligned(t.size, align);
+        insert(&mut mp, t, m, offset, align, ArenaRole::Persistent, m);
+    }
+
+    // What each memory's budget leaves for scratch.
+    let mut budgets = Vec::with_capacity(model.memories.len());
+    for c in &model.memories {
+        let fixed: u64 = [&mp.constant_arenas, &mp.persistent_arenas]
+            .iter()
+            .filter_map(|arenas| arenas.get(&c.name))
+            .map(|a| align_up(a.total_size, model.arena_alignment(c.name)))
+            .sum();
+        budgets.push(match c.max_size {
+            Some(max) if fixed > max => {
+                return Err(PlannerError(format!(
+                "{}: constants and persistent tensors need {fixed} bytes, over its max_size {max}",
+                c.name
+            )))
+            }
+            Some(max) => Some(max - fixed),
+            None => None,
+        });
+    }
+
+    let items: Vec<&Tensor> = model
+        .tensors
+        .iter()
+        .filter(|t| t.is_packed_scratch())
+        .collect();
+    let packer = Packer {
+        model,
+        items: &items,
+        budgets: &budgets,
+    };
+    let placement = match kind {
+        MemoryPlannerType::Greedy => packer.place(&packer.order_by_start())?,
+        MemoryPlannerType::GreedyBySize => packer.place(&packer.order_by_size())?,
+        MemoryPlannerType::HillClimb => packer.hill_climb(opts)?,
+    };
+    for (k, t) in items.iter().enumerate() {
+        let (mi, offset) = placement.slots[k];
+        let m = model.memories[mi].name;
+        let align = model.slot_alignment(t, m);
+        insert(&mut mp, t, m, offset, align, ArenaRole::Scratch, m);
+    }
+    for (mi, &hwm) in placement.high_water.iter().enumerate() {
+        let m = model.memories[mi].name;
+        if hwm > 0 || items.iter().any(|t| t.desc.memory == Some(m)) {
+            let mut a = ArenaUsage::new(m, ArenaRole::Scratch, m, model.arena_alignment(m));
+            a.total_size = hwm;
+            a.used = hwm;
+            mp.arena_usages.insert(m, a);
+        }
+    }
+    // Aliases take their base's slot.
+    for t in model.tensors.iter().filter(|t| t.is_alias()) {
+        let base = mp.tensor_allocs[t.desc.alias_of.as_deref().unwrap()].clone();
+        let b = base.binding.unwrap();
+        insert(
+            &mut mp,
+            t,
+            base.memory,
+            base.offset,
+            base.alignment,
+            ArenaRole::Scratch,
+            b.source_memory,
+        );
+    }
+    Ok(mp)
+}
+
+fn insert(
+    mp: &mut MemoryPlan,
+    t: &Tensor,
+    m: MemoryType,
+    offset: u64,
+    alignment: u64,
+    role: ArenaRole,
+    source: MemoryType,
+) {
+    mp.tensor_allocs.insert(
+        t.desc.id.clone(),
+        TensorAllocation {
+            tensor_id: t.desc.id.clone(),
+            memory: m,
+            offset,
+            size: t.size,
+            alignment,
+            binding: Some(TensorBinding {
+                role,
+                memory: m,
+                source_memory: source,
+                offset,
+            }),
+        },
+    );
+}
+
+/// Where each scratch item landed: (memory index, offset), and each
+/// memory's high-water mark.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Placement {
+    slots: Vec<(usize, u64)>,
+    high_water: Vec<u64>,
+}
+
+impl Placement {
+    fn cost(&self) -> u64 {
+        self.high_water.iter().sum()
+    }
+}
+
+struct Packer<'a> {
+    model: &'a Model,
+    items: &'a [&'a Tensor],
+    budgets: &'a [Option<u64>],
+}
+
+impl Packer<'_> {
+    fn lifetime(&self, k: usize) -> &TensorLifetime {
+        self.items[k]
+            .lifetime
+            .as_ref()
+            .expect("scratch tensors have lifetimes")
+    }
+
+    /// Lifetime-start order (ties: description order).
+    fn order_by_start(&self) -> Vec<usize> {
+        let mut o: Vec<usize> = (0..self.items.len()).collect();
+        o.sort_by_key(|&k| (self.lifetime(k).start_op, k));
+        o
+    }
+
+    /// Largest first (ties: earlier start, then description order).
+    fn order_by_size(&self) -> Vec<usize> {
+        let mut o: Vec<usize> = (0..self.items.len()).collect();
+        o.sort_by_key(|&k| {
+            (
+                std::cmp::Reverse(self.items[k].size),
+                self.lifetime(k).start_op,
+                k,
+            )
+        });
+        o
+    }
+
+    /// First fit of every item in `order`.
+    fn place(&self, order: &[usize]) -> Result<Placement, PlannerError> {
+        let nm = self.model.memories.len();
+        let mut slots = vec![(usize::MAX, 0u64); self.items.len()];
+        let mut placed: Vec<Vec<usize>> = vec![Vec::new(); nm];
+        let mut high_water = vec![0u64; nm];
+        for &k in order {
+            let t = self.items[k];
+            let candidates: Vec<usize> = match t.desc.memory {
+                Some(pin) => vec![self
+                    .model
+                    .memories
+                    .iter()
+                    .position(|c| c.name == pin)
+                    .unwrap()],
+                None => (0..nm).collect(),
+            };
+            let mut done = false;
+            for &mi in &candidates {
+                let align = self.model.slot_alignment(t, self.model.memories[mi].name);
+                let offset = self.first_fit(k, &placed[mi], &slots, align);
+                let end = offset + t.size;
+                if self.budgets[mi].is_some_and(|b| end > b) {
+                    continue;
+                }
+                slots[k] = (mi, offset);
+                placed[mi].push(k);
+                high_water[mi] = high_water[mi].max(end);
+                done = true;
+                break;
+            }
+            if !done {
+                let names: Vec<String> = candidates
+                    .iter()
+                    .map(|&mi| {
+                        format!(
+                            "{} ({} bytes left)",
+                            self.model.memories[mi].name,
+                            self.budgets[mi].unwrap_or(u64::MAX)
+                        )
+                    })
+                    .collect();
+                return Err(PlannerError(format!(
+                    "scratch tensor {:?} ({} bytes) fits in no memory: {}",
+                    t.id(),
+                    t.size,
+                    names.join(", ")
+                )));
+            }
+        }
+        Ok(Placement { slots, high_water })
+    }
+
+    /// The lowest `align`ed offset where item `k` overlaps no item of
+    /// `others` that is live at the same time.
+    fn first_fit(&self, k: usize, others: &[usize], slots: &[(usize, u64)], align: u64) -> u64 {
+        let lt = self.lifetime(k);
+        let mut busy: Vec<(u64, u64)> = others
+            .iter()
+            .filter(|&&o| self.lifetime(o).overlaps(lt))
+            .map(|&o| (slots[o].1, slots[o].1 + self.items[o].size))
+            .collect();
+        busy.sort_unstable();
+        let size = self.items[k].size;
+        let mut at = 0u64;
+        for (start, end) in busy {
+            if at + size <= start {
+                break;
+            }
+            at = at.max(align_up(end, align));
+        }
+        at
+    }
+
+    /// Local search over greedy-by-size orders: random swaps and moves,
+    /// keeping the best placement seen; starts from greedy_by_size, so it is
+    /// never worse.
+    fn hill_climb(&self, opts: &PlannerOptions) -> Result<Placement, PlannerError> {
+        let mut cur_order = self.order_by_size();
+        let mut best = self.place(&cur_order)?;
+        let mut cur_cost = best.cost();
+        let n = cur_order.len();
+        if n < 2 {
+            return Ok(best);
+        }
+        let mut rng = SplitMix64(opts.seed);
+        let mut stall = 0u32;
+        for _ in 0..opts.iterations {
+            if stall >= opts.max_stall_iterations {
+                break;
+            }
+            let mut cand = cur_order.clone();
+            let i = rng.below(n);
+            let j = rng.below(n);
+            if rng.next_u64() & 1 == 0 {
+                cand.swap(i, j);
+            } else {
+                let x = cand.remove(i);
+                cand.insert(j, x);
+            }
+            let Ok(p) = self.place(&cand) else {
+                stall += 1;
+                continue;
+            };
+            let cost = p.cost();
+            if cost < best.cost() {
+                best = p;
+                stall = 0;
+            } else {
+                stall += 1;
+            }
+            if cost <= cur_cost {
+                cur_order = cand;
+                cur_cost = cost;
+            }
+        }
+        Ok(best)
+    }
+}
+
+/// A small deterministic generator (SplitMix64).
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in 0..n (n > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+}
+
+/// A summary of a plan against the model's liveness lower bound.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct PlanReport {
+    pub planner: String,
+    pub scratch_high_water_mark: u64,
+    pub liveness_lower_bound: u64,
+    /// How far above the lower bound, in percent of it.
+    pub overhead_percent: f64,
+    pub arenas: Vec<ArenaUsage>,
+}
+
+impl PlanReport {
+    pub fn new(model: &Model, kind: MemoryPlannerType, mp: &MemoryPlan) -> Self {
+        let hwm = mp.scratch_high_water_mark();
+        let lb = model.liveness_lower_bound();
+        let overhead = if lb == 0 {
+            0.0
+        } else {
+            (hwm as f64 - lb as f64) * 100.0 / lb as f64
+        };
+        let arenas = mp
+            .arena_usages
+            .values()
+            .chain(mp.persistent_arenas.values())
+            .chain(mp.constant_arenas.values())
+            .cloned()
+            .collect();
+        PlanReport {
+            planner: kind.to_string(),
+            scratch_high_water_mark: hwm,
+            liveness_lower_bound: lb,
+            overhead_percent: overhead,
+            arenas,
+        }
+    }
+}
+
+/// Every pair of scratch tensors that overlap in both time and memory, which
+/// a correct plan never has. Aliases are checked against their base's users.
+pub fn overlapping_pairs(model: &Model, mp: &MemoryPlan) -> Vec<(String, String)> {
+    let scratch: Vec<&Tensor> = model
+        .tensors
+        .iter()
+        .filter(|t| t.is_packed_scratch())
+        .collect();
+    let mut out = Vec::new();
+    for (i, a) in scratch.iter().enumerate() {
+        for b in &scratch[i + 1..] {
+            let (aa, ba) = (&mp.tensor_allocs[a.id()], &mp.tensor_allocs[b.id()]);
+            let time = a
+                .lifetime
+                .as_ref()
+                .unwrap()
+                .overlaps(b.lifetime.as_ref().unwrap());
+            let space = aa.memory == ba.memory
+                && aa.offset < ba.offset + ba.size
+                && ba.offset < aa.offset + aa.size;
+            if time && space {
+                out.push((a.id().to_string(), b.id().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Bytes of graph inputs and outputs.
+pub fn io_bytes(model: &Model) -> BTreeMap<&'static str, u64> {
+    let mut m = BTreeMap::new();
+    for t in &model.tensors {
+        match t.desc.io {
+            Some(Io::Input) => *m.entry("input").or_insert(0) += t.size,
+            Some(Io::Output) => *m.entry("output").or_insert(0) += t.size,
+            None => {}
+        }
+    }
+    m
+}

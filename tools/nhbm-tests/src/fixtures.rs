@@ -1,0 +1,226 @@
+//! What the cases share: the device under test, plans, and usage snapshots.
+
+use std::sync::OnceLock;
+
+use nhbm::uapi::*;
+use nhbm::{Backing, Device, Plan, Record};
+
+use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
+
+pub const KIB: u64 = 1 << 10;
+pub const MIB: u64 = 1 << 20;
+pub const GIB: u64 = 1 << 30;
+
+static DEVICE_INDEX: OnceLock<u32> = OnceLock::new();
+
+pub fn set_device_index(i: u32) {
+    let _ = DEVICE_INDEX.set(i);
+}
+
+pub fn device_index() -> u32 {
+    *DEVICE_INDEX.get().unwrap_or(&0)
+}
+
+/// A new open file of the device under test.
+pub fn dev() -> Result<Device, Fail> {
+    let path = nhbm::device_path(device_index());
+    Device::open_path(&path).ctx(&format!("open {}", path.display()))
+}
+
+pub fn info(d: &Device) -> Result<DeviceInfo, Fail> {
+    d.device_info().ctx("DEVICE_INFO")
+}
+
+/// Bytes `n` long, different for every `seed`, never all zero.
+pub fn pattern(n: u64, seed: u8) -> Vec<u8> {
+    (0..n)
+        .map(|i| ((i * 7 + 13) as u8) ^ seed.wrapping_mul(31) ^ ((i >> 8) as u8) | 1)
+        .collect()
+}
+
+/// The HBM channel holding `pa`, if any.
+pub fn channel_of(info: &DeviceInfo, pa: u64) -> Option<usize> {
+    (0..(info.nr_channels as usize).min(MAX_CHANNELS))
+        .find(|&c| pa >= info.channel_base[c] && pa - info.channel_base[c] < info.channel_size[c])
+}
+
+/// Whether `[pa, pa + size)` lies in one channel.
+pub fn in_one_channel(info: &DeviceInfo, pa: u64, size: u64) -> bool {
+    channel_of(info, pa).is_some_and(|c| {
+        let end = info.channel_base[c] + info.channel_size[c];
+        pa.checked_add(size).is_some_and(|e| e <= end)
+    })
+}
+
+/// One record of every kind that lives inside one plan (no MR_REMOTE):
+/// var 1 input, 2 output, 3 buffer with payload (4 KiB aligned), 4 staged
+/// buffer with a short payload, 5 tmp buffer, 6/7 virtual tmp buffers in the
+/// local/shared scratchpad, 8 pointer to 3, 9 list of 1, 2, 3, 12 (12 is a
+/// forward reference), 10 list of 5, 11 pointer table of 9 and 10, 12 buffer,
+/// 13/14 state buffer of core 0 at 0 and 0x1000, 15 state buffer of core 1.
+pub fn every_local_kind() -> Plan {
+    Plan::new(64 * KIB, 16 * KIB)
+        .with(
+            Record::input(1, 4 * KIB)
+                .name("input")
+                .dtype("float32", &[32, 32]),
+        )
+        .with(
+            Record::output(2, 4 * KIB)
+                .name("output")
+                .dtype("float32", &[1024]),
+        )
+        .with(
+            Record::buffer(3, 8 * KIB)
+                .name("weights")
+                .alignment(4096)
+                .data(pattern(8 * KIB, 3)),
+        )
+        .with(
+            Record::buffer_staged(4, 4 * KIB)
+                .name("bias")
+                .data(pattern(1000, 4)),
+        )
+        .with(Record::tmp_buf(5, 4 * KIB).name("tmp"))
+        .with(Record::virtual_tmp_buf(6, KIB, Backing::Local, 2 * KIB).name("act_local"))
+        .with(Record::virtual_tmp_buf(7, 512, Backing::Shared, 512).name("act_shared"))
+        .with(Record::ptr(8, 3, 8 * KIB).name("weights_alias"))
+        .with(Record::list(9, vec![1, 2, 3, 12]).name("io_list"))
+        .with(Record::list(10, vec![5]))
+        .with(Record::ptr_table(11, vec![9, 10]).name("tables"))
+        .with(Record::buffer(12, 256))
+        .with(Record::sb(13, 4 * KIB, 0, 0).name("sb0"))
+        .with(Record::sb(14, 4 * KIB, 0, 0x1000))
+        .with(Record::sb(15, 4 * KIB, 1, 0))
+}
+
+/// A plan of one buffer.
+pub fn one_buffer(var_id: u32, size: u64) -> Plan {
+    Plan::new(0, 0).with(Record::buffer(var_id, size))
+}
+
+/// Pool usage as MEM_STATS reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    pub used: u64,
+    pub chunks: u64,
+    pub own_bytes: u64,
+    pub own_chunks: u32,
+    pub own_plans: u32,
+}
+
+pub fn usage(d: &Device) -> Result<Usage, Fail> {
+    let s = d.mem_stats().ctx("MEM_STATS")?;
+    Ok(Usage {
+        used: s.total_used(),
+        chunks: s.total_chunks(),
+        own_bytes: s.own_bytes,
+        own_chunks: s.own_chunks,
+        own_plans: s.own_plans,
+    })
+}
+
+/// PLAN_LOAD of `blob` must fail with `errno` and leave MEM_STATS as it was.
+pub fn load_rejected(d: &Device, blob: &[u8], channel: u32, errno: i32) -> TestResult {
+    let before = usage(d)?;
+    ensure_errno("PLAN_LOAD", d.plan_load(blob, channel), errno)?;
+    ensure_eq("MEM_STATS after the rejected load", usage(d)?, before)
+}
+
+/// Like [`load_rejected`] with a caller-made argument.
+///
+/// # Safety
+/// As [`Device::plan_load_raw`].
+pub unsafe fn load_raw_rejected(d: &Device, arg: &mut PlanLoad, errno: i32) -> TestResult {
+    let before = usage(d)?;
+    // SAFETY: forwarded to the caller.
+    let r = unsafe { d.plan_load_raw(arg) };
+    ensure_errno("PLAN_LOAD", r, errno)?;
+    ensure_eq("MEM_STATS after the rejected load", usage(d)?, before)
+}
+
+/// Reads `len` bytes of a variable.
+pub fn read(d: &Device, plan: u32, var: u32, offset: u64, len: u64) -> Result<Vec<u8>, Fail> {
+    let mut buf = vec![0u8; len as usize];
+    d.mem_read(plan, var, offset, &mut buf)
+        .ctx(&format!("MEM_READ var {var} [{offset:#x}, +{len:#x})"))?;
+    Ok(buf)
+}
+
+/// The first byte where `got` and `want` differ, as a failure message.
+pub fn ensure_bytes(what: &str, got: &[u8], want: &[u8]) -> TestResult {
+    if got.len() != want.len() {
+        return fail(format!("{what}: {} bytes, want {}", got.len(), want.len()));
+    }
+    match got.iter().zip(want).position(|(a, b)| a != b) {
+        None => Ok(()),
+        Some(i) => fail(format!(
+            "{what}: byte {i:#x} is {:#04x}, want {:#04x}",
+            got[i], want[i]
+        )),
+    }
+}
+
+/// `buf` as little-endian u64 words.
+pub fn words(buf: &[u8]) -> Vec<u64> {
+    buf.chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Anonymous memory whose last page is inaccessible, for EFAULT halfway.
+pub struct GuardedBuf {
+    ptr: *mut u8,
+    len: usize,
+    page: usize,
+}
+
+impl GuardedBuf {
+    /// At least `readable` accessible bytes followed by one PROT_NONE page.
+    pub fn new(readable: usize) -> Result<Self, Fail> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let pages = readable.div_ceil(page) + 1;
+        let len = pages * page;
+        // SAFETY: a fresh anonymous private mapping; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return fail(format!("mmap: {}", std::io::Error::last_os_error()));
+        }
+        let ptr = ptr as *mut u8;
+        // SAFETY: the last page lies inside the mapping just made.
+        let rc = unsafe { libc::mprotect(ptr.add(len - page) as *mut _, page, libc::PROT_NONE) };
+        ensure(rc == 0, || {
+            format!("mprotect: {}", std::io::Error::last_os_error())
+        })?;
+        Ok(GuardedBuf { ptr, len, page })
+    }
+
+    /// Copies `bytes` so that their last `into_guard` bytes fall in the
+    /// inaccessible page; returns the address of the first byte.
+    pub fn place_across_guard(&mut self, bytes: &[u8], into_guard: usize) -> u64 {
+        let accessible = self.len - self.page;
+        let n = bytes.len() - into_guard;
+        assert!(n <= accessible && into_guard <= self.page);
+        let start = accessible - n;
+        // SAFETY: [start, start + n) is inside the accessible part of the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(start), n) };
+        self.ptr as u64 + start as u64
+    }
+}
+
+impl Drop for GuardedBuf {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping made in new().
+        unsafe { libc::munmap(self.ptr as *mut _, self.len) };
+    }
+}

@@ -1,0 +1,173 @@
+//! nhbm-uapi-test: exercises every neuron_hbm ioctl through the real device
+//! nodes and prints the results as KTAP (suite `nhbm_uapi`).
+//!
+//!   nhbm-uapi-test [-d N] [--list] [NAME_SUBSTRING...]
+//!
+//! Runs as root in the test guest with the module loaded as
+//! `sim_devices=2 sim_arch=v2`; `-d N` picks /dev/neuron_hbmN (default 0; the
+//! cross-device case uses N + 1). Exit status 0 when every case passed.
+
+mod cases;
+mod fixtures;
+mod ktap;
+mod reject;
+
+use ktap::Case;
+
+fn all_cases() -> Vec<Case> {
+    let mut v = vec![
+        Case::new(
+            "device_info_reports_v2_geometry",
+            cases::device_info_reports_v2_geometry,
+        ),
+        Case::new("device_node_is_mode_0660", cases::device_node_is_mode_0660),
+        Case::new(
+            "second_device_reports_the_same_geometry",
+            cases::second_device_reports_the_same_geometry,
+        ),
+        Case::new(
+            "mem_stats_matches_device_geometry",
+            cases::mem_stats_matches_device_geometry,
+        ),
+        Case::new(
+            "every_kind_loads_and_resolves",
+            cases::every_kind_loads_and_resolves,
+        ),
+        Case::new(
+            "list_tables_hold_listed_addresses",
+            cases::list_tables_hold_listed_addresses,
+        ),
+        Case::new(
+            "plan_load_without_addrs_array",
+            cases::plan_load_without_addrs_array,
+        ),
+        Case::new(
+            "plans_land_on_the_requested_channel",
+            cases::plans_land_on_the_requested_channel,
+        ),
+        Case::new(
+            "channel_any_picks_the_emptiest_channel",
+            cases::channel_any_picks_the_emptiest_channel,
+        ),
+        Case::new(
+            "payload_is_uploaded_at_load",
+            cases::payload_is_uploaded_at_load,
+        ),
+        Case::new(
+            "mem_write_read_round_trip_with_offsets",
+            cases::mem_write_read_round_trip_with_offsets,
+        ),
+        Case::new(
+            "mem_xfer_bounds_are_checked",
+            cases::mem_xfer_bounds_are_checked,
+        ),
+        Case::new(
+            "mem_xfer_bad_buffer_is_efault",
+            cases::mem_xfer_bad_buffer_is_efault,
+        ),
+        Case::new(
+            "resolve_bounds_are_checked",
+            cases::resolve_bounds_are_checked,
+        ),
+        Case::new(
+            "unknown_plan_or_var_is_enoent",
+            cases::unknown_plan_or_var_is_enoent,
+        ),
+        Case::new(
+            "second_file_cannot_see_the_first_files_plans",
+            cases::second_file_cannot_see_the_first_files_plans,
+        ),
+        Case::new(
+            "closing_a_file_frees_its_plans",
+            cases::closing_a_file_frees_its_plans,
+        ),
+        Case::new(
+            "unload_frees_and_then_resolve_is_enoent",
+            cases::unload_frees_and_then_resolve_is_enoent,
+        ),
+        Case::new(
+            "plan_unload_rejects_reserved_bits",
+            cases::plan_unload_rejects_reserved_bits,
+        ),
+        Case::new(
+            "mem_stats_accounts_loaded_plans",
+            cases::mem_stats_accounts_loaded_plans,
+        ),
+        Case::new(
+            "remote_reference_pins_its_plan",
+            cases::remote_reference_pins_its_plan,
+        ),
+        Case::new(
+            "remote_to_missing_plan_or_var_is_enoent",
+            cases::remote_to_missing_plan_or_var_is_enoent,
+        ),
+        Case::new(
+            "resolve_batch_answers_each_query_in_place",
+            cases::resolve_batch_answers_each_query_in_place,
+        ),
+        Case::new(
+            "reset_device_succeeds_on_the_simulated_device",
+            cases::reset_device_succeeds_on_the_simulated_device,
+        ),
+        Case::new("unknown_ioctl_is_enotty", cases::unknown_ioctl_is_enotty),
+        Case::new(
+            "fresh_allocation_reads_zeros",
+            cases::fresh_allocation_reads_zeros,
+        ),
+    ];
+    v.extend(reject::cases());
+    v.push(Case::new(
+        "twelve_gib_buffer_stages_on_sparse_hbm",
+        cases::twelve_gib_buffer_stages_on_sparse_hbm,
+    ));
+    v
+}
+
+fn main() {
+    let mut filters = Vec::new();
+    let mut list = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--list" => list = true,
+            "-d" | "--device" => {
+                let n = args.next().and_then(|s| s.parse().ok());
+                let Some(n) = n else {
+                    eprintln!("nhbm-uapi-test: -d needs a device number");
+                    std::process::exit(2);
+                };
+                fixtures::set_device_index(n);
+            }
+            "-h" | "--help" => {
+                println!("usage: nhbm-uapi-test [-d N] [--list] [NAME_SUBSTRING...]");
+                return;
+            }
+            _ => filters.push(a),
+        }
+    }
+    let mut cases = all_cases();
+    if !filters.is_empty() {
+        cases.retain(|c| filters.iter().any(|f| c.name.contains(f.as_str())));
+    }
+    if list {
+        for c in &cases {
+            println!("{}", c.name);
+        }
+        return;
+    }
+    // Without a device node there is nothing to exercise: one failing case
+    // that says why, rather than the same failure for every case.
+    let path = nhbm::device_path(fixtures::device_index());
+    if let Err(e) = nhbm::Device::open_path(&path) {
+        let msg = format!(
+            "cannot open device {}: {} ({e})",
+            path.display(),
+            nhbm::io_errno_name(&e)
+        );
+        let fail = Case::new("open_device_node", move || ktap::fail(msg.clone()));
+        ktap::run("nhbm_uapi", &[fail]);
+        std::process::exit(1);
+    }
+    let ok = ktap::run("nhbm_uapi", &cases);
+    std::process::exit(if ok { 0 } else { 1 });
+}

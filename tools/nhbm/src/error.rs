@@ -1,0 +1,91 @@
+//! Errors of the plan format, each carrying the errno the kernel answers.
+
+use std::fmt;
+
+/// Name of an errno value ("EINVAL"), or its number when unknown here.
+pub fn errno_name(errno: i32) -> String {
+    let name = match errno {
+        0 => "OK",
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EIO => "EIO",
+        libc::E2BIG => "E2BIG",
+        libc::EBADF => "EBADF",
+        libc::EAGAIN => "EAGAIN",
+        libc::ENOMEM => "ENOMEM",
+        libc::EACCES => "EACCES",
+        libc::EFAULT => "EFAULT",
+        libc::EBUSY => "EBUSY",
+        libc::EEXIST => "EEXIST",
+        libc::ENODEV => "ENODEV",
+        libc::EINVAL => "EINVAL",
+        libc::ENOTTY => "ENOTTY",
+        libc::ENOSPC => "ENOSPC",
+        libc::ERANGE => "ERANGE",
+        libc::ENOSYS => "ENOSYS",
+        libc::EOVERFLOW => "EOVERFLOW",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::ETIMEDOUT => "ETIMEDOUT",
+        _ => return format!("errno {errno}"),
+    };
+    name.to_string()
+}
+
+/// Name of the errno of an I/O error ("ENOENT"), or its text when it has none.
+pub fn io_errno_name(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(n) => errno_name(n),
+        None => e.to_string(),
+    }
+}
+
+/// A plan that the kernel would refuse, with the errno it would answer, the
+/// offending record (index and var_id) when there is one, and the rule broken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanError {
+    pub errno: i32,
+    pub record: Option<usize>,
+    pub var_id: Option<u32>,
+    pub rule: String,
+}
+
+impl PlanError {
+    pub fn new(errno: i32, rule: impl Into<String>) -> Self {
+        PlanError {
+            errno,
+            record: None,
+            var_id: None,
+            rule: rule.into(),
+        }
+    }
+    pub fn at(errno: i32, record: usize, var_id: u32, rule: impl Into<String>) -> Self {
+        PlanError {
+            errno,
+            record: Some(record),
+            var_id: Some(var_id),
+            rule: rule.into(),
+        }
+    }
+    pub fn einval(rule: impl Into<String>) -> Self {
+        Self::new(libc::EINVAL, rule)
+    }
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.record, self.var_id) {
+            (Some(i), Some(v)) => write!(f, "record {i} (var_id {v}): ")?,
+            (Some(i), None) => write!(f, "record {i}: ")?,
+            _ => {}
+        }
+        write!(f, "{} ({})", self.rule, errno_name(self.errno))
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+impl From<PlanError> for std::io::Error {
+    fn from(e: PlanError) -> Self {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
+    }
+}

@@ -1,0 +1,500 @@
+//! A plan as values: what a user builds, what the JSON form holds, and what a
+//! blob parses into. `Plan::to_blob` lays it out as PLAN_LOAD expects;
+//! `Plan::from_blob` validates a blob and reads it back.
+
+use serde::{Deserialize, Serialize};
+
+use crate::blob::RawPlan;
+use crate::error::PlanError;
+use crate::uapi::*;
+use crate::validate::{cstr_at, dtype_str, list_ids, validate, Limits};
+
+/// `enum nhbm_backing`: the scratchpad behind a MR_VIRTUAL_TMP_BUF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backing {
+    Local,
+    Shared,
+    Sharded,
+    Main,
+}
+
+impl Backing {
+    pub fn to_raw(self) -> u32 {
+        match self {
+            Backing::Local => BACKING_LOCAL,
+            Backing::Shared => BACKING_SHARED,
+            Backing::Sharded => BACKING_SHARDED,
+            Backing::Main => BACKING_MAIN,
+        }
+    }
+    pub fn from_raw(b: u32) -> Option<Self> {
+        Some(match b {
+            BACKING_LOCAL => Backing::Local,
+            BACKING_SHARED => Backing::Shared,
+            BACKING_SHARDED => Backing::Sharded,
+            BACKING_MAIN => Backing::Main,
+            _ => return None,
+        })
+    }
+}
+
+/// The kind of a record (`mr_type`) with the union fields that kind uses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Kind {
+    Input,
+    Output,
+    Buffer,
+    BufferStaged,
+    TmpBuf,
+    /// Scratchpad(backing).base + offset.
+    VirtualTmpBuf {
+        offset: u64,
+        backing: Backing,
+    },
+    /// Aliases another variable of the same plan.
+    Ptr {
+        target: u32,
+    },
+    /// A table of the listed variables' PAs.
+    List {
+        ids: Vec<u32>,
+    },
+    /// A table of MR_LIST tables' PAs.
+    PtrTable {
+        ids: Vec<u32>,
+    },
+    /// The State Buffer of core `nc_id` plus `offset`.
+    Sb {
+        nc_id: u32,
+        offset: u64,
+    },
+    /// A variable of another plan of the same open file.
+    Remote {
+        remote_var_id: u32,
+        remote_plan_id: u32,
+    },
+}
+
+impl Kind {
+    pub fn mr_type(&self) -> u32 {
+        match self {
+            Kind::Input => MR_INPUT,
+            Kind::Output => MR_OUTPUT,
+            Kind::Buffer => MR_BUFFER,
+            Kind::BufferStaged => MR_BUFFER_STAGED,
+            Kind::TmpBuf => MR_TMP_BUF,
+            Kind::VirtualTmpBuf { .. } => MR_VIRTUAL_TMP_BUF,
+            Kind::Ptr { .. } => MR_PTR,
+            Kind::List { .. } => MR_LIST,
+            Kind::PtrTable { .. } => MR_PTR_TABLE,
+            Kind::Sb { .. } => MR_SB,
+            Kind::Remote { .. } => MR_REMOTE,
+        }
+    }
+}
+
+/// One variable of a plan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub var_id: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(flatten)]
+    pub kind: Kind,
+    #[serde(default)]
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub alignment: u64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub dtype: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shape: Vec<u64>,
+    /// Bytes uploaded at load, written as hex in JSON.
+    #[serde(
+        default,
+        rename = "data_hex",
+        skip_serializing_if = "Vec::is_empty",
+        with = "hex"
+    )]
+    pub data: Vec<u8>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl Record {
+    pub fn new(var_id: u32, kind: Kind, size: u64) -> Self {
+        Record {
+            var_id,
+            name: None,
+            kind,
+            size,
+            alignment: 0,
+            dtype: String::new(),
+            shape: Vec::new(),
+            data: Vec::new(),
+        }
+    }
+    pub fn input(var_id: u32, size: u64) -> Self {
+        Self::new(var_id, Kind::Input, size)
+    }
+    pub fn output(var_id: u32, size: u64) -> Self {
+        Self::new(var_id, Kind::Output, size)
+    }
+    pub fn buffer(var_id: u32, size: u64) -> Self {
+        Self::new(var_id, Kind::Buffer, size)
+    }
+    pub fn buffer_staged(var_id: u32, size: u64) -> Self {
+        Self::new(var_id, Kind::BufferStaged, size)
+    }
+    pub fn tmp_buf(var_id: u32, size: u64) -> Self {
+        Self::new(var_id, Kind::TmpBuf, size)
+    }
+    pub fn virtual_tmp_buf(var_id: u32, size: u64, backing: Backing, offset: u64) -> Self {
+        Self::new(var_id, Kind::VirtualTmpBuf { offset, backing }, size)
+    }
+    pub fn ptr(var_id: u32, target: u32, size: u64) -> Self {
+        Self::new(var_id, Kind::Ptr { target }, size)
+    }
+    /// A list sized for its entries (8 bytes each).
+    pub fn list(var_id: u32, ids: Vec<u32>) -> Self {
+        let size = 8 * ids.len() as u64;
+        Self::new(var_id, Kind::List { ids }, size)
+    }
+    /// A pointer table sized for its entries (8 bytes each).
+    pub fn ptr_table(var_id: u32, ids: Vec<u32>) -> Self {
+        let size = 8 * ids.len() as u64;
+        Self::new(var_id, Kind::PtrTable { ids }, size)
+    }
+    pub fn sb(var_id: u32, size: u64, nc_id: u32, offset: u64) -> Self {
+        Self::new(var_id, Kind::Sb { nc_id, offset }, size)
+    }
+    pub fn remote(var_id: u32, size: u64, remote_plan_id: u32, remote_var_id: u32) -> Self {
+        Self::new(
+            var_id,
+            Kind::Remote {
+                remote_var_id,
+                remote_plan_id,
+            },
+            size,
+        )
+    }
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+    pub fn alignment(mut self, alignment: u64) -> Self {
+        self.alignment = alignment;
+        self
+    }
+    pub fn dtype(mut self, dtype: impl Into<String>, shape: &[u64]) -> Self {
+        self.dtype = dtype.into();
+        self.shape = shape.to_vec();
+        self
+    }
+    pub fn data(mut self, data: Vec<u8>) -> Self {
+        self.data = data;
+        self
+    }
+    pub fn mr_type(&self) -> u32 {
+        self.kind.mr_type()
+    }
+}
+
+/// A whole plan: the two scratchpad sizes and the records in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    #[serde(default)]
+    pub local_scratchpad_size: u64,
+    #[serde(default)]
+    pub shared_scratchpad_size: u64,
+    pub records: Vec<Record>,
+}
+
+/// Appends `bytes` to `data` at an offset aligned to `align`, returning the
+/// blob-absolute offset where they start.
+fn place(data: &mut Vec<u8>, data_start: usize, bytes: &[u8], align: usize) -> u64 {
+    while (data_start + data.len()) % align != 0 {
+        data.push(0);
+    }
+    let off = data_start + data.len();
+    data.extend_from_slice(bytes);
+    off as u64
+}
+
+impl Plan {
+    pub fn new(local_scratchpad_size: u64, shared_scratchpad_size: u64) -> Self {
+        Plan {
+            local_scratchpad_size,
+            shared_scratchpad_size,
+            records: Vec::new(),
+        }
+    }
+
+    /// Appends a record (builder style).
+    pub fn with(mut self, r: Record) -> Self {
+        self.records.push(r);
+        self
+    }
+
+    /// Appends a record.
+    pub fn push(&mut self, r: Record) -> &mut Self {
+        self.records.push(r);
+        self
+    }
+
+    pub fn record(&self, var_id: u32) -> Option<&Record> {
+        self.records.iter().find(|r| r.var_id == var_id)
+    }
+
+    /// Lays the plan out as a blob without validating it: the data area holds
+    /// every name, then every id list (4-aligned), then every payload
+    /// (8-aligned), in record order. Fails only for what the record cannot
+    /// express: a dtype of 16 or more bytes, a NUL in a name or dtype, more than
+    /// 8 dimensions, or more than 2^32 - 1 records or ids.
+    pub fn to_raw(&self) -> Result<RawPlan, PlanError> {
+        let nmem = u32::try_from(self.records.len())
+            .map_err(|_| PlanError::new(libc::E2BIG, "more than 2^32 - 1 records"))?;
+        let data_start = RawPlan::data_start(self.records.len());
+        let mut data = Vec::new();
+        let mut recs: Vec<MemRef> = Vec::with_capacity(self.records.len());
+        for (i, r) in self.records.iter().enumerate() {
+            let err = |rule: String| PlanError::at(libc::EINVAL, i, r.var_id, rule);
+            let mut m = MemRef {
+                mr_type: r.mr_type(),
+                size: r.size,
+                alignment: r.alignment,
+                var_id: r.var_id,
+                ..Default::default()
+            };
+            if r.dtype.len() >= DTYPE_LEN {
+                return Err(err(format!(
+                    "dtype {:?} has {} characters (at most 15)",
+                    r.dtype,
+                    r.dtype.len()
+                )));
+            }
+            if r.dtype.contains('\0') {
+                return Err(err("dtype contains a NUL".into()));
+            }
+            m.dtype[..r.dtype.len()].copy_from_slice(r.dtype.as_bytes());
+            if r.shape.len() > MAX_NDIM {
+                return Err(err(format!(
+                    "shape has {} dimensions (at most 8)",
+                    r.shape.len()
+                )));
+            }
+            m.ndim = r.shape.len() as u32;
+            m.shape[..r.shape.len()].copy_from_slice(&r.shape);
+            if let Some(name) = &r.name {
+                if name.contains('\0') {
+                    return Err(err("name contains a NUL".into()));
+                }
+                let mut bytes = name.as_bytes().to_vec();
+                bytes.push(0);
+                m.name_off = place(&mut data, data_start, &bytes, 1);
+            }
+            recs.push(m);
+        }
+        for (r, m) in self.records.iter().zip(recs.iter_mut()) {
+            m.u = match &r.kind {
+                Kind::List { ids } | Kind::PtrTable { ids } => {
+                    let count = u32::try_from(ids.len()).map_err(|_| {
+                        PlanError::at(libc::E2BIG, 0, r.var_id, "more than 2^32 - 1 ids")
+                    })?;
+                    let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+                    let ids_off = if count == 0 {
+                        0
+                    } else {
+                        place(&mut data, data_start, &bytes, 4)
+                    };
+                    MemRefUnion {
+                        list: MrList {
+                            count,
+                            rsvd: 0,
+                            ids_off,
+                        },
+                    }
+                }
+                Kind::Ptr { target } => MemRefUnion {
+                    ptr: MrPtr {
+                        target_var_id: *target,
+                        rsvd: 0,
+                        rsvd2: 0,
+                    },
+                },
+                Kind::Remote {
+                    remote_var_id,
+                    remote_plan_id,
+                } => MemRefUnion {
+                    remote: MrRemote {
+                        remote_var_id: *remote_var_id,
+                        remote_plan_id: *remote_plan_id,
+                        rsvd: 0,
+                    },
+                },
+                Kind::VirtualTmpBuf { offset, backing } => MemRefUnion {
+                    vtmp: MrVtmp {
+                        offset: *offset,
+                        backing: backing.to_raw(),
+                        rsvd: 0,
+                    },
+                },
+                Kind::Sb { nc_id, offset } => MemRefUnion {
+                    sb: MrSb {
+                        nc_id: *nc_id,
+                        rsvd: 0,
+                        offset: *offset,
+                    },
+                },
+                _ => MemRefUnion::default(),
+            };
+        }
+        for (r, m) in self.records.iter().zip(recs.iter_mut()) {
+            if !r.data.is_empty() {
+                m.data_off = place(&mut data, data_start, &r.data, 8);
+                m.data_len = r.data.len() as u64;
+            }
+        }
+        Ok(RawPlan {
+            header: PlanHeader {
+                local_scratchpad_size: self.local_scratchpad_size,
+                shared_scratchpad_size: self.shared_scratchpad_size,
+                nmem,
+                rsvd: 0,
+            },
+            records: recs,
+            data,
+        })
+    }
+
+    /// The blob PLAN_LOAD takes, after checking every rule the kernel checks
+    /// that does not depend on the device.
+    pub fn to_blob(&self) -> Result<Vec<u8>, PlanError> {
+        self.to_blob_for(&Limits::default())
+    }
+
+    /// Like [`Plan::to_blob`], also checking the device-dependent rules.
+    pub fn to_blob_for(&self, limits: &Limits) -> Result<Vec<u8>, PlanError> {
+        let blob = self.to_raw()?.to_bytes();
+        validate(&blob, limits)?;
+        Ok(blob)
+    }
+
+    /// Validates a blob and reads it back as a plan.
+    pub fn from_blob(blob: &[u8]) -> Result<Plan, PlanError> {
+        Self::from_blob_for(blob, &Limits::default())
+    }
+
+    /// Like [`Plan::from_blob`], also checking the device-dependent rules.
+    pub fn from_blob_for(blob: &[u8], limits: &Limits) -> Result<Plan, PlanError> {
+        let raw = validate(blob, limits)?;
+        let mut plan = Plan::new(
+            raw.header.local_scratchpad_size,
+            raw.header.shared_scratchpad_size,
+        );
+        for m in &raw.records {
+            let kind = match m.mr_type {
+                MR_INPUT => Kind::Input,
+                MR_OUTPUT => Kind::Output,
+                MR_BUFFER => Kind::Buffer,
+                MR_BUFFER_STAGED => Kind::BufferStaged,
+                MR_TMP_BUF => Kind::TmpBuf,
+                MR_VIRTUAL_TMP_BUF => {
+                    let v = m.u.vtmp();
+                    // validate() accepted it, so the backing is 0..=3.
+                    Kind::VirtualTmpBuf {
+                        offset: v.offset,
+                        backing: Backing::from_raw(v.backing).unwrap(),
+                    }
+                }
+                MR_PTR => Kind::Ptr {
+                    target: m.u.ptr().target_var_id,
+                },
+                MR_LIST => Kind::List {
+                    ids: list_ids(blob, m),
+                },
+                MR_PTR_TABLE => Kind::PtrTable {
+                    ids: list_ids(blob, m),
+                },
+                MR_SB => Kind::Sb {
+                    nc_id: m.u.sb().nc_id,
+                    offset: m.u.sb().offset,
+                },
+                MR_REMOTE => Kind::Remote {
+                    remote_var_id: m.u.remote().remote_var_id,
+                    remote_plan_id: m.u.remote().remote_plan_id,
+                },
+                _ => unreachable!("validate() accepts only 1..=11"),
+            };
+            let name = (m.name_off != 0)
+                .then(|| String::from_utf8_lossy(cstr_at(blob, m.name_off).unwrap()).into_owned());
+            let dtype = String::from_utf8_lossy(dtype_str(m).unwrap()).into_owned();
+            let data = if m.data_len == 0 {
+                Vec::new()
+            } else {
+                blob[m.data_off as usize..(m.data_off + m.data_len) as usize].to_vec()
+            };
+            plan.records.push(Record {
+                var_id: m.var_id,
+                name,
+                kind,
+                size: m.size,
+                alignment: m.alignment,
+                dtype,
+                shape: m.shape[..m.ndim as usize].to_vec(),
+                data,
+            });
+        }
+        Ok(plan)
+    }
+
+    /// The JSON form.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a plan always serializes")
+    }
+
+    /// Reads the JSON form (no validation: use `to_blob` for that).
+    pub fn from_json(s: &str) -> Result<Plan, serde_json::Error> {
+        serde_json::from_str(s)
+    }
+}
+
+/// Bytes as a lowercase hex string in JSON.
+mod hex {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(bytes.len() * 2);
+        for &b in bytes {
+            out.push(DIGITS[(b >> 4) as usize] as char);
+            out.push(DIGITS[(b & 15) as usize] as char);
+        }
+        s.serialize_str(&out)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.len() % 2 != 0 {
+            return Err(D::Error::custom("hex data has an odd number of digits"));
+        }
+        let nib = |c: u8| match c {
+            b'0'..=b'9' => Ok(c - b'0'),
+            b'a'..=b'f' => Ok(c - b'a' + 10),
+            b'A'..=b'F' => Ok(c - b'A' + 10),
+            _ => Err(D::Error::custom(format!(
+                "{:?} is not a hex digit",
+                c as char
+            ))),
+        };
+        s.as_bytes()
+            .chunks(2)
+            .map(|p| Ok((nib(p[0])? << 4) | nib(p[1])?))
+            .collect()
+    }
+}

@@ -1,0 +1,58 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build the userspace programs that run in the test guest (statically linked:
+# the guest is a busybox initramfs without a libc) and copy them, with the
+# example models, into build/userspace/, which the QEMU harness copies into
+# the guest's /tests/.
+#
+#   tools/testing/build-userspace.sh
+#
+# Works from a fresh clone: cargo fetches the crates named in tools/Cargo.lock.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+TOOLS="$REPO/tools"
+OUT="$REPO/build/userspace"
+TARGET=x86_64-unknown-linux-gnu
+BINS=(nhbm-uapi-test nhbm)
+
+t0=$SECONDS
+
+# The kernel build uses Debian's rustc (RUSTC=/usr/bin/rustc); userspace is
+# built by rustup's toolchain, so do not inherit the kernel's choices.
+unset RUSTC RUSTDOC RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER CARGO_TARGET_DIR
+
+if ! command -v cargo >/dev/null 2>&1; then
+	if [ -x "$HOME/.cargo/bin/cargo" ]; then
+		PATH="$HOME/.cargo/bin:$PATH"
+	else
+		echo "build-userspace: cargo not found (install rustup's stable toolchain)" >&2
+		exit 1
+	fi
+fi
+
+echo "build-userspace: cargo build --release --target $TARGET (static)" >&2
+(
+	cd "$TOOLS"
+	RUSTFLAGS="-C target-feature=+crt-static" \
+		cargo build --release --locked --target "$TARGET" --target-dir "$TOOLS/target" \
+		$(printf -- '--bin %s ' "${BINS[@]}")
+)
+
+mkdir -p "$OUT"
+for bin in "${BINS[@]}"; do
+	src="$TOOLS/target/$TARGET/release/$bin"
+	[ -x "$src" ] || { echo "build-userspace: $src was not built" >&2; exit 1; }
+	install -m 0755 "$src" "$OUT/$bin"
+done
+# Test scripts that drive the programs in the guest.
+install -m 0755 "$TOOLS/nhbm-cli/guest/nhbm-cli-test" "$OUT/nhbm-cli-test"
+# Example models (and the constant data they name) for the demo and CLI tests.
+if [ -d "$TOOLS/examples" ]; then
+	find "$TOOLS/examples" -maxdepth 1 -type f \( -name '*.json' -o -name '*.bin' \) \
+		-exec install -m 0644 {} "$OUT/" \;
+fi
+
+echo "build-userspace: ${#BINS[@]} programs in ${OUT#"$REPO"/}/ in $((SECONDS - t0))s" >&2
