@@ -17,6 +17,7 @@ use crate::{
         parse::{parse, Placement},
         stage::{stage, Plan},
     },
+    telemetry::Telemetry,
     uapi::{self, *},
 };
 use kernel::{
@@ -85,6 +86,8 @@ const BATCH_PIECE: usize = 64;
 pub(crate) struct Node {
     #[pin]
     misc: Opaque<bindings::miscdevice>,
+    #[pin]
+    _telemetry: Telemetry,
     dev: Arc<Device>,
 }
 
@@ -100,6 +103,8 @@ impl Node {
         let name = *NODE_NAMES.get(dev.index as usize).ok_or(ENOSPC)?;
         KBox::pin_init(
             try_pin_init!(Self {
+                _telemetry <- Telemetry::new(name, &dev),
+                // Registered last: nothing after it can fail.
                 misc <- Opaque::try_ffi_init(move |slot: *mut bindings::miscdevice| {
                     let mut raw = MiscDeviceOptions { name }.into_raw::<OpenFile>();
                     raw.mode = 0o660;
@@ -224,7 +229,7 @@ impl OpenFile {
             c if (c as usize) < self.dev.info.nr_channels => c as usize,
             _ => return Err(EINVAL),
         };
-        let blob = UserBlob::new(req.blob, req.blob_len)?;
+        let blob = UserBlob::new(req.blob, req.blob_len, &self.dev.fault)?;
         let parsed = parse(&blob, self.dev.info)?;
 
         // REMOTE targets: looked up and pinned now, so they stay put while we stage.
@@ -260,8 +265,10 @@ impl OpenFile {
             id
         };
 
-        let staged = stage(&self.dev, parsed, &blob, channel, &remotes).and_then(|plan| {
+        let fault = &self.dev.fault;
+        let staged = stage(&self.dev, parsed, &blob, channel, &remotes, id).and_then(|plan| {
             if req.addrs != 0 {
+                fault.point(EFAULT)?;
                 let n = plan.vars().len() as u64;
                 let mut w = user_slice(req.addrs, n.checked_mul(8).ok_or(EINVAL)?)?.writer();
                 for v in plan.vars() {
@@ -272,10 +279,14 @@ impl OpenFile {
             req.local_scratchpad_pa = plan.local_scratch_pa;
             req.shared_scratchpad_pa = plan.shared_scratch_pa;
             req.bytes_allocated = plan.bytes;
+            fault.point(EFAULT)?;
             writeback(arg, &req)?;
             Ok(plan)
         });
-        let plan = staged.and_then(|plan| Ok(Arc::new(plan, GFP_KERNEL)?));
+        let plan = staged.and_then(|plan| {
+            fault.point(ENOMEM)?;
+            Ok(Arc::new(plan, GFP_KERNEL)?)
+        });
         let mut st = self.state.lock();
         let plan = match plan.and_then(|p| Ok(st.plans.reserve(1, GFP_KERNEL).map(|()| p)?)) {
             Ok(plan) => plan,
@@ -368,6 +379,7 @@ impl OpenFile {
         let plan = self.plan(req.plan_id)?;
         let pa = plan.resolve(req.var_id, req.offset, req.len)?;
         let user = user_slice(req.buf, req.len)?;
+        self.dev.fault.point(EFAULT)?;
         if write {
             self.dev.write_from_user(pa, &mut user.reader(), req.len)
         } else {

@@ -7,6 +7,7 @@
 use crate::{
     addr,
     arch::ArchInfo,
+    fault::FaultInjector,
     fw::{self, ResetKind, WaitReport},
     io::{DeviceIo, XFER_CHUNK},
     mempool::{Geometry, Grid},
@@ -43,6 +44,28 @@ pub(crate) struct Device {
     pub(crate) grid: Grid,
     #[pin]
     reset_lock: Mutex<()>,
+    /// Test-only fault injection (debugfs `fail_nth`).
+    pub(crate) fault: FaultInjector,
+    /// What each live plan holds, for telemetry.
+    #[pin]
+    pub(crate) plans: Mutex<KVec<PlanSummary>>,
+}
+
+/// Telemetry of one live plan.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PlanSummary {
+    /// Unique for the device's lifetime.
+    pub(crate) serial: u64,
+    /// Process that loaded it.
+    pub(crate) pid: i32,
+    /// Its id in the loading file.
+    pub(crate) plan_id: u32,
+    /// Variables.
+    pub(crate) vars: u32,
+    /// HBM bytes held.
+    pub(crate) bytes: u64,
+    /// Kernel bytes of its bookkeeping.
+    pub(crate) kmem: u64,
 }
 
 impl Device {
@@ -63,6 +86,8 @@ impl Device {
                 backend,
                 grid,
                 reset_lock <- new_mutex!(()),
+                fault: FaultInjector::new(),
+                plans <- new_mutex!(KVec::new()),
             }),
             GFP_KERNEL,
         )
@@ -116,6 +141,7 @@ impl Device {
         pa.checked_add(len).ok_or(EINVAL)?;
         let mut done = 0u64;
         while done < len {
+            self.fault.point(EIO)?;
             let n = (len - done).min(XFER_CHUNK as u64);
             let off = addr::bar4_offset(self.info, pa + done, n)?;
             op(off, n as usize)?;

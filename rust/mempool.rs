@@ -417,6 +417,18 @@ impl Grid {
             .unwrap_or(0)
     }
 
+    /// Writes every live chunk as `channel region pa size`, pool by pool.
+    pub(crate) fn dump_chunks(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, pool) in self.pools.iter().enumerate() {
+            let (ch, r) = (i / self.geo.regions, i % self.geo.regions);
+            let state = pool.state.lock();
+            for (&last, &start) in state.index.iter() {
+                writeln!(f, "{} {} {:#x} {}", ch, r, start, last - start + 1)?;
+            }
+        }
+        Ok(())
+    }
+
     /// First and one-past-last PA of pool (`channel`, `region`).
     pub(crate) fn pool_range(&self, channel: usize, region: usize) -> Result<(u64, u64)> {
         let pool = self.pool(channel, region)?;

@@ -15,6 +15,7 @@ mod arch;
 mod bench;
 mod chardev;
 mod device;
+mod fault;
 mod fw;
 mod genpool;
 mod io;
@@ -24,6 +25,7 @@ mod plan;
 mod regs;
 mod sim;
 mod sparse;
+mod telemetry;
 mod uapi;
 
 use arch::ArchInfo;

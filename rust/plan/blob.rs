@@ -3,7 +3,7 @@
 //! Where a plan blob's bytes come from: user memory (the ioctl) or a kernel
 //! buffer (tests). Payloads move straight from the source to the device.
 
-use crate::device::Device;
+use crate::{device::Device, fault::FaultInjector};
 use kernel::{
     prelude::*,
     uaccess::{UserPtr, UserSlice},
@@ -30,19 +30,21 @@ pub(crate) trait BlobSource {
     }
 }
 
-/// A blob in the calling process's memory.
-pub(crate) struct UserBlob {
+/// A blob in the calling process's memory; every copy is a fault-injection
+/// point of the device it is loaded on.
+pub(crate) struct UserBlob<'a> {
     addr: usize,
     len: u64,
+    fault: &'a FaultInjector,
 }
 
-impl UserBlob {
+impl<'a> UserBlob<'a> {
     /// The blob at user address `addr`, `len` bytes long.
-    pub(crate) fn new(addr: u64, len: u64) -> Result<Self> {
+    pub(crate) fn new(addr: u64, len: u64, fault: &'a FaultInjector) -> Result<Self> {
         let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
         addr.checked_add(usize::try_from(len).map_err(|_| EINVAL)?)
             .ok_or(EFAULT)?;
-        Ok(Self { addr, len })
+        Ok(Self { addr, len, fault })
     }
 
     fn slice(&self, off: u64, len: u64) -> Result<UserSlice> {
@@ -55,16 +57,18 @@ impl UserBlob {
     }
 }
 
-impl BlobSource for UserBlob {
+impl BlobSource for UserBlob<'_> {
     fn len(&self) -> u64 {
         self.len
     }
 
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result {
+        self.fault.point(EFAULT)?;
         self.slice(off, buf.len() as u64)?.reader().read_slice(buf)
     }
 
     fn upload(&self, dev: &Device, pa: u64, off: u64, len: u64) -> Result {
+        self.fault.point(EFAULT)?;
         let mut reader = self.slice(off, len)?.reader();
         dev.write_from_user(pa, &mut reader, len)
     }

@@ -56,6 +56,11 @@ impl VarIndex {
         Ok(index)
     }
 
+    /// Bytes this index holds.
+    pub(crate) fn footprint(&self) -> usize {
+        (self.slots.capacity() + self.ids.capacity()) * size_of::<u32>()
+    }
+
     /// Position of the record with var id `id`.
     pub(crate) fn get(&self, id: u32) -> Option<usize> {
         let mut slot = hash(id) & self.mask;

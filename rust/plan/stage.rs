@@ -11,8 +11,25 @@ use super::{
     index::VarIndex,
     parse::{Backing, MrType, ParsedPlan, Placement},
 };
-use crate::{addr::sbuf_window, device::Device, mempool::Chunk, uapi::PA_UNSTAGED};
-use kernel::{prelude::*, sync::Arc};
+use crate::{
+    addr::sbuf_window,
+    device::{Device, PlanSummary},
+    mempool::Chunk,
+    uapi::PA_UNSTAGED,
+};
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
+};
+
+/// Serial numbers of plans, for telemetry.
+static NEXT_SERIAL: Atomic<u64> = Atomic::new(1);
+
+/// Kernel bytes of one grid index node (an rbtree node in a 64-byte slab).
+const INDEX_NODE_BYTES: usize = 64;
 
 /// A placed variable: what resolving needs, nothing more.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +55,8 @@ pub(crate) struct Plan {
     pub(crate) shared_scratch_pa: u64,
     /// HBM bytes held (allocations and scratchpads).
     pub(crate) bytes: u64,
+    /// Telemetry serial, 0 until registered with the device.
+    serial: u64,
 }
 
 impl Plan {
@@ -75,7 +94,19 @@ impl Plan {
         self.chunks.len() + self.scratch.len()
     }
 
+    /// Kernel bytes this plan's bookkeeping takes, the grid's index nodes of
+    /// its chunks included.
+    pub(crate) fn footprint(&self) -> usize {
+        size_of::<Self>()
+            + self.vars.capacity() * size_of::<Var>()
+            + self.chunks.capacity() * size_of::<Chunk>()
+            + self.scratch.capacity() * size_of::<Chunk>()
+            + self.index.footprint()
+            + self.chunk_count() * INDEX_NODE_BYTES
+    }
+
     fn alloc(&mut self, channel: usize, size: u64, align: u64) -> Result<u64> {
+        self.dev.fault.point(ENOMEM)?;
         let grid = &self.dev.grid;
         let regions = grid.geometry().regions;
         let mut last = ENOMEM;
@@ -96,6 +127,7 @@ impl Plan {
     }
 
     fn alloc_scratch(&mut self, channel: usize, size: u64) -> Result<u64> {
+        self.dev.fault.point(ENOMEM)?;
         let grid = &self.dev.grid;
         let regions = grid.geometry().regions;
         for r in (0..regions).rev() {
@@ -119,6 +151,9 @@ impl Plan {
 
 impl Drop for Plan {
     fn drop(&mut self) {
+        if self.serial != 0 {
+            self.dev.plans.lock().retain(|s| s.serial != self.serial);
+        }
         let grid = &self.dev.grid;
         for c in self.chunks.drain_all() {
             if let Err((e, c)) = grid.free(c) {
@@ -134,14 +169,17 @@ impl Drop for Plan {
 }
 
 /// Places every record of `parsed` on `dev` in HBM `channel`, uploading
-/// payloads from `src`. `remotes` gives the targets of the REMOTE records.
+/// payloads from `src`. `remotes` gives the targets of the REMOTE records;
+/// `plan_id` and the current process are recorded for telemetry.
 pub(crate) fn stage(
     dev: &Arc<Device>,
     parsed: ParsedPlan,
     src: &(impl BlobSource + ?Sized),
     channel: usize,
     remotes: &[(u64, u64)],
+    plan_id: u32,
 ) -> Result<Plan> {
+    dev.fault.point(ENOMEM)?;
     let n = parsed.records.len();
     let mut vars = KVVec::with_capacity(n, GFP_KERNEL)?;
     let allocs = parsed
@@ -158,6 +196,7 @@ pub(crate) fn stage(
         local_scratch_pa: PA_UNSTAGED,
         shared_scratch_pa: PA_UNSTAGED,
         bytes: 0,
+        serial: 0,
     };
     if parsed.local_scratch > 0 {
         plan.local_scratch_pa = plan.alloc_scratch(channel, parsed.local_scratch)?;
@@ -229,6 +268,16 @@ pub(crate) fn stage(
     }
 
     plan.vars = vars;
+    let summary = PlanSummary {
+        serial: NEXT_SERIAL.fetch_add(1, Relaxed),
+        pid: kernel::current!().pid(),
+        plan_id,
+        vars: n as u32,
+        bytes: plan.bytes,
+        kmem: plan.footprint() as u64,
+    };
+    dev.plans.lock().push(summary, GFP_KERNEL)?;
+    plan.serial = summary.serial;
     Ok(plan)
 }
 
@@ -282,7 +331,7 @@ mod tests {
     fn load(dev: &Arc<Device>, b: &TestBlob, ch: usize, remotes: &[(u64, u64)]) -> Result<Plan> {
         let bytes = b.build()?;
         let parsed = parse(&bytes[..], &V2)?;
-        stage(dev, parsed, &bytes[..], ch, remotes)
+        stage(dev, parsed, &bytes[..], ch, remotes, 1)
     }
 
     fn read_u64(dev: &Device, pa: u64) -> Result<u64> {

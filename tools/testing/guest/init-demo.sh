@@ -9,5 +9,7 @@ ls -l /dev/neuron_hbm* 2>/dev/null
 if [ -x /tests/nhbm ]; then
 	/tests/nhbm demo /dev/neuron_hbm0
 fi
+echo "== debugfs: /sys/kernel/debug/neuron_hbm0/pools (ch region start end total used peak live)"
+cat /sys/kernel/debug/neuron_hbm0/pools
 rmmod neuron_hbm
 finish
