@@ -29,7 +29,7 @@ else
 KDIR_AUTO  = $(KDIR)
 endif
 
-.PHONY: all module setup check check-debug demo bench lint fmt clean userspace
+.PHONY: all module setup check check-debug demo bench lint fmt clean userspace dkms-install
 
 all: module
 
@@ -64,8 +64,13 @@ lint:
 fmt:
 	@$(RUSTFMT)
 
+dkms-install:
+	@$(REPO)/tools/dkms-install.sh
+
 clean:
-	@[ ! -d "$(KDIR_AUTO)" ] || $(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) clean
-	@rm -rf $(BUILD)
+	@rm -rf $(BUILD) $(REPO)/Module.symvers $(REPO)/modules.order
+	@find $(REPO) -path $(REPO)/tools/target -prune -o \( -name '*.o' -o -name '*.ko' \
+		-o -name '*.mod' -o -name '*.mod.c' -o -name '.*.cmd' -o -name '*.rmeta' \) -print \
+		| grep -v '^$(REPO)/tools/target$$' | xargs rm -f
 
 endif

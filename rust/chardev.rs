@@ -55,6 +55,37 @@ const NODE_NAMES: [&CStr; 16] = [
     c"neuron_hbm15",
 ];
 
+extern "C" {
+    /// The attribute groups of a device node (sysfs.c).
+    static nhbm_attr_groups: [*const bindings::attribute_group; 2];
+}
+
+/// The value of sysfs attribute `which` (`enum nhbm_attr` in helpers.h) of the
+/// node whose `miscdevice` is `misc`.
+///
+/// # Safety
+///
+/// `misc` must be the `misc` field of a live [`Node`]: sysfs calls this only
+/// while the node's device exists, and `misc_deregister` removes the
+/// attributes (waiting for readers) before the node is freed.
+#[no_mangle]
+pub(crate) unsafe extern "C" fn nhbm_sysfs_value(
+    misc: *const bindings::miscdevice,
+    which: kernel::ffi::c_int,
+) -> u64 {
+    let misc = misc.cast::<Opaque<bindings::miscdevice>>();
+    // SAFETY: Per the function's contract `misc` is the `misc` field of a live `Node`.
+    let node = unsafe { &*kernel::container_of!(misc, Node, misc) };
+    let dev = &node.dev;
+    match which {
+        0 => dev.info.arch as u64,
+        1 => u64::from(dev.sim().is_some()),
+        2 => dev.info.nr_channels as u64,
+        3 => dev.grid.geometry().regions as u64,
+        _ => 0,
+    }
+}
+
 /// Maximum device nodes.
 pub(crate) const MAX_NODES: usize = NODE_NAMES.len();
 
@@ -108,6 +139,8 @@ impl Node {
                 misc <- Opaque::try_ffi_init(move |slot: *mut bindings::miscdevice| {
                     let mut raw = MiscDeviceOptions { name }.into_raw::<OpenFile>();
                     raw.mode = 0o660;
+                    // The static, NULL-terminated attribute groups of sysfs.c.
+                    raw.groups = core::ptr::addr_of!(nhbm_attr_groups).cast_mut().cast();
                     // SAFETY: `slot` is valid for writes (pin-init contract).
                     unsafe { slot.write(raw) };
                     // SAFETY: `slot` holds a complete `miscdevice` whose storage is

@@ -5,6 +5,7 @@
 
 #include <linux/genalloc.h>
 #include <linux/types.h>
+#include <linux/sysfs.h>
 
 int nhbm_gen_pool_add_virt(struct gen_pool *pool, unsigned long va, phys_addr_t pa, size_t size);
 unsigned long nhbm_gen_pool_alloc_align(struct gen_pool *pool, size_t size, int align);
@@ -12,5 +13,18 @@ unsigned long nhbm_gen_pool_alloc_fixed(struct gen_pool *pool, size_t size, unsi
 void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
 size_t nhbm_gen_pool_reclaim(struct gen_pool *pool);
 const char *nhbm_sim_arch(void);
+
+/* sysfs attributes of a device node (values from nhbm_sysfs_value, Rust). */
+enum nhbm_attr {
+	NHBM_ATTR_ARCH = 0,
+	NHBM_ATTR_SIMULATED = 1,
+	NHBM_ATTR_CHANNELS = 2,
+	NHBM_ATTR_REGIONS = 3,
+};
+
+struct miscdevice;
+struct attribute_group;
+u64 nhbm_sysfs_value(const struct miscdevice *misc, enum nhbm_attr which);
+extern const struct attribute_group *nhbm_attr_groups[];
 
 #endif

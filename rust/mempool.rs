@@ -419,11 +419,15 @@ impl Grid {
 
     /// Writes every live chunk as `channel region pa size`, pool by pool.
     pub(crate) fn dump_chunks(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        for (i, pool) in self.pools.iter().enumerate() {
-            let (ch, r) = (i / self.geo.regions, i % self.geo.regions);
-            let state = pool.state.lock();
-            for (&last, &start) in state.index.iter() {
-                writeln!(f, "{} {} {:#x} {}", ch, r, start, last - start + 1)?;
+        for ch in 0..self.geo.info.nr_channels {
+            for r in 0..self.geo.regions {
+                let Ok(pool) = self.pool(ch, r) else {
+                    continue;
+                };
+                let state = pool.state.lock();
+                for (&last, &start) in state.index.iter() {
+                    writeln!(f, "{} {} {:#x} {}", ch, r, start, last - start + 1)?;
+                }
             }
         }
         Ok(())

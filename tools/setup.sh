@@ -155,7 +155,7 @@ main() {
 	local miss
 	# One setup at a time: a second caller waits, then finds everything done.
 	mkdir -p "$CACHE"
-	exec 9>"$CACHE/.setup.lock"
+	exec 9>"$CACHE/.setup-$VARIANT.lock"
 	flock 9
 	miss=$(missing_packages)
 	# shellcheck disable=SC2086

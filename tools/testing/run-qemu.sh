@@ -32,6 +32,7 @@ if [ -d "$BUILD/userspace" ]; then
 fi
 cp "$HERE/guest/init-$MODE.sh" "$ROOT/init"
 cp "$HERE/guest/common.sh" "$ROOT/common.sh"
+cp "$HERE"/guest/*-test "$ROOT/tests/"
 chmod +x "$ROOT/init"
 (cd "$ROOT" && find . | cpio -o -H newc --quiet | gzip -1) >"$BUILD/initramfs-$MODE.cpio.gz"
 

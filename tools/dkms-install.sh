@@ -1,0 +1,38 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Register neuron_hbm with DKMS for the running kernel (or KVER=...), after
+# checking up front that the kernel can build a Rust module at all.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+KVER="${KVER:-$(uname -r)}"
+KBUILD="/lib/modules/$KVER/build"
+VERSION=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$REPO/dkms.conf")
+SRC="/usr/src/neuron_hbm-$VERSION"
+
+die() { echo "dkms-install: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root"
+command -v dkms >/dev/null || die "dkms is not installed (apt-get install dkms)"
+[ -d "$KBUILD" ] || die "no kernel headers for $KVER at $KBUILD (apt-get install linux-headers-$KVER)"
+conf="$KBUILD/include/config/auto.conf"
+[ -f "$conf" ] || die "$KBUILD has no include/config/auto.conf: not a configured kernel tree"
+grep -q '^CONFIG_RUST=y' "$conf" || die "kernel $KVER is built without CONFIG_RUST=y: it cannot load Rust modules"
+[ -f "$KBUILD/rust/libkernel.rmeta" ] || [ -f "$KBUILD/rust/kernel.o" ] ||
+	die "headers of $KVER lack the Rust metadata (rust/libkernel.rmeta): install the full build tree"
+grep -q '^CONFIG_GENERIC_ALLOCATOR=y' "$conf" || die "kernel $KVER lacks CONFIG_GENERIC_ALLOCATOR (genalloc)"
+
+rm -rf "$SRC"
+mkdir -p "$SRC"
+cp -r "$REPO/Kbuild" "$REPO/dkms.conf" "$REPO/rust" "$REPO/include" "$SRC/"
+printf 'include $(src)/Kbuild\n' >"$SRC/Makefile"
+dkms add -m neuron_hbm -v "$VERSION" 2>/dev/null || true
+dkms build -m neuron_hbm -v "$VERSION" -k "$KVER"
+dkms install -m neuron_hbm -v "$VERSION" -k "$KVER"
+if [ -d /etc/udev/rules.d ]; then
+	install -m 0644 "$REPO/tools/udev/60-neuron-hbm.rules" /etc/udev/rules.d/
+	getent group neuron >/dev/null || groupadd --system neuron
+	udevadm control --reload 2>/dev/null || true
+fi
+echo "dkms-install: neuron_hbm $VERSION installed for $KVER"
