@@ -29,6 +29,9 @@ else
 KDIR_AUTO  = $(KDIR)
 endif
 
+# The debug kernel (KASAN, lockdep, kmemleak, fault injection) for check-debug.
+KDIR_DEBUG = $(shell VARIANT=debug NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
+
 .PHONY: all module setup check check-debug demo bench lint fmt clean userspace dkms-install
 
 all: module
@@ -44,6 +47,13 @@ userspace:
 
 check: module userspace
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh check
+
+# The whole suite on the debug kernel, with a long fuzz run and a kmemleak
+# scan at the end; any report fails it. Rebuilds the module for that kernel.
+check-debug: userspace
+	@$(MAKE) -C $(KDIR_DEBUG) M=$(REPO) $(KMAKE_ARGS) modules
+	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_DEBUG) NHBM_QEMU_MEM=1536 NHBM_QEMU_TIMEOUT=3000 \
+		NHBM_QEMU_APPEND="nhbm_debug=1" $(REPO)/tools/testing/run-qemu.sh check
 
 demo: module userspace
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo

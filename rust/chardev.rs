@@ -293,8 +293,12 @@ impl OpenFile {
                     e.pinned_by += 1;
                 }
             }
-            let id = st.next_id;
-            st.next_id = st.next_id.wrapping_add(1).max(1);
+            // Ids count up from 1 and skip any still in use after a wrap.
+            let mut id = st.next_id;
+            while st.entry(id).is_ok() {
+                id = id.wrapping_add(1).max(1);
+            }
+            st.next_id = id.wrapping_add(1).max(1);
             id
         };
 

@@ -46,11 +46,12 @@ def parse(lines):
         if stack and stack[-1][0] > indent:
             stack.pop()  # the result that closes a subtest
             continue
-        suite = ".".join(s for _, s in stack) or "top"
-        if not suite.startswith(OUR_SUITES):
+        name = m.group(4).strip()
+        full = ".".join([s for _, s in stack] + [name])
+        if not full.startswith(OUR_SUITES):
             continue  # the kernel's own built-in suites
         status = "skip" if m.group(6) == "SKIP" else ("ok" if m.group(2) == "ok" else "FAIL")
-        leaves.append((f"{suite}.{m.group(4).strip()}", status))
+        leaves.append((full, status))
     return leaves, crashes, done
 
 

@@ -1,15 +1,28 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # `make check` guest: load the module (its KUnit suites run at insmod), run every
-# userspace test program, unload the module, power off.
+# userspace test program, unload the module, power off. With nhbm_debug=1 on
+# the kernel command line (make check-debug) the fuzzer runs long and a
+# kmemleak scan closes the run.
 . /common.sh
 
+debug=0
+grep -q "nhbm_debug=1" /proc/cmdline && debug=1
+[ "$debug" = 1 ] && export NHBM_FUZZ_CASES=100000
+
 echo "nhbm: insmod neuron_hbm.ko sim_devices=2"
-insmod /neuron_hbm.ko sim_devices=2 sim_arch=v2 || echo "not ok 1 insmod_failed"
+insmod /neuron_hbm.ko sim_devices=2 sim_arch=v2 || echo "not ok 1 nhbm_insmod"
 for t in /tests/*-test; do
 	[ -x "$t" ] || continue
 	echo "nhbm: running ${t#/tests/}"
 	"$t" || echo "nhbm: ${t#/tests/} exited with $?"
 done
-rmmod neuron_hbm || echo "not ok 1 rmmod_failed"
+rmmod neuron_hbm || echo "not ok 1 nhbm_rmmod"
+if [ "$debug" = 1 ] && [ -e /sys/kernel/debug/kmemleak ]; then
+	echo "nhbm: kmemleak scan"
+	echo scan >/sys/kernel/debug/kmemleak
+	sleep 6
+	echo scan >/sys/kernel/debug/kmemleak
+	cat /sys/kernel/debug/kmemleak
+fi
 finish
