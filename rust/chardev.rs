@@ -31,6 +31,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         Arc, Mutex,
     },
+    transmute::AsBytes,
     types::Opaque,
     uaccess::{UserPtr, UserSlice},
 };
@@ -105,7 +106,7 @@ pub(crate) fn next_index() -> Result<u32> {
 pub(crate) const MAX_PLANS_PER_FILE: usize = 4096;
 
 /// Queries of a RESOLVE_BATCH handled per user copy.
-const BATCH_PIECE: usize = 64;
+const BATCH_PIECE: usize = 256;
 
 /// The registered device node of one [`Device`], mode 0660.
 ///
@@ -389,8 +390,8 @@ impl OpenFile {
         let mut left = req.count as usize;
         while left > 0 {
             let n = left.min(BATCH_PIECE);
+            r.read_slice(piece[..n].as_bytes_mut())?;
             for q in piece[..n].iter_mut() {
-                *q = r.read()?;
                 match plan.resolve(q.var_id, q.offset, q.size) {
                     Ok(a) => {
                         q.addr = a;
@@ -402,9 +403,7 @@ impl OpenFile {
                     }
                 }
             }
-            for q in piece[..n].iter() {
-                w.write(q)?;
-            }
+            w.write_slice(piece[..n].as_bytes())?;
             left -= n;
         }
         Ok(())

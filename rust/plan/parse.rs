@@ -13,7 +13,10 @@ use crate::{
     uapi::{MemRef, PlanHeader, MAX_ALIGNMENT, MAX_LIST_COUNT, MAX_PLAN_RECORDS},
 };
 use core::mem::size_of;
-use kernel::{prelude::*, transmute::FromBytes};
+use kernel::{
+    prelude::*,
+    transmute::{AsBytes, FromBytes},
+};
 
 /// Longest record name, NUL included.
 pub(crate) const NAME_MAX: usize = 256;
@@ -141,17 +144,12 @@ pub(crate) struct ParsedPlan {
     pub(crate) index: VarIndex,
 }
 
-fn read_struct<T: FromBytes + Default + Copy>(
+fn read_struct<T: FromBytes + AsBytes + Default>(
     src: &(impl BlobSource + ?Sized),
     off: u64,
 ) -> Result<T> {
     let mut v = T::default();
-    // SAFETY: `T: FromBytes` means every byte pattern is a valid `T`, and the
-    // slice covers exactly the bytes of `v`, which lives for this scope.
-    let bytes = unsafe {
-        core::slice::from_raw_parts_mut(core::ptr::from_mut(&mut v).cast::<u8>(), size_of::<T>())
-    };
-    src.read_at(off, bytes)?;
+    src.read_at(off, v.as_bytes_mut())?;
     Ok(v)
 }
 
@@ -291,14 +289,7 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
     while pos < nmem {
         let n = (nmem - pos).min(RECORD_BATCH);
         let off = size_of::<PlanHeader>() as u64 + pos as u64 * rec_size;
-        // SAFETY: `MemRef: FromBytes`, and the slice covers exactly `batch[..n]`.
-        let bytes = unsafe {
-            core::slice::from_raw_parts_mut(
-                batch.as_mut_ptr().cast::<u8>(),
-                n * size_of::<MemRef>(),
-            )
-        };
-        src.read_at(off, bytes)?;
+        src.read_at(off, batch[..n].as_bytes_mut())?;
         for m in &batch[..n] {
             let ty = check_record(m, src, &hdr, info)?;
             let [w0, w1] = m.u;
@@ -386,10 +377,10 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
         let mut done = 0u32;
         while done < count {
             let n = (count - done).min(256) as usize;
-            // SAFETY: `u32: FromBytes`; the slice covers exactly `ids[..n]`.
-            let bytes =
-                unsafe { core::slice::from_raw_parts_mut(ids.as_mut_ptr().cast::<u8>(), n * 4) };
-            src.read_at(ids_off + u64::from(done) * 4, bytes)?;
+            src.read_at(
+                ids_off + u64::from(done) * 4,
+                AsBytes::as_bytes_mut(&mut ids[..n]),
+            )?;
             for &id in &ids[..n] {
                 let t = index.get(u32::from_le(id)).ok_or(ENOENT)?;
                 if t == i || (table && records[t].mr_type != MrType::List) {

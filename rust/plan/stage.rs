@@ -9,7 +9,7 @@
 use super::{
     blob::BlobSource,
     index::VarIndex,
-    parse::{Backing, MrType, ParsedPlan, Placement},
+    parse::{Backing, MrType, ParsedPlan, Placement, Record},
 };
 use crate::{
     addr::sbuf_window,
@@ -205,16 +205,47 @@ pub(crate) fn stage(
         plan.shared_scratch_pa = plan.alloc_scratch(channel, parsed.shared_scratch)?;
     }
 
+    // Allocating records are packed into one arena, like the runtime's
+    // per-model allocator: one grid chunk per plan keeps staging linear and
+    // per-variable bookkeeping small. A plan too large for one region falls
+    // back to one chunk per record.
+    let arena = Arena::layout(&parsed.records, dev.grid.geometry().min_alloc)?;
+    let arena_base = match arena {
+        Some(a) if allocs > 1 => match plan.alloc(channel, a.size, a.align) {
+            Ok(base) => Some(base),
+            Err(e) if e == ENOMEM => None,
+            Err(e) => return Err(e),
+        },
+        _ => None,
+    };
+    let min_alloc = dev.grid.geometry().min_alloc;
+    // First byte of the arena not yet scrubbed or written.
+    let mut arena_done = 0u64;
     let mut remote = remotes.iter();
     for rec in parsed.records.iter() {
         let (pa, size) = match rec.placement {
             Placement::Alloc | Placement::List { .. } => {
-                let pa = plan.alloc(channel, rec.size, rec.alignment)?;
-                let fresh = plan.chunks.last().map_or(rec.size, |c| c.size());
+                let (pa, gap_from, end) = match arena_base {
+                    Some(base) => {
+                        let off = align_up(arena_done, rec.alignment.max(min_alloc))?;
+                        (base + off, base + arena_done, base + off + rec.size)
+                    }
+                    None => {
+                        let pa = plan.alloc(channel, rec.size, rec.alignment)?;
+                        let fresh = plan.chunks.last().map_or(rec.size, |c| c.size());
+                        (pa, pa, pa + fresh)
+                    }
+                };
+                // Every byte is written once: padding and the tail are
+                // scrubbed, the payload uploaded.
+                dev.zero(gap_from, pa - gap_from)?;
                 if rec.data_len > 0 {
                     src.upload(dev, pa, rec.data_off, rec.data_len)?;
                 }
-                dev.zero(pa + rec.data_len, fresh - rec.data_len)?;
+                dev.zero(pa + rec.data_len, end - pa - rec.data_len)?;
+                if let Some(base) = arena_base {
+                    arena_done = end - base;
+                }
                 (pa, rec.size)
             }
             Placement::Scratch { backing, offset } => {
@@ -242,6 +273,10 @@ pub(crate) fn stage(
             },
             GFP_KERNEL,
         )?;
+    }
+
+    if let (Some(base), Some(a)) = (arena_base, arena) {
+        dev.zero(base + arena_done, a.size - arena_done)?;
     }
 
     // Pointers alias their (non-pointer) targets.
@@ -279,6 +314,38 @@ pub(crate) fn stage(
     dev.plans.lock().push(summary, GFP_KERNEL)?;
     plan.serial = summary.serial;
     Ok(plan)
+}
+
+/// One contiguous allocation holding every allocating record of a plan.
+#[derive(Clone, Copy)]
+struct Arena {
+    size: u64,
+    align: u64,
+}
+
+impl Arena {
+    /// Packs the allocating records in order, each at its alignment (at least
+    /// `min_alloc`, as a chunk of its own would be). `None` without any.
+    fn layout(records: &[Record], min_alloc: u64) -> Result<Option<Self>> {
+        let mut end = 0u64;
+        let mut align = min_alloc;
+        let mut any = false;
+        for rec in records.iter().filter(|r| r.mr_type.allocates()) {
+            let a = rec.alignment.max(min_alloc);
+            end = align_up(end, a)?.checked_add(rec.size).ok_or(ENOMEM)?;
+            align = align.max(a);
+            any = true;
+        }
+        Ok(any.then_some(Self {
+            size: align_up(end, min_alloc)?,
+            align,
+        }))
+    }
+}
+
+/// `v` rounded up to the power of two `a`; `ENOMEM` on overflow.
+fn align_up(v: u64, a: u64) -> Result<u64> {
+    v.checked_add(a - 1).map(|x| x & !(a - 1)).ok_or(ENOMEM)
 }
 
 /// Size of an alias: its own if given (and within its target), else the target's.
@@ -437,7 +504,8 @@ mod tests {
         let plan = load(&dev, &b, 0, &[])?;
         assert_eq!(plan.bytes, 5 * MIB + 4096);
         assert_eq!(used(&dev), before + plan.bytes);
-        assert_eq!(plan.chunk_count(), 4);
+        // One arena for both records plus the two scratchpads.
+        assert_eq!(plan.chunk_count(), 3);
         drop(plan);
         assert_eq!(used(&dev), before);
         Ok(())
@@ -474,6 +542,37 @@ mod tests {
         let mut back = [0xffu8; 64];
         dev.read(pa, &mut back)?;
         assert_eq!(back, [0u8; 64]);
+        Ok(())
+    }
+
+    #[test]
+    fn records_share_one_arena() -> Result {
+        let dev = device()?;
+        let mut b = TestBlob::new(0, 0);
+        b.rec(3, 1, 100)?;
+        let big = b.rec(3, 2, 3 * MIB)?;
+        b.recs[big].alignment = 2 * MIB;
+        b.rec(1, 3, 4096)?;
+        let plan = load(&dev, &b, 0, &[])?;
+        assert_eq!(plan.chunk_count(), 1);
+        let (a, c) = (plan.resolve(1, 0, 0)?, plan.resolve(2, 0, 0)?);
+        assert_eq!(c % (2 * MIB), 0);
+        assert!(c >= a + 4096);
+        assert_eq!(plan.resolve(3, 0, 0)?, c + 3 * MIB);
+        assert_eq!(plan.bytes, c + 3 * MIB + 4096 - a);
+        Ok(())
+    }
+
+    #[test]
+    fn plan_larger_than_a_region_falls_back_to_chunks() -> Result {
+        let dev = device()?; // 8 GiB regions
+        let mut b = TestBlob::new(0, 0);
+        b.rec(3, 1, 5 * GIB)?;
+        b.rec(3, 2, 5 * GIB)?;
+        let plan = load(&dev, &b, 0, &[])?;
+        assert_eq!(plan.chunk_count(), 2);
+        let (a, c) = (plan.resolve(1, 0, 0)?, plan.resolve(2, 0, 0)?);
+        assert!(a < 8 * GIB && c >= 8 * GIB); // one per region
         Ok(())
     }
 

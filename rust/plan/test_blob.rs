@@ -5,7 +5,7 @@
 
 use crate::uapi::{MemRef, PlanHeader};
 use core::mem::size_of;
-use kernel::prelude::*;
+use kernel::{prelude::*, transmute::AsBytes};
 
 /// Offsets marked with this bit are relative to the data area; `build`
 /// rebases them.
@@ -102,14 +102,7 @@ impl TestBlob {
             m.name_off = rebase(m.name_off);
             m.data_off = rebase(m.data_off);
             m.u[1] = rebase(m.u[1]);
-            // SAFETY: `MemRef` is plain data without padding (uapi size checks).
-            let bytes = unsafe {
-                core::slice::from_raw_parts(
-                    core::ptr::from_ref(&m).cast::<u8>(),
-                    size_of::<MemRef>(),
-                )
-            };
-            out.extend_from_slice(bytes, GFP_KERNEL)?;
+            out.extend_from_slice(m.as_bytes(), GFP_KERNEL)?;
         }
         out.extend_from_slice(&self.data, GFP_KERNEL)?;
         Ok(out)

@@ -54,5 +54,14 @@ if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 fi
 case "$MODE" in
 check) exec python3 "$HERE/ktap_summary.py" "$LOG" ;;
+bench)
+	# One line per figure; the whole log stays in $LOG.
+	sed -n 's/^\(neuron_hbm: \)\{0,1\}\(bench: .*\)$/\2/p' "$LOG" | tr -d '\r'
+	grep -q NHBM-GUEST-DONE "$LOG" || { echo "bench: the guest did not finish" >&2; exit 1; }
+	if grep -qE "Oops|BUG:|WARNING:|Kernel panic" "$LOG"; then
+		echo "bench: kernel report in $LOG" >&2
+		exit 1
+	fi
+	;;
 *) exec python3 "$HERE/ktap_summary.py" --show "$LOG" ;;
 esac
