@@ -1,0 +1,607 @@
+//! The figures measured against a device node: RESOLVE, RESOLVE_BATCH,
+//! PLAN_LOAD scaling, kernel memory per staged variable and MEM_WRITE
+//! bandwidth.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use nhbm::uapi::ResolveQuery;
+use nhbm::{Device, Plan, Record};
+
+use crate::measure::{calibrate, median, per_op_ns, time_ns, try_time_ns};
+use crate::report::{Figure, Op, Raw};
+
+/// Variables of the plan that RESOLVE and RESOLVE_BATCH are measured on
+/// (one batch resolves each of them once).
+pub const RESOLVE_VARS: u32 = 4096;
+/// Bytes of every variable of the staging plans: a real HBM allocation.
+pub const VAR_SIZE: u64 = 4096;
+/// The two staging sizes compared.
+pub const SMALL_PLAN: u32 = 10_000;
+pub const LARGE_PLAN: u32 = 100_000;
+/// Upload: one variable of this size written `UPLOAD_PASSES` times, so the
+/// guest never holds more than three such buffers (source, the simulated
+/// device's pages, the memcpy destination).
+pub const UPLOAD_CHUNK: usize = 64 << 20;
+pub const UPLOAD_PASSES: usize = 4;
+/// Sets of UPLOAD_PASSES passes per side; the figure is the median set.
+const UPLOAD_SETS: usize = 3;
+
+/// Every plan goes to HBM channel 0, so that plans staged together share one
+/// pool (NHBM_CHANNEL_ANY would spread them over the channels).
+const CHANNEL: u32 = 0;
+
+/// Length of one timed block of ioctls.
+const BLOCK: Duration = Duration::from_millis(150);
+/// Blocks per side of an interleaved comparison.
+const RESOLVE_ROUNDS: usize = 11;
+const BATCH_ROUNDS: usize = 7;
+/// Rounds of the staging comparison, and the least time the small loads of
+/// one round add up to.
+const STAGING_ROUNDS: usize = 5;
+const SMALL_LOAD_MIN: Duration = Duration::from_millis(250);
+
+/// Where the module reports the kernel memory of its plans.
+pub const KMEM_PATHS: [&str; 2] = [
+    "/sys/kernel/debug/neuron_hbm/neuron_hbm0/kmem",
+    "/sys/kernel/debug/neuron_hbm0/kmem",
+];
+
+/// A plan of `n` MR_BUFFER records of `size` bytes, var ids 1..=n, no
+/// payload and no names.
+pub fn buffers_blob(n: u32, size: u64) -> Vec<u8> {
+    let mut plan = Plan::new(0, 0);
+    plan.records = (1..=n).map(|id| Record::buffer(id, size)).collect();
+    plan.to_raw()
+        .expect("buffer records always lay out")
+        .to_bytes()
+}
+
+/// A plan of `n` MR_VIRTUAL_TMP_BUF records of 64 bytes in a 1 MiB local
+/// scratchpad: records that allocate nothing, for comparison.
+pub fn windows_blob(n: u32) -> Vec<u8> {
+    let mut plan = Plan::new(1 << 20, 0);
+    plan.records = (1..=n)
+        .map(|id| {
+            let off = (u64::from(id) * 64) % (1 << 20);
+            Record::virtual_tmp_buf(id, 64, nhbm::Backing::Local, off)
+        })
+        .collect();
+    plan.to_raw()
+        .expect("window records always lay out")
+        .to_bytes()
+}
+
+/// Median ns of `rounds` PLAN_LOADs of `blob`, each unloaded after.
+fn load_ns(dev: &Device, blob: &[u8], rounds: usize) -> io::Result<f64> {
+    let mut v = Vec::new();
+    for _ in 0..rounds {
+        let (p, ns) = time_ns(|| Staged::load(dev, blob));
+        drop(p?);
+        v.push(ns);
+    }
+    Ok(median(&v))
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+/// Writes a diagnostic line (KTAP comment syntax, never a figure).
+pub fn note(msg: &str) {
+    println!("# nhbm-bench: {msg}");
+}
+
+/// A loaded plan that is unloaded when dropped.
+struct Staged<'a> {
+    dev: &'a Device,
+    id: u32,
+}
+
+impl<'a> Staged<'a> {
+    fn load(dev: &'a Device, blob: &[u8]) -> io::Result<Self> {
+        let p = dev.plan_load(blob, CHANNEL)?;
+        Ok(Staged { dev, id: p.plan_id })
+    }
+}
+
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.dev.plan_unload(self.id) {
+            note(&format!("unloading plan {}: {e}", self.id));
+        }
+    }
+}
+
+/// Var id, offset and size of the `i`-th RESOLVE of a run: every variable
+/// in turn, at varying offsets.
+fn query(i: u64) -> (u32, u64, u64) {
+    let var = (i.wrapping_mul(2654435761) % u64::from(RESOLVE_VARS)) as u32 + 1;
+    (var, (i % 63) * 64, 64)
+}
+
+fn resolve_block(dev: &Device, plan: u32, n: u64) -> io::Result<()> {
+    for i in 0..n {
+        let (v, off, size) = query(i);
+        std::hint::black_box(dev.resolve(plan, v, off, size)?);
+    }
+    Ok(())
+}
+
+fn info_block(dev: &Device, n: u64) -> io::Result<()> {
+    for _ in 0..n {
+        std::hint::black_box(dev.device_info()?);
+    }
+    Ok(())
+}
+
+/// Figures 1 and 2: RESOLVE against DEVICE_INFO, and RESOLVE_BATCH per entry
+/// against RESOLVE. Returns both (the second may be an error on its own).
+pub fn resolve_figures(dev: &Device) -> io::Result<(Figure, io::Result<Figure>)> {
+    let blob = buffers_blob(RESOLVE_VARS, VAR_SIZE);
+    let plan = Staged::load(dev, &blob)?;
+    // A resolve answers what the load reported.
+    let loaded = Plan::from_blob(&blob).map_err(io::Error::from)?;
+    let first = dev.resolve(plan.id, loaded.records[0].var_id, 0, VAR_SIZE)?;
+    if first == nhbm::uapi::PA_UNSTAGED {
+        return Err(invalid("RESOLVE returned the unstaged sentinel".into()));
+    }
+
+    let n_res = calibrate(BLOCK, |n| resolve_block(dev, plan.id, n))?;
+    let n_info = calibrate(BLOCK, |n| info_block(dev, n))?;
+    let mut res = Vec::new();
+    let mut info = Vec::new();
+    for r in 0..RESOLVE_ROUNDS {
+        // ABBA order, so a drift of the emulator's speed cancels out.
+        if r % 2 == 0 {
+            info.push(per_op_ns(n_info, |n| info_block(dev, n))?);
+            res.push(per_op_ns(n_res, |n| resolve_block(dev, plan.id, n))?);
+        } else {
+            res.push(per_op_ns(n_res, |n| resolve_block(dev, plan.id, n))?);
+            info.push(per_op_ns(n_info, |n| info_block(dev, n))?);
+        }
+    }
+    let (r, i) = (median(&res), median(&info));
+    let resolve = Figure::new(
+        "resolve",
+        r / i,
+        Raw::new("RESOLVE median ns/call", format!("{r:.1}")),
+        Raw::new("DEVICE_INFO median ns/call", format!("{i:.1}")),
+        Op::AtMost,
+        1.25,
+    );
+    note(&format!(
+        "resolve: {RESOLVE_ROUNDS} blocks per side of {n_res} RESOLVE / {n_info} DEVICE_INFO calls"
+    ));
+    let batch = batch_figure(dev, plan.id, n_res);
+    Ok((resolve, batch))
+}
+
+fn batch_figure(dev: &Device, plan: u32, n_res: u64) -> io::Result<Figure> {
+    let mut queries: Vec<ResolveQuery> = (0..u64::from(RESOLVE_VARS))
+        .map(|i| {
+            let (var_id, offset, size) = query(i);
+            ResolveQuery {
+                var_id,
+                offset,
+                size,
+                ..Default::default()
+            }
+        })
+        .collect();
+    dev.resolve_batch(plan, &mut queries)?;
+    for q in &queries {
+        let want = dev.resolve(plan, q.var_id, q.offset, q.size)?;
+        if q.status != 0 || q.addr != want {
+            return Err(invalid(format!(
+                "RESOLVE_BATCH var {}: status {} addr {:#x}, RESOLVE says {want:#x}",
+                q.var_id, q.status, q.addr
+            )));
+        }
+    }
+    let mut batch_block = |n: u64| {
+        for _ in 0..n {
+            dev.resolve_batch(plan, &mut queries)?;
+        }
+        Ok(())
+    };
+    let n_batch = calibrate(BLOCK, &mut batch_block)?;
+    let mut per_entry = Vec::new();
+    let mut res = Vec::new();
+    for r in 0..BATCH_ROUNDS {
+        if r % 2 == 0 {
+            per_entry.push(per_op_ns(n_batch, &mut batch_block)? / f64::from(RESOLVE_VARS));
+            res.push(per_op_ns(n_res, |n| resolve_block(dev, plan, n))?);
+        } else {
+            res.push(per_op_ns(n_res, |n| resolve_block(dev, plan, n))?);
+            per_entry.push(per_op_ns(n_batch, &mut batch_block)? / f64::from(RESOLVE_VARS));
+        }
+    }
+    let (e, r) = (median(&per_entry), median(&res));
+    // Fixed against per-entry cost: a batch of one query.
+    let mut one = [queries[0]];
+    let mut one_block = |n: u64| {
+        for _ in 0..n {
+            dev.resolve_batch(plan, &mut one)?;
+        }
+        Ok(())
+    };
+    let n_one = calibrate(BLOCK, &mut one_block)?;
+    let mut singles = Vec::new();
+    for _ in 0..3 {
+        singles.push(per_op_ns(n_one, &mut one_block)?);
+    }
+    let single = median(&singles);
+    let whole = e * f64::from(RESOLVE_VARS);
+    note(&format!(
+        "batch_resolve: one {RESOLVE_VARS}-entry RESOLVE_BATCH takes {whole:.0} ns ({:.2} RESOLVE \
+         calls); a 1-entry batch {single:.0} ns, so each further entry costs {:.1} ns",
+        whole / r,
+        (whole - single) / f64::from(RESOLVE_VARS - 1)
+    ));
+    Ok(Figure::new(
+        "batch_resolve",
+        e / r,
+        Raw::new(
+            format!("RESOLVE_BATCH x{RESOLVE_VARS} median ns/entry"),
+            format!("{e:.1}"),
+        ),
+        Raw::new("RESOLVE median ns/call", format!("{r:.1}")),
+        Op::AtMost,
+        0.05,
+    ))
+}
+
+/// `Slab:` + `VmallocUsed:` of /proc/meminfo, in bytes.
+pub fn kernel_bytes(meminfo: &str) -> Option<u64> {
+    let field = |name: &str| {
+        meminfo.lines().find_map(|l| {
+            let rest = l.strip_prefix(name)?.strip_prefix(':')?;
+            rest.split_whitespace().next()?.parse::<u64>().ok()
+        })
+    };
+    Some((field("Slab")? + field("VmallocUsed")?) * 1024)
+}
+
+fn meminfo_kernel_bytes() -> io::Result<u64> {
+    let text = fs::read_to_string("/proc/meminfo")?;
+    kernel_bytes(&text).ok_or_else(|| invalid("/proc/meminfo has no Slab or VmallocUsed".into()))
+}
+
+/// The module's own accounting: `plans <n> vars <n> bytes <n>` as (vars, bytes).
+pub fn parse_kmem(text: &str) -> Option<(u64, u64)> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let get = |key: &str| {
+        let i = words.iter().position(|w| *w == key)?;
+        words.get(i + 1)?.parse::<u64>().ok()
+    };
+    Some((get("vars")?, get("bytes")?))
+}
+
+fn read_kmem() -> Option<(&'static str, u64, u64)> {
+    KMEM_PATHS.iter().find_map(|p| {
+        let text = fs::read_to_string(Path::new(p)).ok()?;
+        let (vars, bytes) = parse_kmem(&text)?;
+        Some((*p, vars, bytes))
+    })
+}
+
+/// Figures 3 and 5: PLAN_LOAD of 100,000 variables against 10,000, and the
+/// kernel memory per variable while the 100,000-variable plan is staged.
+pub fn staging_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
+    let small = buffers_blob(SMALL_PLAN, VAR_SIZE);
+    let large = buffers_blob(LARGE_PLAN, VAR_SIZE);
+
+    // How many small loads one round needs to span SMALL_LOAD_MIN.
+    let probe = try_time_ns(|| Staged::load(dev, &small).map(drop))?;
+    let reps = ((SMALL_LOAD_MIN.as_nanos() as f64 / probe.max(1.0)).ceil() as usize).clamp(1, 20);
+
+    let mut small_ns = Vec::new();
+    let mut large_ns = Vec::new();
+    let mut unload_small = Vec::new();
+    let mut unload_large = Vec::new();
+    let mut kmem = None;
+    for r in 0..STAGING_ROUNDS {
+        let mut round_small = || -> io::Result<()> {
+            let (mut load, mut unload) = (0.0, 0.0);
+            for _ in 0..reps {
+                let (p, ns) = time_ns(|| Staged::load(dev, &small));
+                let p = p?;
+                load += ns;
+                unload += time_ns(|| drop(p)).1;
+            }
+            small_ns.push(load / reps as f64);
+            unload_small.push(unload / reps as f64);
+            Ok(())
+        };
+        let mut round_large = |measure_kmem: bool| -> io::Result<()> {
+            let before = meminfo_kernel_bytes();
+            let (p, ns) = time_ns(|| Staged::load(dev, &large));
+            let p = p?;
+            if measure_kmem {
+                let after = meminfo_kernel_bytes();
+                kmem = Some((before, after, read_kmem()));
+            }
+            large_ns.push(ns);
+            unload_large.push(time_ns(|| drop(p)).1);
+            Ok(())
+        };
+        if r % 2 == 0 {
+            round_small()?;
+            round_large(r == 0)?;
+        } else {
+            round_large(false)?;
+            round_small()?;
+        }
+    }
+    let (s, l) = (median(&small_ns), median(&large_ns));
+    // Where growth beyond linear comes from: the same small load with the
+    // rest of the large plan already staged (same grid occupancy, per-plan
+    // structures of the small size).
+    {
+        let _held = Staged::load(dev, &buffers_blob(LARGE_PLAN - SMALL_PLAN, VAR_SIZE))?;
+        let mut on_top = Vec::new();
+        for _ in 0..3 {
+            let mut load = 0.0;
+            for _ in 0..reps {
+                let (p, ns) = time_ns(|| Staged::load(dev, &small));
+                drop(p?);
+                load += ns;
+            }
+            on_top.push(load / reps as f64);
+        }
+        let t = median(&on_top);
+        note(&format!(
+            "staging_scale: PLAN_LOAD of {SMALL_PLAN} vars with {} vars already staged: \
+             {t:.0} ns = {:.2} x the same load on an empty device",
+            LARGE_PLAN - SMALL_PLAN,
+            t / s
+        ));
+    }
+    // Cost per variable as the plan grows, and the same for records that
+    // allocate no HBM.
+    let mut sweep = Vec::new();
+    for n in [SMALL_PLAN, 25_000, 50_000, LARGE_PLAN] {
+        let ns = load_ns(dev, &buffers_blob(n, VAR_SIZE), 3)?;
+        sweep.push(format!("{}k {:.0}", n / 1000, ns / f64::from(n)));
+    }
+    note(&format!(
+        "staging_scale: PLAN_LOAD ns/var by plan size: {}",
+        sweep.join(", ")
+    ));
+    let (ws, wl) = (
+        load_ns(dev, &windows_blob(SMALL_PLAN), 5)?,
+        load_ns(dev, &windows_blob(LARGE_PLAN), 3)?,
+    );
+    note(&format!(
+        "staging_scale: MR_VIRTUAL_TMP_BUF (no HBM allocation) {LARGE_PLAN} / {SMALL_PLAN} \
+         vars: {wl:.0} ns / {ws:.0} ns = {:.3}",
+        wl / ws
+    ));
+    note(&format!(
+        "staging_scale: {STAGING_ROUNDS} rounds, {reps} x {SMALL_PLAN}-var load(s) per round; \
+         PLAN_UNLOAD {LARGE_PLAN} / {SMALL_PLAN} vars = {:.0} ns / {:.0} ns = {:.3}",
+        median(&unload_large),
+        median(&unload_small),
+        median(&unload_large) / median(&unload_small)
+    ));
+    let scale = Figure::new(
+        "staging_scale",
+        l / s,
+        Raw::new(
+            format!("PLAN_LOAD {LARGE_PLAN} x 4KiB MR_BUFFER median ns"),
+            format!("{l:.0}"),
+        ),
+        Raw::new(
+            format!("PLAN_LOAD {SMALL_PLAN} x 4KiB MR_BUFFER median ns"),
+            format!("{s:.0}"),
+        ),
+        Op::AtMost,
+        12.0,
+    );
+
+    let (before, after, debugfs) = kmem.expect("round 0 measures kernel memory");
+    let meminfo = match (before, after) {
+        (Ok(b), Ok(a)) => Some(a as f64 - b as f64),
+        _ => None,
+    };
+    if let Some(d) = meminfo {
+        note(&format!(
+            "kmem_per_var: /proc/meminfo Slab+VmallocUsed grew {d:.0} bytes over the \
+             {LARGE_PLAN}-var load = {:.1} bytes/var",
+            d / f64::from(LARGE_PLAN)
+        ));
+    }
+    let kmem_fig = match (debugfs, meminfo) {
+        (Some((path, vars, bytes)), _) if vars > 0 => Figure::new(
+            "kmem_per_var",
+            bytes as f64 / vars as f64,
+            Raw::new(format!("debugfs {path} bytes"), bytes.to_string()),
+            Raw::new("vars", vars.to_string()),
+            Op::AtMost,
+            96.0,
+        ),
+        (_, Some(d)) => Figure::new(
+            "kmem_per_var",
+            d / f64::from(LARGE_PLAN),
+            Raw::new(
+                "/proc/meminfo Slab+VmallocUsed delta bytes",
+                format!("{d:.0}"),
+            ),
+            Raw::new("staged vars", LARGE_PLAN.to_string()),
+            Op::AtMost,
+            96.0,
+        ),
+        _ => return Err(invalid("no kmem file and no /proc/meminfo".into())),
+    };
+    Ok((scale, kmem_fig))
+}
+
+/// Figure 4: MEM_WRITE into a variable against a userspace memcpy, both
+/// UPLOAD_PASSES x UPLOAD_CHUNK bytes (the median of UPLOAD_SETS such runs),
+/// after one untimed pass of each (which materializes the simulated device's
+/// pages and faults in the destination).
+pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
+    let chunk = UPLOAD_CHUNK;
+    let blob = buffers_blob(1, chunk as u64);
+    let plan = Staged::load(dev, &blob)?;
+    let mut src = vec![0u8; chunk];
+    for (i, w) in src.chunks_exact_mut(8).enumerate() {
+        w.copy_from_slice(&(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+    }
+    let mut dst = vec![0u8; chunk];
+
+    let write = || dev.mem_write(plan.id, 1, 0, &src);
+    let mut copy = |src: &[u8]| {
+        dst.copy_from_slice(std::hint::black_box(src));
+        std::hint::black_box(&dst);
+    };
+    write()?;
+    copy(&src);
+    // (MEM_WRITE ns, memcpy ns) of each set.
+    let mut sets = Vec::new();
+    for _ in 0..UPLOAD_SETS {
+        let (mut w_ns, mut c_ns) = (0.0, 0.0);
+        for p in 0..UPLOAD_PASSES {
+            if p % 2 == 0 {
+                w_ns += try_time_ns(write)?;
+                c_ns += time_ns(|| copy(&src)).1;
+            } else {
+                c_ns += time_ns(|| copy(&src)).1;
+                w_ns += try_time_ns(write)?;
+            }
+        }
+        sets.push((w_ns, c_ns));
+    }
+    // Equal bytes on both sides: the bandwidth ratio is memcpy time / MEM_WRITE time.
+    sets.sort_by(|a, b| (a.1 / a.0).total_cmp(&(b.1 / b.0)));
+    let (w_ns, c_ns) = sets[UPLOAD_SETS / 2];
+    // What was written is there.
+    let mut back = vec![0u8; 4096];
+    for off in [0, chunk / 2 + 12_345, chunk - 4096] {
+        dev.mem_read(plan.id, 1, off as u64, &mut back)?;
+        if back[..] != src[off..off + 4096] {
+            return Err(invalid(format!(
+                "MEM_READ at {off} differs from what was written"
+            )));
+        }
+    }
+    // The kernel copies user memory with `rep movsb`; how fast the CPU (or
+    // the emulator) runs that, measured in userspace on the same buffers.
+    let mut r_ns = 0.0;
+    let mut m_ns = 0.0;
+    for _ in 0..2 {
+        r_ns += time_ns(|| rep_movsb(&mut dst, &src)).1;
+        m_ns += try_time_ns(|| dev.mem_read(plan.id, 1, 0, &mut dst))?;
+    }
+    drop(plan);
+    let bytes = (chunk * UPLOAD_PASSES) as f64;
+    let (w_bw, c_bw) = (bytes / w_ns, bytes / c_ns);
+    let half = (chunk * 2) as f64;
+    note(&format!(
+        "upload_bandwidth: bytes/ns: MEM_WRITE {w_bw:.4}, MEM_READ {:.4}, memcpy {c_bw:.4}, \
+         userspace rep movsb {:.4}",
+        half / m_ns,
+        half / r_ns
+    ));
+    let total = format!(
+        "{} MiB ({UPLOAD_PASSES} x {} MiB, median of {UPLOAD_SETS} runs)",
+        (chunk * UPLOAD_PASSES) >> 20,
+        chunk >> 20
+    );
+    Ok(Figure::new(
+        "upload_bandwidth",
+        w_bw / c_bw,
+        Raw::new(format!("MEM_WRITE {total} bytes/ns"), format!("{w_bw:.4}")),
+        Raw::new(format!("memcpy {total} bytes/ns"), format!("{c_bw:.4}")),
+        Op::AtLeast,
+        0.5,
+    ))
+}
+
+/// `dst.copy_from_slice(src)` with the string instruction the kernel's
+/// user copies use.
+fn rep_movsb(dst: &mut [u8], src: &[u8]) {
+    let n = dst.len().min(src.len());
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: both buffers are valid for `n` bytes and do not overlap (one is
+    // borrowed mutably); the direction flag is clear per the ABI.
+    unsafe {
+        std::arch::asm!(
+            "rep movsb",
+            inout("rcx") n => _,
+            inout("rsi") src.as_ptr() => _,
+            inout("rdi") dst.as_mut_ptr() => _,
+            options(nostack, preserves_flags)
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    dst[..n].copy_from_slice(&src[..n]);
+    std::hint::black_box(dst);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staging_blobs_are_valid_plans_of_buffers() {
+        let blob = buffers_blob(100, VAR_SIZE);
+        let plan = Plan::from_blob(&blob).expect("valid");
+        assert_eq!(plan.records.len(), 100);
+        assert!(plan
+            .records
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.var_id == i as u32 + 1
+                && r.size == VAR_SIZE
+                && r.kind == nhbm::Kind::Buffer
+                && r.data.is_empty()));
+        assert_eq!(blob.len(), 24 + 100 * 152);
+    }
+
+    #[test]
+    fn rep_movsb_copies() {
+        let src: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        let mut dst = vec![0u8; 10_000];
+        rep_movsb(&mut dst, &src);
+        assert_eq!(dst, src);
+    }
+
+    #[test]
+    fn window_blobs_are_valid_plans() {
+        let plan = Plan::from_blob(&windows_blob(20_000)).expect("valid");
+        assert_eq!(plan.records.len(), 20_000);
+        assert_eq!(plan.local_scratchpad_size, 1 << 20);
+    }
+
+    #[test]
+    fn queries_stay_inside_their_variable() {
+        for i in 0..10_000u64 {
+            let (v, off, size) = query(i);
+            assert!((1..=RESOLVE_VARS).contains(&v));
+            assert!(off + size <= VAR_SIZE);
+        }
+        // One batch touches every variable.
+        let mut seen = vec![false; RESOLVE_VARS as usize + 1];
+        for i in 0..u64::from(RESOLVE_VARS) {
+            seen[query(i).0 as usize] = true;
+        }
+        assert!(seen[1..].iter().all(|&s| s));
+    }
+
+    #[test]
+    fn meminfo_and_kmem_parse() {
+        let m = "MemTotal:  500000 kB\nSlab:   12000 kB\nSReclaimable: 3000 kB\n\
+                 VmallocUsed:    800 kB\n";
+        assert_eq!(kernel_bytes(m), Some(12_800 * 1024));
+        assert_eq!(kernel_bytes("Slab: 1 kB\n"), None);
+        assert_eq!(
+            parse_kmem("plans 1 vars 100000 bytes 8400000\n"),
+            Some((100_000, 8_400_000))
+        );
+        assert_eq!(parse_kmem("plans 0\n"), None);
+    }
+}

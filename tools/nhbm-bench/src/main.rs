@@ -1,0 +1,285 @@
+//! `nhbm-bench`: the userspace benchmarks of neuron_hbm (`make bench`).
+//!
+//! ```text
+//! nhbm-bench [DEVICE] [--models DIR] [--no-device] [--no-planner]
+//! ```
+//!
+//! DEVICE defaults to `/dev/neuron_hbm0`, DIR (the model descriptions) to
+//! `/tests`. Every figure is a ratio of two things measured in the same run,
+//! interleaved where they are timed, so the speed of an emulated CPU cancels
+//! out; one line per figure:
+//!
+//! ```text
+//! bench: <name>: <value> (<what A> <A> / <what B> <B>) target <op> <t> <PASS|FAIL>
+//! ```
+//!
+//! Lines starting with `#` are diagnostics. Times come from
+//! `clock_gettime(CLOCK_MONOTONIC)` (`std::time::Instant`); the test guest's
+//! clock may tick only every 4 ms, so short operations are timed in blocks
+//! of about 150 ms and a figure takes the median over blocks.
+//!
+//! 1. `resolve`: a plan of 4096 4 KiB MR_BUFFER variables is staged; blocks
+//!    of NHBM_IOC_RESOLVE calls (every variable in turn, 64 bytes at varying
+//!    offsets) alternate with blocks of NHBM_IOC_DEVICE_INFO, the cheapest
+//!    ioctl, 11 blocks each in ABBA order. Figure: median ns per RESOLVE /
+//!    median ns per DEVICE_INFO. Target <= 1.25.
+//! 2. `batch_resolve`: on the same plan, one NHBM_IOC_RESOLVE_BATCH of 4096
+//!    queries (each variable once; the answers are first checked against
+//!    RESOLVE) in blocks alternating with RESOLVE blocks, 7 each. Figure:
+//!    median ns per batch entry / median ns per RESOLVE. Target <= 0.05.
+//! 3. `staging_scale`: NHBM_IOC_PLAN_LOAD of 100,000 MR_BUFFER records of
+//!    4 KiB (no payload, no names, so every record is a real HBM allocation:
+//!    400 MB of a 16 GiB V2 channel) / of 10,000 such records, each load from
+//!    an empty device and unloaded after, 5 alternating rounds (each round
+//!    averages enough 10,000-record loads to last 250 ms). Figure: median
+//!    large / median small. Target <= 12 (10 is linear).
+//! 4. `upload_bandwidth`: NHBM_IOC_MEM_WRITE of a 64 MiB buffer into a 64 MiB
+//!    variable, 4 times (256 MiB), against a userspace memcpy of the same
+//!    64 MiB buffer into another, 4 times, alternating, after one untimed pass
+//!    of each (which materializes the simulated device's pages and faults in
+//!    the destination). 64 MiB buffers keep source, simulated device and
+//!    destination inside the 512 MiB guest. Three such runs; the figure is
+//!    the run with the median MEM_WRITE bytes/ns / memcpy bytes/ns. Target
+//!    >= 0.5.
+//! 5. `kmem_per_var`: while the first 100,000-variable plan of figure 3 is
+//!    staged (and nothing else), the module's own accounting in debugfs
+//!    (`neuron_hbm/neuron_hbm0/kmem` or `neuron_hbm0/kmem`: `plans <n> vars
+//!    <n> bytes <n>`, figure bytes / vars); without that file, the growth of
+//!    `Slab:` + `VmallocUsed:` in /proc/meminfo over the load / 100,000. The
+//!    line names its source; the meminfo growth is always printed as a
+//!    diagnostic. Target <= 96 bytes.
+//! 6. `planner_<model>_<planner>`: for each model description in DIR (a
+//!    `*.json` with `tensors` and `operators`; plans are skipped) and each
+//!    planner, the scratch high-water mark / the liveness lower bound (the
+//!    most scratch bytes live at one operator), with the model's own planner
+//!    options. Targets: hill_climb <= 1.05; greedy_by_size <= greedy on the
+//!    same model; greedy >= 1 (no plan beats the bound, a consistency check).
+//!    `planner_generated_<planner>`: the worst ratio over 20 generated graphs
+//!    (residual chains, branchy DAGs, encoder/decoders with long skips; 1 KiB
+//!    to 16 MiB tensors, default planner options). `planner_gbs_vs_greedy`:
+//!    the worst greedy_by_size / greedy high-water mark over all of them.
+//!    Target <= 1.000.
+//!
+//! Diagnostics (`#` lines) that locate a cost without being figures: a
+//! 1-entry RESOLVE_BATCH (fixed against per-entry cost); a 10,000-variable
+//! load with 90,000 variables already staged in the same channel (cost of
+//! grid occupancy); PLAN_LOAD ns per variable at 10k, 25k, 50k and 100k
+//! variables; 100k / 10k MR_VIRTUAL_TMP_BUF records (staging without HBM
+//! allocation); PLAN_UNLOAD 100k / 10k; MEM_READ bandwidth and a userspace
+//! `rep movsb` copy (the instruction the kernel's user copies use). All plans
+//! go to HBM channel 0.
+//!
+//! The order is fixed: kernel memory is read before anything materializes
+//! simulated device pages, which are slab memory too. Exit status: 0 when
+//! every figure passes, 1 when one fails, 2 on a usage error.
+
+mod device;
+mod measure;
+mod planner;
+mod report;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use nhbm::{io_errno_name, Device};
+use nhbm_planner::{Model, PlannerOptions};
+
+use device::note;
+use report::{error_line, Figure};
+
+struct Args {
+    device: PathBuf,
+    models: PathBuf,
+    run_device: bool,
+    run_planner: bool,
+}
+
+fn usage() -> ExitCode {
+    eprintln!("usage: nhbm-bench [DEVICE] [--models DIR] [--no-device] [--no-planner]");
+    ExitCode::from(2)
+}
+
+fn parse_args() -> Option<Args> {
+    let mut a = Args {
+        device: PathBuf::from("/dev/neuron_hbm0"),
+        models: PathBuf::from("/tests"),
+        run_device: true,
+        run_planner: true,
+    };
+    let mut it = std::env::args().skip(1);
+    let mut positional = false;
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--models" => a.models = PathBuf::from(it.next()?),
+            "--no-device" => a.run_device = false,
+            "--no-planner" => a.run_planner = false,
+            "-h" | "--help" => return None,
+            s if s.starts_with('-') => return None,
+            s if !positional => {
+                a.device = PathBuf::from(s);
+                positional = true;
+            }
+            _ => return None,
+        }
+    }
+    Some(a)
+}
+
+/// Collects lines and verdicts, printing each line at once.
+#[derive(Default)]
+struct Out {
+    failed: usize,
+    total: usize,
+}
+
+impl Out {
+    fn figure(&mut self, f: &Figure) {
+        self.total += 1;
+        if !f.pass() {
+            self.failed += 1;
+        }
+        println!("{}", f.line());
+        let _ = std::io::stdout().flush();
+    }
+    fn error(&mut self, names: &[&str], e: &std::io::Error) {
+        let msg = match e.raw_os_error() {
+            Some(_) => format!("{} {e}", io_errno_name(e)),
+            None => e.to_string(),
+        };
+        for n in names {
+            self.total += 1;
+            self.failed += 1;
+            println!("{}", error_line(n, &msg));
+        }
+        let _ = std::io::stdout().flush();
+    }
+}
+
+fn device_figures(path: &Path, out: &mut Out) {
+    let all = [
+        "resolve",
+        "batch_resolve",
+        "staging_scale",
+        "upload_bandwidth",
+        "kmem_per_var",
+    ];
+    let dev = match Device::open_path(path) {
+        Ok(d) => d,
+        Err(e) => return out.error(&all, &e),
+    };
+    match dev.device_info() {
+        Ok(i) => note(&format!(
+            "{}: arch v{}, simulated {}, {} channels of {} MiB, min alloc {}; clocksource {}",
+            path.display(),
+            i.arch,
+            i.simulated,
+            i.nr_channels,
+            i.channel_size[0] >> 20,
+            i.min_alloc_size,
+            std::fs::read_to_string(
+                "/sys/devices/system/clocksource/clocksource0/current_clocksource"
+            )
+            .map_or("unknown".into(), |s| s.trim().to_string())
+        )),
+        Err(e) => return out.error(&all, &e),
+    }
+    match device::resolve_figures(&dev) {
+        Ok((r, b)) => {
+            out.figure(&r);
+            match b {
+                Ok(b) => out.figure(&b),
+                Err(e) => out.error(&["batch_resolve"], &e),
+            }
+        }
+        Err(e) => out.error(&["resolve", "batch_resolve"], &e),
+    }
+    match device::staging_figures(&dev) {
+        Ok((s, k)) => {
+            out.figure(&s);
+            out.figure(&k);
+        }
+        Err(e) => out.error(&["staging_scale", "kmem_per_var"], &e),
+    }
+    match device::upload_figure(&dev) {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(&["upload_bandwidth"], &e),
+    }
+}
+
+fn planner_figures(dir: &Path, out: &mut Out) {
+    let mut outcomes = Vec::new();
+    match planner::model_files(dir) {
+        Ok(files) if !files.is_empty() => {
+            for f in files {
+                let stem = f
+                    .file_stem()
+                    .map_or("model".into(), |s| s.to_string_lossy());
+                let name = format!("planner_{}", report::sanitize(&stem));
+                let r = Model::load(&f).map_err(|e| e.to_string()).and_then(|m| {
+                    planner::evaluate(&stem, &m, &m.desc.planner_options).map_err(|e| e.to_string())
+                });
+                match r {
+                    Ok(o) => {
+                        for fig in planner::model_figures(&o) {
+                            out.figure(&fig);
+                        }
+                        outcomes.push(o);
+                    }
+                    Err(e) => out.error(
+                        &[&name],
+                        &std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                    ),
+                }
+            }
+        }
+        Ok(_) => note(&format!("no model descriptions in {}", dir.display())),
+        Err(e) => note(&format!("{}: {e}", dir.display())),
+    }
+    let mut generated = Vec::new();
+    for seed in 0..planner::GENERATED {
+        let (name, m) = planner::generated(seed);
+        match planner::evaluate(&name, &m, &PlannerOptions::default()) {
+            Ok(o) => generated.push(o),
+            Err(e) => out.error(
+                &[&format!("planner_{name}")],
+                &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+            ),
+        }
+    }
+    if !generated.is_empty() {
+        for fig in planner::generated_figures(&generated) {
+            out.figure(&fig);
+        }
+    }
+    outcomes.extend(generated);
+    if !outcomes.is_empty() {
+        out.figure(&planner::gbs_vs_greedy_figure(&outcomes));
+    }
+}
+
+fn main() -> ExitCode {
+    let Some(args) = parse_args() else {
+        return usage();
+    };
+    let mut out = Out::default();
+    let (_, ns) = measure::time_ns(|| {
+        if args.run_device {
+            device_figures(&args.device, &mut out);
+        }
+        if args.run_planner {
+            planner_figures(&args.models, &mut out);
+        }
+    });
+    note(&format!(
+        "{} figures, {} failed, {:.1} s",
+        out.total,
+        out.failed,
+        ns / 1e9
+    ));
+    if out.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
