@@ -503,7 +503,8 @@ mod tests {
 
     #[test]
     fn record_field_rules() -> Result {
-        let cases: [(fn(&mut MemRef), Error); 12] = [
+        type Break = fn(&mut MemRef);
+        let cases: [(Break, Error); 12] = [
             (|m| m.flags = 1, EINVAL),
             (|m| m.mr_type = 0, EINVAL),
             (|m| m.mr_type = 12, EINVAL),

@@ -431,7 +431,7 @@ mod tests {
 
         let pa = |id| plan.resolve(id, 0, 0);
         let w_pa = pa(1)?;
-        assert!(w_pa >= 64 * GIB && w_pa < 80 * GIB); // channel 1
+        assert!((64 * GIB..80 * GIB).contains(&w_pa)); // channel 1
         assert_eq!(w_pa % (2 * MIB), 0);
         let mut head = [0u8; 10];
         dev.read(w_pa, &mut head)?;
