@@ -119,6 +119,24 @@ fn sim_devices() -> Result<KVec<Pin<KBox<Node>>>> {
     Ok(nodes)
 }
 
+/// Refuses parameters no device could use, with a message naming them.
+fn check_params() -> Result {
+    let regions = module_parameters::regions.value();
+    if !(1..=arch::MAX_REGIONS as u32).contains(&regions) {
+        pr_err!("regions={} must be 1..{}\n", regions, arch::MAX_REGIONS);
+        return Err(EINVAL);
+    }
+    let min_alloc = module_parameters::min_alloc.value();
+    if !min_alloc.is_power_of_two() || min_alloc < 1024 || min_alloc > arch::GIB {
+        pr_err!(
+            "min_alloc={} must be a power of two in 1024..1 GiB\n",
+            min_alloc
+        );
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
 impl kernel::InPlaceModule for NeuronHbm {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         if module_parameters::bench.value() {
@@ -127,7 +145,10 @@ impl kernel::InPlaceModule for NeuronHbm {
             }
         }
         try_pin_init!(Self {
-            sim_nodes: sim_devices()?,
+            sim_nodes: {
+                check_params()?;
+                sim_devices()?
+            },
             _pci <- kernel::driver::Registration::new(c"neuron_hbm", module),
         })
     }
