@@ -58,7 +58,8 @@ impl VarIndex {
 
     /// Bytes this index holds.
     pub(crate) fn footprint(&self) -> usize {
-        (self.slots.capacity() + self.ids.capacity()) * size_of::<u32>()
+        let arr = |n: usize| (n * size_of::<u32>()).next_power_of_two();
+        arr(self.slots.capacity()) + arr(self.ids.capacity())
     }
 
     /// Position of the record with var id `id`.

@@ -95,12 +95,14 @@ impl Plan {
     }
 
     /// Kernel bytes this plan's bookkeeping takes, the grid's index nodes of
-    /// its chunks included.
+    /// its chunks included, each array counted at the size the allocator
+    /// really hands out (kmalloc rounds up to a power of two).
     pub(crate) fn footprint(&self) -> usize {
-        size_of::<Self>()
-            + self.vars.capacity() * size_of::<Var>()
-            + self.chunks.capacity() * size_of::<Chunk>()
-            + self.scratch.capacity() * size_of::<Chunk>()
+        let arr = |bytes: usize| bytes.next_power_of_two();
+        arr(size_of::<Self>())
+            + arr(self.vars.capacity() * size_of::<Var>())
+            + arr(self.chunks.capacity() * size_of::<Chunk>())
+            + arr(self.scratch.capacity() * size_of::<Chunk>())
             + self.index.footprint()
             + self.chunk_count() * INDEX_NODE_BYTES
     }
@@ -191,7 +193,7 @@ pub(crate) fn stage(
         dev: dev.clone(),
         vars: KVVec::new(),
         index: parsed.index,
-        chunks: KVVec::with_capacity(allocs, GFP_KERNEL)?,
+        chunks: KVVec::with_capacity(1, GFP_KERNEL)?,
         scratch: KVec::with_capacity(2, GFP_KERNEL)?,
         local_scratch_pa: PA_UNSTAGED,
         shared_scratch_pa: PA_UNSTAGED,
@@ -218,6 +220,10 @@ pub(crate) fn stage(
         },
         _ => None,
     };
+    if arena_base.is_none() {
+        // One chunk per record: room for all of them, so pushes cannot fail.
+        plan.chunks.reserve(allocs, GFP_KERNEL)?;
+    }
     let min_alloc = dev.grid.geometry().min_alloc;
     // First byte of the arena not yet scrubbed or written.
     let mut arena_done = 0u64;
