@@ -186,24 +186,32 @@ impl Device {
     }
 }
 
-#[kunit_tests(neuron_hbm_device)]
-mod tests {
-    use super::*;
-    use crate::arch::{GIB, V2};
-
-    fn sim_device() -> Result<Arc<Device>> {
-        let sim = Arc::pin_init(SimIo::new(&V2), GFP_KERNEL)?;
+#[cfg(CONFIG_KUNIT = "y")]
+impl Device {
+    /// A simulated V2 device with `regions` regions per channel, for tests.
+    pub(crate) fn new_test_sim(regions: usize) -> Result<Arc<Self>> {
+        let sim = Arc::pin_init(SimIo::new(&crate::arch::V2), GFP_KERNEL)?;
         Device::new(
             0,
-            (0x1d0f, 0x7164),
+            (crate::arch::PCI_VENDOR_AMAZON, 0x7164),
             Backend::Sim(sim),
             Geometry {
-                info: &V2,
-                regions: 1,
+                info: &crate::arch::V2,
+                regions,
                 min_alloc: 4096,
                 carveout: true,
             },
         )
+    }
+}
+
+#[kunit_tests(neuron_hbm_device)]
+mod tests {
+    use super::*;
+    use crate::arch::GIB;
+
+    fn sim_device() -> Result<Arc<Device>> {
+        Device::new_test_sim(1)
     }
 
     #[test]

@@ -369,10 +369,7 @@ mod tests {
     use crate::{
         addr::sbuf_window,
         arch::{GIB, MIB, V2},
-        device::Backend,
-        mempool::Geometry,
         plan::{parse::parse, test_blob::TestBlob},
-        sim::SimIo,
     };
 
     fn device() -> Result<Arc<Device>> {
@@ -380,18 +377,7 @@ mod tests {
     }
 
     fn device_with(regions: usize) -> Result<Arc<Device>> {
-        let sim = Arc::pin_init(SimIo::new(&V2), GFP_KERNEL)?;
-        Device::new(
-            0,
-            (0x1d0f, 0x7164),
-            Backend::Sim(sim),
-            Geometry {
-                info: &V2,
-                regions,
-                min_alloc: 4096,
-                carveout: true,
-            },
-        )
+        Device::new_test_sim(regions)
     }
 
     fn used(dev: &Device) -> u64 {
