@@ -105,6 +105,9 @@ pub(crate) fn next_index() -> Result<u32> {
 /// Plans one open file may hold at once (`E2BIG` beyond).
 pub(crate) const MAX_PLANS_PER_FILE: usize = 4096;
 
+/// Record addresses copied out per user copy by PLAN_LOAD.
+const ADDRS_PIECE: usize = 512;
+
 /// Queries of a RESOLVE_BATCH handled per user copy.
 const BATCH_PIECE: usize = 256;
 
@@ -309,8 +312,14 @@ impl OpenFile {
                 fault.point(EFAULT)?;
                 let n = plan.vars().len() as u64;
                 let mut w = user_slice(req.addrs, n.checked_mul(8).ok_or(EINVAL)?)?.writer();
-                for v in plan.vars() {
-                    w.write(&v.pa)?;
+                let mut piece = KVec::with_capacity(ADDRS_PIECE, GFP_KERNEL)?;
+                for vars in plan.vars().chunks(ADDRS_PIECE) {
+                    piece.clear();
+                    for v in vars {
+                        // Cannot fail: at most ADDRS_PIECE entries.
+                        let _ = piece.push_within_capacity(v.pa);
+                    }
+                    w.write_slice(AsBytes::as_bytes(&piece[..]))?;
                 }
             }
             req.plan_id = id;
