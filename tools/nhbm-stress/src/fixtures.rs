@@ -1,0 +1,205 @@
+//! What the tests share: plans, byte patterns, usage snapshots and the checks
+//! every loaded plan must pass.
+
+use std::collections::HashMap;
+
+use nhbm::uapi::*;
+use nhbm::{Backing, Device, LoadedPlan, Plan, RawPlan, Record};
+
+use crate::debugfs::looks_like_kernel_pointer;
+
+pub const KIB: u64 = 1 << 10;
+pub const MIB: u64 = 1 << 20;
+pub const GIB: u64 = 1 << 30;
+
+/// Bytes `n` long, different for every `seed`, never zero.
+pub fn pattern(n: u64, seed: u32) -> Vec<u8> {
+    let mut x = u64::from(seed).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x as u8) | 1
+        })
+        .collect()
+}
+
+/// One record of every kind that lives inside one plan, with payloads:
+/// var 1 input, 2 output, 3 buffer with a payload of `weights` bytes (4 KiB
+/// aligned), 4 staged buffer with a short payload, 5 tmp buffer, 6/7 virtual
+/// tmp buffers in the local/shared scratchpad, 8 pointer to 3, 9 list of 1,
+/// 2, 3, 12, 10 list of 5, 11 pointer table of 9 and 10, 12 buffer, 13/14
+/// state buffer of core 0, 15 of core 1.
+pub fn every_local_kind(weights: u64) -> Plan {
+    Plan::new(64 * KIB, 16 * KIB)
+        .with(
+            Record::input(1, 4 * KIB)
+                .name("input")
+                .dtype("float32", &[32, 32]),
+        )
+        .with(Record::output(2, 4 * KIB).name("output"))
+        .with(
+            Record::buffer(3, weights)
+                .name("weights")
+                .alignment(4096)
+                .data(pattern(weights, 3)),
+        )
+        .with(
+            Record::buffer_staged(4, 4 * KIB)
+                .name("bias")
+                .data(pattern(1000, 4)),
+        )
+        .with(Record::tmp_buf(5, 4 * KIB).name("tmp"))
+        .with(Record::virtual_tmp_buf(6, KIB, Backing::Local, 2 * KIB).name("act_local"))
+        .with(Record::virtual_tmp_buf(7, 512, Backing::Shared, 512).name("act_shared"))
+        .with(Record::ptr(8, 3, 0).name("weights_alias"))
+        .with(Record::list(9, vec![1, 2, 3, 12]).name("io_list"))
+        .with(Record::list(10, vec![5]))
+        .with(Record::ptr_table(11, vec![9, 10]).name("tables"))
+        .with(Record::buffer(12, 256))
+        .with(Record::sb(13, 4 * KIB, 0, 0).name("sb0"))
+        .with(Record::sb(14, 4 * KIB, 0, 0x1000))
+        .with(Record::sb(15, 4 * KIB, 1, 0))
+}
+
+/// A plan of one buffer.
+pub fn one_buffer(var_id: u32, size: u64) -> Plan {
+    Plan::new(0, 0).with(Record::buffer(var_id, size))
+}
+
+/// Pool usage as MEM_STATS reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    pub used: u64,
+    pub chunks: u64,
+    pub own_bytes: u64,
+    pub own_chunks: u32,
+    pub own_plans: u32,
+}
+
+impl Usage {
+    /// The device-wide part (what other files see too).
+    pub fn device(&self) -> (u64, u64) {
+        (self.used, self.chunks)
+    }
+}
+
+pub fn usage(d: &Device) -> std::io::Result<Usage> {
+    let s = d.mem_stats()?;
+    Ok(Usage {
+        used: s.total_used(),
+        chunks: s.total_chunks(),
+        own_bytes: s.own_bytes,
+        own_chunks: s.own_chunks,
+        own_plans: s.own_plans,
+    })
+}
+
+/// Whether `[pa, pa + size)` lies inside one HBM channel of the device.
+pub fn in_hbm(info: &DeviceInfo, pa: u64, size: u64) -> bool {
+    (0..(info.nr_channels as usize).min(MAX_CHANNELS)).any(|c| {
+        let (base, len) = (info.channel_base[c], info.channel_size[c]);
+        pa >= base
+            && pa
+                .checked_add(size)
+                .is_some_and(|end| end <= base.saturating_add(len))
+    })
+}
+
+/// Checks what PLAN_LOAD returned for `raw` (a blob the kernel accepted):
+/// a small plan id, one address per record, each inside the HBM channels and
+/// none like a kernel pointer, every record resolving to its address, and
+/// the scratchpads present exactly when asked for. `max_id` bounds the plan
+/// id (loads attempted on the file so far). Returns what is wrong.
+pub fn check_loaded(
+    d: &Device,
+    info: &DeviceInfo,
+    raw: &RawPlan,
+    p: &LoadedPlan,
+    max_id: u64,
+) -> Result<(), String> {
+    if p.plan_id == 0 || u64::from(p.plan_id) > max_id {
+        return Err(format!(
+            "plan id {:#x} is not in 1..={max_id} (the loads so far)",
+            p.plan_id
+        ));
+    }
+    if p.addrs.len() != raw.records.len() {
+        return Err(format!(
+            "{} addresses for {} records",
+            p.addrs.len(),
+            raw.records.len()
+        ));
+    }
+    for (what, pa, size) in [
+        (
+            "local scratchpad",
+            p.local_scratchpad_pa,
+            raw.header.local_scratchpad_size,
+        ),
+        (
+            "shared scratchpad",
+            p.shared_scratchpad_pa,
+            raw.header.shared_scratchpad_size,
+        ),
+    ] {
+        if size == 0 && pa != PA_UNSTAGED {
+            return Err(format!("{what} of size 0 placed at {pa:#x}"));
+        }
+        if size != 0 && !in_hbm(info, pa, size) {
+            return Err(format!("{what} at {pa:#x} +{size:#x} is outside HBM"));
+        }
+    }
+    if looks_like_kernel_pointer(p.bytes_allocated) {
+        return Err(format!("bytes_allocated {:#x}", p.bytes_allocated));
+    }
+    let by_id: HashMap<u32, usize> = raw
+        .records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.var_id, i))
+        .collect();
+    // Large plans: every record's address, a sample of the resolves.
+    let stride = raw.records.len().div_ceil(512).max(1);
+    for (i, (r, &pa)) in raw.records.iter().zip(&p.addrs).enumerate() {
+        if looks_like_kernel_pointer(pa) || !in_hbm(info, pa, 1) {
+            return Err(format!(
+                "record {i} (var {}, type {}) placed at {pa:#x}, outside HBM",
+                r.var_id, r.mr_type
+            ));
+        }
+        if i % stride != 0 {
+            continue;
+        }
+        let got = d.resolve(p.plan_id, r.var_id, 0, 0);
+        match got {
+            Ok(a) if a == pa => {}
+            Ok(a) => {
+                return Err(format!(
+                    "RESOLVE var {} gives {a:#x}, PLAN_LOAD said {pa:#x}",
+                    r.var_id
+                ))
+            }
+            Err(e) => {
+                return Err(format!(
+                    "RESOLVE var {} of a loaded plan: {}",
+                    r.var_id,
+                    nhbm::io_errno_name(&e)
+                ))
+            }
+        }
+        if r.mr_type == MR_PTR {
+            let t = r.u.ptr().target_var_id;
+            if let Some(&j) = by_id.get(&t) {
+                if p.addrs[j] != pa {
+                    return Err(format!(
+                        "pointer var {} at {pa:#x}, its target var {t} at {:#x}",
+                        r.var_id, p.addrs[j]
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,294 @@
+//! KTAP output in the shape of the project's other guest tests: a one-test top
+//! level holding one `nhbm_*` subtest, result lines indented by four spaces,
+//! `# ` diagnostics after them.
+//!
+//! Nothing printed here may look like a kernel report (the harness scans the
+//! serial log for them), so messages never say "BUG:" or "WARNING:".
+
+use std::cell::RefCell;
+use std::fmt::Debug;
+use std::io::{self, Write};
+use std::panic::{self, AssertUnwindSafe};
+use std::time::Instant;
+
+use nhbm::{errno_name, io_errno_name};
+
+/// Why a case did not pass.
+#[derive(Debug)]
+pub enum Fail {
+    Fail(String),
+    Skip(String),
+}
+
+pub type TestResult = Result<(), Fail>;
+
+pub fn fail<T>(msg: impl Into<String>) -> Result<T, Fail> {
+    Err(Fail::Fail(msg.into()))
+}
+
+pub fn skip<T>(msg: impl Into<String>) -> Result<T, Fail> {
+    Err(Fail::Skip(msg.into()))
+}
+
+pub fn ensure(cond: bool, msg: impl FnOnce() -> String) -> TestResult {
+    if cond {
+        Ok(())
+    } else {
+        fail(msg())
+    }
+}
+
+pub fn ensure_eq<T: PartialEq + Debug>(what: &str, got: T, want: T) -> TestResult {
+    ensure(got == want, || {
+        format!("{what}: got {got:x?}, want {want:x?}")
+    })
+}
+
+/// Fails unless `r` is an error with `errno`.
+pub fn ensure_errno<T: Debug>(what: &str, r: io::Result<T>, errno: i32) -> TestResult {
+    let want = errno_name(errno);
+    match r {
+        Ok(v) => fail(format!("{what}: succeeded ({v:x?}), want {want}")),
+        Err(e) if e.raw_os_error() == Some(errno) => Ok(()),
+        Err(e) => fail(format!("{what}: got {}, want {want}", io_errno_name(&e))),
+    }
+}
+
+/// `?` on an io::Result with the name of the operation in the failure.
+pub trait Ctx<T> {
+    fn ctx(self, what: &str) -> Result<T, Fail>;
+}
+
+impl<T> Ctx<T> for io::Result<T> {
+    fn ctx(self, what: &str) -> Result<T, Fail> {
+        self.map_err(|e| Fail::Fail(format!("{what}: {} ({e})", io_errno_name(&e))))
+    }
+}
+
+impl<T> Ctx<T> for Result<T, nhbm::PlanError> {
+    fn ctx(self, what: &str) -> Result<T, Fail> {
+        self.map_err(|e| Fail::Fail(format!("{what}: {e}")))
+    }
+}
+
+/// Diagnostics a case reports along with its result (counts, timings).
+#[derive(Debug, Default)]
+pub struct Notes(pub Vec<String>);
+
+impl Notes {
+    pub fn add(&mut self, line: impl Into<String>) {
+        self.0.push(line.into());
+    }
+}
+
+type CaseFn = Box<dyn Fn(&mut Notes) -> TestResult>;
+
+pub struct Case {
+    pub name: String,
+    pub run: CaseFn,
+}
+
+impl Case {
+    pub fn new(name: impl Into<String>, run: impl Fn(&mut Notes) -> TestResult + 'static) -> Self {
+        Case {
+            name: name.into(),
+            run: Box::new(run),
+        }
+    }
+}
+
+/// The outcome of one test line.
+#[derive(Debug)]
+pub enum Outcome {
+    Pass,
+    Skip(String),
+    Fail(String),
+}
+
+/// Writes one subtest as KTAP, line by line, flushing each so the serial
+/// console shows progress.
+pub struct Ktap<'w> {
+    w: &'w mut dyn Write,
+    suite: String,
+    next: usize,
+    all_ok: bool,
+    t0: Instant,
+}
+
+impl<'w> Ktap<'w> {
+    /// Prints the headers of suite `suite` with `n` tests.
+    pub fn begin(w: &'w mut dyn Write, suite: &str, n: usize) -> Self {
+        let mut k = Ktap {
+            w,
+            suite: suite.to_string(),
+            next: 1,
+            all_ok: true,
+            t0: Instant::now(),
+        };
+        k.line("KTAP version 1");
+        k.line("1..1");
+        k.line("    KTAP version 1");
+        k.line(&format!("    # Subtest: {suite}"));
+        k.line(&format!("    1..{n}"));
+        k
+    }
+
+    fn line(&mut self, s: &str) {
+        let _ = writeln!(self.w, "{s}");
+        let _ = self.w.flush();
+    }
+
+    /// A `# ` diagnostic inside the subtest.
+    pub fn diag(&mut self, text: &str) {
+        for l in text.lines() {
+            self.line(&format!("    # {l}"));
+        }
+    }
+
+    /// The next test line, then its diagnostics.
+    pub fn result(&mut self, name: &str, outcome: &Outcome, notes: &[String]) {
+        let n = self.next;
+        self.next += 1;
+        match outcome {
+            Outcome::Pass => self.line(&format!("    ok {n} {name}")),
+            Outcome::Skip(why) => {
+                let why = why.replace('\n', " ");
+                self.line(&format!("    ok {n} {name} # SKIP {why}"))
+            }
+            Outcome::Fail(why) => {
+                self.all_ok = false;
+                self.line(&format!("    not ok {n} {name}"));
+                self.diag(why);
+            }
+        }
+        for note in notes {
+            self.diag(note);
+        }
+    }
+
+    /// Closes the subtest; returns whether every test passed or was skipped.
+    pub fn end(mut self) -> bool {
+        let ms = self.t0.elapsed().as_millis();
+        let suite = self.suite.clone();
+        self.diag(&format!("{suite}: {} tests in {ms} ms", self.next - 1));
+        let ok = if self.all_ok { "ok" } else { "not ok" };
+        self.line(&format!("{ok} 1 {suite}"));
+        self.all_ok
+    }
+}
+
+thread_local! {
+    static PANIC_MSG: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Records panic messages for [`catch`] instead of printing them.
+pub fn install_panic_hook() {
+    panic::set_hook(Box::new(|info| {
+        let msg = match info.payload().downcast_ref::<&str>() {
+            Some(s) => s.to_string(),
+            None => info
+                .payload()
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_default(),
+        };
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        PANIC_MSG.with(|p| *p.borrow_mut() = Some(format!("panic: {msg}{at}")));
+    }));
+}
+
+/// Runs `f`, turning a panic into a failure with its message.
+pub fn catch<T>(f: impl FnOnce() -> Result<T, Fail>) -> Result<T, Fail> {
+    panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        let msg = PANIC_MSG
+            .with(|p| p.borrow_mut().take())
+            .unwrap_or_else(|| "panic".into());
+        Err(Fail::Fail(msg))
+    })
+}
+
+/// Runs `cases` in order as the subtest `suite`, printing KTAP to `w`.
+pub fn run_to(w: &mut dyn Write, suite: &str, cases: &[Case]) -> bool {
+    install_panic_hook();
+    let mut k = Ktap::begin(w, suite, cases.len());
+    for c in cases {
+        let t = Instant::now();
+        let mut notes = Notes::default();
+        let r = catch(|| (c.run)(&mut notes));
+        let outcome = match r {
+            Ok(()) => Outcome::Pass,
+            Err(Fail::Skip(why)) => Outcome::Skip(why),
+            Err(Fail::Fail(why)) => Outcome::Fail(why),
+        };
+        let ms = t.elapsed().as_millis();
+        if ms >= 2000 {
+            notes.add(format!("{} took {ms} ms", c.name));
+        }
+        k.result(&c.name, &outcome, &notes.0);
+    }
+    let ok = k.end();
+    let _ = panic::take_hook();
+    ok
+}
+
+/// [`run_to`] on stdout.
+pub fn run(suite: &str, cases: &[Case]) -> bool {
+    run_to(&mut io::stdout().lock(), suite, cases)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prints_the_nested_ktap_shape() {
+        let cases = [
+            Case::new("passes", |n| {
+                n.add("count=3");
+                Ok(())
+            }),
+            Case::new("fails", |_| fail("first line\nsecond line")),
+            Case::new("skips", |_| skip("debugfs file missing")),
+            Case::new("panics", |_| panic!("boom")),
+        ];
+        let mut buf = Vec::new();
+        assert!(!run_to(&mut buf, "nhbm_x", &cases));
+        let text = String::from_utf8(buf).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            &lines[..12],
+            &[
+                "KTAP version 1",
+                "1..1",
+                "    KTAP version 1",
+                "    # Subtest: nhbm_x",
+                "    1..4",
+                "    ok 1 passes",
+                "    # count=3",
+                "    not ok 2 fails",
+                "    # first line",
+                "    # second line",
+                "    ok 3 skips # SKIP debugfs file missing",
+                "    not ok 4 panics",
+            ]
+        );
+        assert!(
+            lines[12].starts_with("    # panic: boom at "),
+            "{}",
+            lines[12]
+        );
+        assert!(lines[13].starts_with("    # nhbm_x: 4 tests in "));
+        assert_eq!(lines[14], "not ok 1 nhbm_x");
+        assert_eq!(lines.len(), 15);
+    }
+
+    #[test]
+    fn all_passing_closes_with_ok() {
+        let mut buf = Vec::new();
+        assert!(run_to(&mut buf, "nhbm_s", &[Case::new("a", |_| Ok(()))]));
+        assert!(String::from_utf8(buf).unwrap().ends_with("ok 1 nhbm_s\n"));
+    }
+}

@@ -1,0 +1,321 @@
+//! Process memory for faulting user pointers, errno sets, and small libc
+//! wrappers.
+
+use std::io;
+
+/// The errnos the UAPI documents for a rejected request (uapi.rst), besides
+/// ENODEV for a device that is gone and ETIMEDOUT for RESET.
+pub const DOCUMENTED: [i32; 8] = [
+    libc::EINVAL,
+    libc::E2BIG,
+    libc::ENOENT,
+    libc::ENOMEM,
+    libc::EFAULT,
+    libc::EOPNOTSUPP,
+    libc::EBUSY,
+    libc::ENOTTY,
+];
+
+/// Whether `errno` is one of [`DOCUMENTED`].
+pub fn documented(errno: i32) -> bool {
+    DOCUMENTED.contains(&errno)
+}
+
+/// The errno of an I/O error (-1 when it has none).
+pub fn errno_of(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(-1)
+}
+
+/// User addresses that never map: the kernel's direct map and text, a
+/// non-canonical address, the top of the address space.
+pub const KERNEL_ADDRS: [u64; 5] = [
+    0xffff_8880_0000_0000,
+    0xffff_ffff_8100_0000,
+    0xffff_c900_0000_1000,
+    0x8000_0000_0000_0000,
+    0xffff_ffff_ffff_f000,
+];
+
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+/// An anonymous private mapping, unmapped on drop.
+#[derive(Debug)]
+pub struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; access goes
+// through &self/&mut self.
+unsafe impl Send for Mapping {}
+// SAFETY: see Send; shared access only reads addresses.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// `pages` pages readable and writable.
+    pub fn new(pages: usize) -> io::Result<Mapping> {
+        let len = pages.max(1) * page_size();
+        // SAFETY: a fresh anonymous private mapping; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            ptr: ptr as *mut u8,
+            len,
+        })
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.ptr as u64
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Changes the protection of pages `first..first + n`.
+    pub fn protect(&self, first: usize, n: usize, prot: i32) -> io::Result<()> {
+        let page = page_size();
+        assert!((first + n) * page <= self.len);
+        // SAFETY: the range lies inside this mapping.
+        let rc = unsafe { libc::mprotect(self.ptr.add(first * page) as *mut _, n * page, prot) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Copies `bytes` to `off`. The pages must be writable.
+    pub fn write(&mut self, off: usize, bytes: &[u8]) {
+        assert!(off + bytes.len() <= self.len);
+        // SAFETY: the range lies inside this mapping, which we own.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(off), bytes.len()) };
+    }
+
+    /// Reads `len` bytes at `off`. The pages must be readable.
+    pub fn read(&self, off: usize, len: usize) -> Vec<u8> {
+        assert!(off + len <= self.len);
+        let mut v = vec![0u8; len];
+        // SAFETY: the range lies inside this mapping.
+        unsafe { std::ptr::copy_nonoverlapping(self.ptr.add(off), v.as_mut_ptr(), len) };
+        v
+    }
+}
+
+impl Mapping {
+    /// Gives the mapping up without unmapping it (part of it may belong to
+    /// someone else by now).
+    pub fn leak(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly the mapping made in new().
+        unsafe { libc::munmap(self.ptr as *mut _, self.len) };
+    }
+}
+
+/// Readable and writable memory followed by one inaccessible page, so a
+/// user copy that runs past the end faults at a known byte.
+#[derive(Debug)]
+pub struct Guarded {
+    map: Mapping,
+    usable: usize,
+}
+
+impl Guarded {
+    /// At least `usable` accessible bytes, then the guard page.
+    pub fn new(usable: usize) -> io::Result<Guarded> {
+        let page = page_size();
+        let pages = usable.div_ceil(page).max(1);
+        let map = Mapping::new(pages + 1)?;
+        map.protect(pages, 1, libc::PROT_NONE)?;
+        Ok(Guarded {
+            map,
+            usable: pages * page,
+        })
+    }
+
+    /// Accessible bytes before the guard page.
+    pub fn usable(&self) -> usize {
+        self.usable
+    }
+
+    /// Copies `bytes` so that they end `gap` bytes before the guard page and
+    /// returns the address of the first byte.
+    pub fn place_before_guard(&mut self, bytes: &[u8], gap: usize) -> u64 {
+        assert!(bytes.len() + gap <= self.usable);
+        let off = self.usable - gap - bytes.len();
+        self.map.write(off, bytes);
+        self.map.addr() + off as u64
+    }
+
+    /// The address `n` bytes before the guard page.
+    pub fn addr_before_guard(&self, n: usize) -> u64 {
+        assert!(n <= self.usable);
+        self.map.addr() + (self.usable - n) as u64
+    }
+
+    /// The `n` bytes before the guard page.
+    pub fn read_before_guard(&self, n: usize) -> Vec<u8> {
+        self.map.read(self.usable - n, n)
+    }
+
+    /// The guard page's address.
+    pub fn guard_addr(&self) -> u64 {
+        self.map.addr() + self.usable as u64
+    }
+}
+
+/// One page that is not mapped at all, between two inaccessible pages (so
+/// no later mapping of more than a page can land on it).
+#[derive(Debug)]
+pub struct Hole {
+    map: Mapping,
+}
+
+impl Hole {
+    pub fn new() -> io::Result<Hole> {
+        let map = Mapping::new(3)?;
+        map.protect(0, 3, libc::PROT_NONE)?;
+        let page = page_size();
+        // SAFETY: the middle page of our own mapping.
+        let rc = unsafe { libc::munmap((map.addr() as usize + page) as *mut _, page) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Hole { map })
+    }
+
+    /// An address inside the unmapped page. A later one-page mmap of this
+    /// process may have landed in the hole: check [`Hole::still_unmapped`]
+    /// right before use.
+    pub fn addr(&self) -> u64 {
+        self.map.addr() + page_size() as u64
+    }
+
+    /// Whether the hole is still unmapped (msync answers ENOMEM there).
+    pub fn still_unmapped(&self) -> bool {
+        // SAFETY: msync only inspects the mapping state of the range.
+        let rc = unsafe { libc::msync(self.addr() as *mut _, page_size(), libc::MS_ASYNC) };
+        rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOMEM)
+    }
+
+    /// Gives the reservation up without unmapping it: something else now
+    /// lives in the hole.
+    pub fn leak(self) {
+        self.map.leak();
+    }
+
+    /// An address inside the inaccessible page before the hole.
+    pub fn prot_none_addr(&self) -> u64 {
+        self.map.addr()
+    }
+}
+
+/// A read-only page holding chosen bytes, for copies back to the user that
+/// must fault after the kernel has read the request.
+#[derive(Debug)]
+pub struct ReadOnly {
+    map: Mapping,
+}
+
+impl ReadOnly {
+    pub fn new() -> io::Result<ReadOnly> {
+        let map = Mapping::new(1)?;
+        map.protect(0, 1, libc::PROT_READ)?;
+        Ok(ReadOnly { map })
+    }
+
+    /// Puts `bytes` at the start of the page (briefly writable) and returns
+    /// their address.
+    pub fn set(&mut self, bytes: &[u8]) -> io::Result<u64> {
+        self.map.protect(0, 1, libc::PROT_READ | libc::PROT_WRITE)?;
+        self.map.write(0, bytes);
+        self.map.protect(0, 1, libc::PROT_READ)?;
+        Ok(self.map.addr())
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.map.addr()
+    }
+
+    pub fn read(&self, len: usize) -> Vec<u8> {
+        self.map.read(0, len)
+    }
+}
+
+/// A struct as bytes.
+pub fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
+    let n = std::mem::size_of::<T>();
+    let mut out = vec![0u8; n];
+    // SAFETY: `v` is a live T of n bytes; the UAPI structs have no padding.
+    unsafe { std::ptr::copy_nonoverlapping(v as *const T as *const u8, out.as_mut_ptr(), n) };
+    out
+}
+
+/// A struct from bytes (at least size_of::<T>() of them).
+///
+/// # Safety
+/// Every bit pattern must be a valid `T` (true of the UAPI structs).
+pub unsafe fn from_bytes<T: Copy + Default>(b: &[u8]) -> T {
+    let mut v = T::default();
+    let n = std::mem::size_of::<T>();
+    assert!(b.len() >= n);
+    // SAFETY: v is n bytes; the caller vouches for the bit pattern.
+    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), &mut v as *mut T as *mut u8, n) };
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guarded_places_bytes_before_the_guard() {
+        let mut g = Guarded::new(100).unwrap();
+        let a = g.place_before_guard(b"abc", 1);
+        assert_eq!(a + 4, g.guard_addr());
+        assert_eq!(g.read_before_guard(4), b"abc\0");
+    }
+
+    #[test]
+    fn read_only_page_holds_bytes() {
+        let mut r = ReadOnly::new().unwrap();
+        r.set(b"xyz").unwrap();
+        assert_eq!(r.read(3), b"xyz");
+        let _h = Hole::new().unwrap();
+    }
+
+    #[test]
+    fn struct_bytes_round_trip() {
+        let u = nhbm::uapi::PlanUnload {
+            plan_id: 7,
+            rsvd: 9,
+        };
+        let b = bytes_of(&u);
+        assert_eq!(b, [7, 0, 0, 0, 9, 0, 0, 0]);
+        // SAFETY: PlanUnload is plain integers.
+        let back: nhbm::uapi::PlanUnload = unsafe { from_bytes(&b) };
+        assert_eq!(back, u);
+    }
+}
