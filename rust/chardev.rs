@@ -359,6 +359,8 @@ impl OpenFile {
         if req.rsvd != 0 {
             return Err(EINVAL);
         }
+        // After removal every ioctl answers ENODEV; closing the file frees.
+        self.dev.check_present()?;
         let entry = {
             let mut st = self.state.lock();
             let pos = st.position(req.plan_id)?;

@@ -127,7 +127,7 @@ fn check_params() -> Result {
         return Err(EINVAL);
     }
     let min_alloc = module_parameters::min_alloc.value();
-    if !min_alloc.is_power_of_two() || min_alloc < 1024 || min_alloc > arch::GIB {
+    if !min_alloc.is_power_of_two() || !(1024..=arch::GIB).contains(&min_alloc) {
         pr_err!(
             "min_alloc={} must be a power of two in 1024..1 GiB\n",
             min_alloc
