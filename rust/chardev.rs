@@ -27,6 +27,7 @@ use kernel::{
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     new_mutex,
     prelude::*,
+    rbtree::{RBTree, RBTreeNode},
     sync::{
         atomic::{Atomic, Relaxed},
         Arc, Mutex,
@@ -167,7 +168,6 @@ impl PinnedDrop for Node {
 }
 
 struct PlanEntry {
-    id: u32,
     plan: Arc<Plan>,
     /// Plans of this file whose REMOTE records point into this one.
     pinned_by: u32,
@@ -177,21 +177,28 @@ struct PlanEntry {
 
 struct FileState {
     next_id: u32,
-    plans: KVec<PlanEntry>,
+    /// Plans by id: a lookup is O(log n) in the file's plans.
+    plans: RBTree<u32, PlanEntry>,
+    /// Number of entries in `plans`.
+    count: usize,
 }
 
 impl FileState {
     fn entry(&self, id: u32) -> Result<&PlanEntry> {
-        self.plans.iter().find(|e| e.id == id).ok_or(ENOENT)
+        self.plans.get(&id).ok_or(ENOENT)
     }
 
-    fn position(&self, id: u32) -> Result<usize> {
-        self.plans.iter().position(|e| e.id == id).ok_or(ENOENT)
+    fn pin(&mut self, pins: &[u32]) {
+        for id in pins {
+            if let Some(e) = self.plans.get_mut(id) {
+                e.pinned_by += 1;
+            }
+        }
     }
 
     fn unpin(&mut self, pins: &[u32]) {
-        for &id in pins {
-            if let Some(e) = self.plans.iter_mut().find(|e| e.id == id) {
+        for id in pins {
+            if let Some(e) = self.plans.get_mut(id) {
                 e.pinned_by -= 1;
             }
         }
@@ -280,7 +287,7 @@ impl OpenFile {
         }
         let id = {
             let mut st = self.state.lock();
-            if st.plans.len() >= MAX_PLANS_PER_FILE {
+            if st.count >= MAX_PLANS_PER_FILE {
                 return Err(E2BIG);
             }
             let mut k = 0;
@@ -292,11 +299,7 @@ impl OpenFile {
                     k += 1;
                 }
             }
-            for &p in pins.iter() {
-                if let Some(e) = st.plans.iter_mut().find(|e| e.id == p) {
-                    e.pinned_by += 1;
-                }
-            }
+            st.pin(&pins);
             // Ids count up from 1 and skip any still in use after a wrap.
             let mut id = st.next_id;
             while st.entry(id).is_ok() {
@@ -307,6 +310,8 @@ impl OpenFile {
         };
 
         let fault = &self.dev.fault;
+        let mut pins_for_undo = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
+        pins_for_undo.extend_from_slice(&pins, GFP_KERNEL)?;
         let staged = stage(&self.dev, parsed, &blob, channel, &remotes, id).and_then(|plan| {
             if req.addrs != 0 {
                 fault.point(EFAULT)?;
@@ -330,28 +335,29 @@ impl OpenFile {
             writeback(arg, &req)?;
             Ok(plan)
         });
-        let plan = staged.and_then(|plan| {
+        let node = staged.and_then(|plan| {
             fault.point(ENOMEM)?;
-            Ok(Arc::new(plan, GFP_KERNEL)?)
+            let plan = Arc::new(plan, GFP_KERNEL)?;
+            let entry = PlanEntry {
+                plan,
+                pinned_by: 0,
+                pins,
+            };
+            Ok(RBTreeNode::new(id, entry, GFP_KERNEL)?)
         });
         let mut st = self.state.lock();
-        let plan = match plan.and_then(|p| Ok(st.plans.reserve(1, GFP_KERNEL).map(|()| p)?)) {
-            Ok(plan) => plan,
-            Err(e) => {
-                // Nothing of this load stays: its plan (if any) is dropped here.
-                st.unpin(&pins);
-                return Err(e);
+        match node {
+            Ok(node) => {
+                st.plans.insert(node);
+                st.count += 1;
+                Ok(())
             }
-        };
-        let entry = PlanEntry {
-            id,
-            plan,
-            pinned_by: 0,
-            pins,
-        };
-        // Cannot fail: one slot was reserved above.
-        let _ = st.plans.push(entry, GFP_KERNEL);
-        Ok(())
+            Err(e) => {
+                // Nothing of this load stays: its plan, if staged, was dropped.
+                st.unpin(&pins_for_undo);
+                Err(e)
+            }
+        }
     }
 
     fn plan_unload(&self, arg: usize) -> Result {
@@ -363,11 +369,11 @@ impl OpenFile {
         self.dev.check_present()?;
         let entry = {
             let mut st = self.state.lock();
-            let pos = st.position(req.plan_id)?;
-            if st.plans[pos].pinned_by > 0 {
+            if st.entry(req.plan_id)?.pinned_by > 0 {
                 return Err(EBUSY);
             }
-            let entry = st.plans.remove(pos).map_err(|_| ENOENT)?;
+            let entry = st.plans.remove(&req.plan_id).ok_or(ENOENT)?;
+            st.count -= 1;
             st.unpin(&entry.pins);
             entry
         };
@@ -452,11 +458,11 @@ impl OpenFile {
         }
         {
             let st = self.state.lock();
-            for e in st.plans.iter() {
+            for e in st.plans.values() {
                 out.own_bytes += e.plan.bytes;
                 out.own_chunks += e.plan.chunk_count() as u32;
             }
-            out.own_plans = st.plans.len() as u32;
+            out.own_plans = st.count as u32;
         }
         writeback(arg, &out)
     }
@@ -495,7 +501,8 @@ impl MiscDevice for OpenFile {
                 dev,
                 state <- new_mutex!(FileState {
                     next_id: 1,
-                    plans: KVec::new(),
+                    plans: RBTree::new(),
+                    count: 0,
                 }),
             }),
             GFP_KERNEL,
