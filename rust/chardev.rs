@@ -343,7 +343,7 @@ impl OpenFile {
                 pinned_by: 0,
                 pins,
             };
-            Ok(RBTreeNode::new(id, entry, GFP_KERNEL)?)
+            RBTreeNode::new(id, entry, GFP_KERNEL)
         });
         let mut st = self.state.lock();
         match node {
