@@ -69,6 +69,7 @@ RUSTFMT     = rustfmt --edition 2021 --config-path $(RUSTFMT_CFG) $(REPO)/rust/n
 lint:
 	@$(RUSTFMT) --check
 	@$(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
+	@$(REPO)/tools/testing/rustdoc.sh $(BUILD)/rustdoc
 	@cd $(REPO)/tools && cargo fmt --check && cargo clippy --quiet --all-targets -- -Dwarnings
 	@echo "lint: clean"
 

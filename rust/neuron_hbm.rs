@@ -3,10 +3,10 @@
 //! neuron_hbm: HBM memory pools, BAR access and static mem_ref plans for AWS
 //! Neuron accelerators.
 //!
-//! Rooms, lowest first: [`arch`] and [`addr`] (constants and pure math),
-//! [`genpool`] and [`mempool`] (the HBM grid), [`regs`], [`io`], [`sparse`],
-//! [`sim`] and [`pci`] (device access), [`fw`] (reset), [`device`], [`plan`]
-//! (parse and stage mem_ref plans) and [`chardev`] (the ioctl surface).
+//! Rooms, lowest first: `arch` and `addr` (constants and pure math),
+//! `genpool` and `mempool` (the HBM grid), `regs`, `io`, `sparse`,
+//! `sim` and `pci` (device access), `fw` (reset), `device`, `plan`
+//! (parse and stage mem_ref plans) and `chardev` (the ioctl surface).
 
 use kernel::{ffi::c_char, prelude::*};
 
