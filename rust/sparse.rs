@@ -7,18 +7,24 @@
 use crate::io::check_range;
 use kernel::{
     new_mutex,
-    page::PAGE_SIZE,
     prelude::*,
     rbtree::RBTree,
     sync::Mutex,
     uaccess::{UserSliceReader, UserSliceWriter},
 };
 
-/// One simulated page.
-struct SimPage([u8; PAGE_SIZE]);
+/// Bytes copied under one hold of the page lock.
+const LOCK_SPAN: usize = 64 * 1024;
 
-/// A sparse, page-granular byte store of a fixed size. Every access holds
-/// `pages` for at most one page's worth of copying.
+/// Granule of the store: large enough that a bulk copy pays its page lookup
+/// rarely, small enough that tests touching a few bytes stay cheap.
+const SIM_PAGE: usize = 16 * 1024;
+
+/// One simulated page.
+struct SimPage([u8; SIM_PAGE]);
+
+/// A sparse, page-granular byte store of a fixed size. An access holds
+/// `pages` for at most [`LOCK_SPAN`] bytes of copying.
 #[pin_data]
 pub(crate) struct SparseMem {
     size: u64,
@@ -52,12 +58,20 @@ impl SparseMem {
         check_range(off, len as u64, self.size)?;
         let create = matches!(op, Copy::From(_) | Copy::FromUser(_));
         let mut done = 0usize;
+        let mut pages = self.pages.lock();
+        let mut held = 0usize;
         while done < len {
+            if held >= LOCK_SPAN {
+                // Let others in between spans.
+                drop(pages);
+                pages = self.pages.lock();
+                held = 0;
+            }
             let pos = off + done as u64;
-            let idx = usize::try_from(pos / PAGE_SIZE as u64)?;
-            let in_page = (pos % PAGE_SIZE as u64) as usize;
-            let n = (PAGE_SIZE - in_page).min(len - done);
-            let mut pages = self.pages.lock();
+            let idx = usize::try_from(pos / SIM_PAGE as u64)?;
+            let in_page = (pos % SIM_PAGE as u64) as usize;
+            let n = (SIM_PAGE - in_page).min(len - done);
+            held += n;
             if create && pages.get(&idx).is_none() {
                 let page = KBox::<SimPage>::new_uninit(GFP_KERNEL | __GFP_ZERO)?;
                 // SAFETY: `__GFP_ZERO` zeroed the allocation and all-zero bytes
@@ -113,7 +127,7 @@ impl SparseMem {
     pub(crate) fn zero(&self, off: u64, len: u64) -> Result {
         check_range(off, len, self.size)?;
         let end = off + len;
-        let page = PAGE_SIZE as u64;
+        let page = SIM_PAGE as u64;
         let mut pages = self.pages.lock();
         for pos in [off, end.saturating_sub(1)] {
             if len == 0 {
@@ -141,7 +155,7 @@ impl SparseMem {
     }
 }
 
-static ZEROS: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
+static ZEROS: [u8; SIM_PAGE] = [0; SIM_PAGE];
 
 #[kunit_tests(neuron_hbm_sparse)]
 mod tests {
@@ -162,7 +176,7 @@ mod tests {
     fn write_read_across_pages() -> Result {
         let m = KBox::pin_init(SparseMem::new(GIB), GFP_KERNEL)?;
         let src: [u8; 100] = core::array::from_fn(|i| i as u8 + 1);
-        let off = 3 * PAGE_SIZE as u64 - 40;
+        let off = 3 * SIM_PAGE as u64 - 40;
         m.write(off, &src)?;
         assert_eq!(m.resident_pages(), 2);
         let mut dst = [0u8; 100];
@@ -174,16 +188,16 @@ mod tests {
     #[test]
     fn zero_drops_whole_pages() -> Result {
         let m = KBox::pin_init(SparseMem::new(GIB), GFP_KERNEL)?;
-        let src = KVec::from_elem(7u8, 3 * PAGE_SIZE, GFP_KERNEL)?;
+        let src = KVec::from_elem(7u8, 3 * SIM_PAGE, GFP_KERNEL)?;
         m.write(0, &src)?;
         assert_eq!(m.resident_pages(), 3);
-        m.zero(100, 2 * PAGE_SIZE as u64)?;
+        m.zero(100, 2 * SIM_PAGE as u64)?;
         assert_eq!(m.resident_pages(), 2); // page 1 dropped, 0 and 2 zeroed in part
-        let mut dst = KVec::from_elem(1u8, 3 * PAGE_SIZE, GFP_KERNEL)?;
+        let mut dst = KVec::from_elem(1u8, 3 * SIM_PAGE, GFP_KERNEL)?;
         m.read(0, &mut dst)?;
         assert!(dst[..100].iter().all(|&b| b == 7));
-        assert!(dst[100..100 + 2 * PAGE_SIZE].iter().all(|&b| b == 0));
-        assert!(dst[100 + 2 * PAGE_SIZE..].iter().all(|&b| b == 7));
+        assert!(dst[100..100 + 2 * SIM_PAGE].iter().all(|&b| b == 0));
+        assert!(dst[100 + 2 * SIM_PAGE..].iter().all(|&b| b == 7));
         Ok(())
     }
 
