@@ -117,7 +117,8 @@ impl Plan {
                 Ok(c) => {
                     let pa = c.pa();
                     self.bytes += c.size();
-                    // Cannot fail: `chunks` was sized for every allocating record.
+                    // Cannot fail: `chunks` has room for the arena or, without
+                    // one, for every allocating record.
                     let _ = self.chunks.push(c, GFP_KERNEL);
                     return Ok(pa);
                 }
