@@ -190,13 +190,18 @@ impl Device {
 impl Device {
     /// A simulated V2 device with `regions` regions per channel, for tests.
     pub(crate) fn new_test_sim(regions: usize) -> Result<Arc<Self>> {
-        let sim = Arc::pin_init(SimIo::new(&crate::arch::V2), GFP_KERNEL)?;
+        Self::new_test_sim_of(&crate::arch::V2, regions)
+    }
+
+    /// A simulated device of arch `info`, for tests.
+    pub(crate) fn new_test_sim_of(info: &'static ArchInfo, regions: usize) -> Result<Arc<Self>> {
+        let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         Device::new(
             0,
-            (crate::arch::PCI_VENDOR_AMAZON, 0x7164),
+            (crate::arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
             Backend::Sim(sim),
             Geometry {
-                info: &crate::arch::V2,
+                info,
                 regions,
                 min_alloc: 4096,
                 carveout: true,

@@ -390,7 +390,7 @@ mod tests {
 
     fn load(dev: &Arc<Device>, b: &TestBlob, ch: usize, remotes: &[(u64, u64)]) -> Result<Plan> {
         let bytes = b.build()?;
-        let parsed = parse(&bytes[..], &V2)?;
+        let parsed = parse(&bytes[..], dev.info)?;
         stage(dev, parsed, &bytes[..], ch, remotes, 1)
     }
 
@@ -566,6 +566,30 @@ mod tests {
         assert_eq!(plan.chunk_count(), 2);
         let (a, c) = (plan.resolve(1, 0, 0)?, plan.resolve(2, 0, 0)?);
         assert!(a < 8 * GIB && c >= 8 * GIB); // one per region
+        Ok(())
+    }
+
+    #[test]
+    fn v3_v4_plans_on_the_last_channel() -> Result {
+        for info in [&crate::arch::V3, &crate::arch::V4] {
+            let dev = Device::new_test_sim_of(info, 2)?;
+            let mut b = TestBlob::new(MIB, 0);
+            let w = b.rec(3, 1, 8192)?;
+            b.payload(w, b"far away")?;
+            let s = b.rec(10, 2, 4096)?;
+            b.recs[s].u = [7, 0]; // the eighth NeuronCore
+            let plan = load(&dev, &b, 3, &[])?;
+            let pa = plan.resolve(1, 0, 0)?;
+            assert!(pa >= info.channel_base[3] && pa < info.channel_base[3] + info.channel_size);
+            let mut back = [0u8; 8];
+            dev.read(pa, &mut back)?;
+            assert_eq!(&back, b"far away");
+            // BAR4: channel 3 sits at 192 GiB.
+            let off = crate::addr::bar4_offset(info, pa, 8)?;
+            assert_eq!(off, 192 * GIB + (pa - info.channel_base[3]));
+            assert_eq!(plan.resolve(2, 0, 0)?, sbuf_window(info, 7).unwrap().0);
+            assert!(plan.local_scratch_pa >= info.channel_base[3]);
+        }
         Ok(())
     }
 
