@@ -1,16 +1,14 @@
-//! What the tests share: plans, byte patterns, usage snapshots and the checks
-//! every loaded plan must pass.
+//! What the tests share: plans, byte patterns and the checks every loaded
+//! plan must pass.
 
 use std::collections::HashMap;
 
 use nhbm::uapi::*;
 use nhbm::{Backing, Device, LoadedPlan, Plan, RawPlan, Record};
 
-use crate::debugfs::looks_like_kernel_pointer;
+use nhbm_testkit::fixtures::KIB;
 
-pub const KIB: u64 = 1 << 10;
-pub const MIB: u64 = 1 << 20;
-pub const GIB: u64 = 1 << 30;
+use crate::debugfs::looks_like_kernel_pointer;
 
 /// Bytes `n` long, different for every `seed`, never zero.
 pub fn pattern(n: u64, seed: u32) -> Vec<u8> {
@@ -61,39 +59,6 @@ pub fn every_local_kind(weights: u64) -> Plan {
         .with(Record::sb(13, 4 * KIB, 0, 0).name("sb0"))
         .with(Record::sb(14, 4 * KIB, 0, 0x1000))
         .with(Record::sb(15, 4 * KIB, 1, 0))
-}
-
-/// A plan of one buffer.
-pub fn one_buffer(var_id: u32, size: u64) -> Plan {
-    Plan::new(0, 0).with(Record::buffer(var_id, size))
-}
-
-/// Pool usage as MEM_STATS reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Usage {
-    pub used: u64,
-    pub chunks: u64,
-    pub own_bytes: u64,
-    pub own_chunks: u32,
-    pub own_plans: u32,
-}
-
-impl Usage {
-    /// The device-wide part (what other files see too).
-    pub fn device(&self) -> (u64, u64) {
-        (self.used, self.chunks)
-    }
-}
-
-pub fn usage(d: &Device) -> std::io::Result<Usage> {
-    let s = d.mem_stats()?;
-    Ok(Usage {
-        used: s.total_used(),
-        chunks: s.total_chunks(),
-        own_bytes: s.own_bytes,
-        own_chunks: s.own_chunks,
-        own_plans: s.own_plans,
-    })
 }
 
 /// Whether `[pa, pa + size)` lies inside one HBM channel of the device.

@@ -13,7 +13,6 @@
 pub mod debugfs;
 pub mod fixtures;
 pub mod fuzz;
-pub mod ktap;
 pub mod rng;
 pub mod stress;
 pub mod sys;

@@ -16,9 +16,10 @@ use nhbm::uapi::*;
 use nhbm::{Device, Record};
 
 use crate::debugfs::DevDebugFs;
-use crate::fixtures::{every_local_kind, one_buffer, pattern, usage, KIB};
-use crate::ktap::{self, Ctx, Fail, Ktap, Outcome};
+use crate::fixtures::{every_local_kind, pattern};
 use crate::sys::errno_of;
+use nhbm_testkit::fixtures::{one_buffer, usage, KIB};
+use nhbm_testkit::ktap::{self, Ctx, Fail, Ktap, Outcome};
 
 /// The device that may be removed.
 pub const DEFAULT_DEVICE: u32 = 1;

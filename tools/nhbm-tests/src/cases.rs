@@ -8,7 +8,7 @@ use nhbm::uapi::*;
 use nhbm::{Device, Plan, Record};
 
 use crate::fixtures::*;
-use crate::ktap::*;
+use nhbm_testkit::ktap::*;
 
 const V2_CHANNEL_BASE: [u64; 2] = [0, 0x10_0000_0000];
 const V2_CHANNEL_SIZE: u64 = 16 * GIB;

@@ -1,30 +1,17 @@
 //! What the cases share: the device under test, plans, and usage snapshots.
 
-use std::sync::OnceLock;
-
 use nhbm::uapi::*;
 use nhbm::{Backing, Device, Plan, Record};
 
-use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
-
-pub const KIB: u64 = 1 << 10;
-pub const MIB: u64 = 1 << 20;
-pub const GIB: u64 = 1 << 30;
-
-static DEVICE_INDEX: OnceLock<u32> = OnceLock::new();
-
-pub fn set_device_index(i: u32) {
-    let _ = DEVICE_INDEX.set(i);
-}
-
-pub fn device_index() -> u32 {
-    *DEVICE_INDEX.get().unwrap_or(&0)
-}
+use nhbm_testkit::fixtures::open_device;
+pub use nhbm_testkit::fixtures::{
+    device_index, one_buffer, set_device_index, Usage, GIB, KIB, MIB,
+};
+use nhbm_testkit::ktap::{ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
 
 /// A new open file of the device under test.
 pub fn dev() -> Result<Device, Fail> {
-    let path = nhbm::device_path(device_index());
-    Device::open_path(&path).ctx(&format!("open {}", path.display()))
+    open_device(device_index())
 }
 
 pub fn info(d: &Device) -> Result<DeviceInfo, Fail> {
@@ -94,30 +81,9 @@ pub fn every_local_kind() -> Plan {
         .with(Record::sb(15, 4 * KIB, 1, 0))
 }
 
-/// A plan of one buffer.
-pub fn one_buffer(var_id: u32, size: u64) -> Plan {
-    Plan::new(0, 0).with(Record::buffer(var_id, size))
-}
-
 /// Pool usage as MEM_STATS reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Usage {
-    pub used: u64,
-    pub chunks: u64,
-    pub own_bytes: u64,
-    pub own_chunks: u32,
-    pub own_plans: u32,
-}
-
 pub fn usage(d: &Device) -> Result<Usage, Fail> {
-    let s = d.mem_stats().ctx("MEM_STATS")?;
-    Ok(Usage {
-        used: s.total_used(),
-        chunks: s.total_chunks(),
-        own_bytes: s.own_bytes,
-        own_chunks: s.own_chunks,
-        own_plans: s.own_plans,
-    })
+    nhbm_testkit::fixtures::usage(d).ctx("MEM_STATS")
 }
 
 /// PLAN_LOAD of `blob` must fail with `errno` and leave MEM_STATS as it was.
@@ -166,61 +132,4 @@ pub fn words(buf: &[u8]) -> Vec<u64> {
     buf.chunks(8)
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
         .collect()
-}
-
-/// Anonymous memory whose last page is inaccessible, for EFAULT halfway.
-pub struct GuardedBuf {
-    ptr: *mut u8,
-    len: usize,
-    page: usize,
-}
-
-impl GuardedBuf {
-    /// At least `readable` accessible bytes followed by one PROT_NONE page.
-    pub fn new(readable: usize) -> Result<Self, Fail> {
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
-        let pages = readable.div_ceil(page) + 1;
-        let len = pages * page;
-        // SAFETY: a fresh anonymous private mapping; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return fail(format!("mmap: {}", std::io::Error::last_os_error()));
-        }
-        let ptr = ptr as *mut u8;
-        // SAFETY: the last page lies inside the mapping just made.
-        let rc = unsafe { libc::mprotect(ptr.add(len - page) as *mut _, page, libc::PROT_NONE) };
-        ensure(rc == 0, || {
-            format!("mprotect: {}", std::io::Error::last_os_error())
-        })?;
-        Ok(GuardedBuf { ptr, len, page })
-    }
-
-    /// Copies `bytes` so that their last `into_guard` bytes fall in the
-    /// inaccessible page; returns the address of the first byte.
-    pub fn place_across_guard(&mut self, bytes: &[u8], into_guard: usize) -> u64 {
-        let accessible = self.len - self.page;
-        let n = bytes.len() - into_guard;
-        assert!(n <= accessible && into_guard <= self.page);
-        let start = accessible - n;
-        // SAFETY: [start, start + n) is inside the accessible part of the mapping.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(start), n) };
-        self.ptr as u64 + start as u64
-    }
-}
-
-impl Drop for GuardedBuf {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping made in new().
-        unsafe { libc::munmap(self.ptr as *mut _, self.len) };
-    }
 }

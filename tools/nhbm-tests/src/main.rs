@@ -9,114 +9,121 @@
 
 mod cases;
 mod fixtures;
-mod ktap;
 mod reject;
 
-use ktap::Case;
+use std::io;
+
+use nhbm_testkit::ktap::{self, Case};
+
+/// Runs `cases` as the subtest `suite`, printing KTAP on stdout. Returns
+/// whether all of them passed or were skipped.
+fn run(suite: &str, cases: &[Case]) -> bool {
+    ktap::run_counted(&mut io::stdout().lock(), suite, "cases", cases)
+}
 
 fn all_cases() -> Vec<Case> {
     let mut v = vec![
-        Case::new(
+        Case::plain(
             "device_info_reports_v2_geometry",
             cases::device_info_reports_v2_geometry,
         ),
-        Case::new("device_node_is_mode_0660", cases::device_node_is_mode_0660),
-        Case::new(
+        Case::plain("device_node_is_mode_0660", cases::device_node_is_mode_0660),
+        Case::plain(
             "second_device_reports_the_same_geometry",
             cases::second_device_reports_the_same_geometry,
         ),
-        Case::new(
+        Case::plain(
             "mem_stats_matches_device_geometry",
             cases::mem_stats_matches_device_geometry,
         ),
-        Case::new(
+        Case::plain(
             "every_kind_loads_and_resolves",
             cases::every_kind_loads_and_resolves,
         ),
-        Case::new(
+        Case::plain(
             "list_tables_hold_listed_addresses",
             cases::list_tables_hold_listed_addresses,
         ),
-        Case::new(
+        Case::plain(
             "plan_load_without_addrs_array",
             cases::plan_load_without_addrs_array,
         ),
-        Case::new(
+        Case::plain(
             "plans_land_on_the_requested_channel",
             cases::plans_land_on_the_requested_channel,
         ),
-        Case::new(
+        Case::plain(
             "channel_any_picks_the_emptiest_channel",
             cases::channel_any_picks_the_emptiest_channel,
         ),
-        Case::new(
+        Case::plain(
             "payload_is_uploaded_at_load",
             cases::payload_is_uploaded_at_load,
         ),
-        Case::new(
+        Case::plain(
             "mem_write_read_round_trip_with_offsets",
             cases::mem_write_read_round_trip_with_offsets,
         ),
-        Case::new(
+        Case::plain(
             "mem_xfer_bounds_are_checked",
             cases::mem_xfer_bounds_are_checked,
         ),
-        Case::new(
+        Case::plain(
             "mem_xfer_bad_buffer_is_efault",
             cases::mem_xfer_bad_buffer_is_efault,
         ),
-        Case::new(
+        Case::plain(
             "resolve_bounds_are_checked",
             cases::resolve_bounds_are_checked,
         ),
-        Case::new(
+        Case::plain(
             "unknown_plan_or_var_is_enoent",
             cases::unknown_plan_or_var_is_enoent,
         ),
-        Case::new(
+        Case::plain(
             "second_file_cannot_see_the_first_files_plans",
             cases::second_file_cannot_see_the_first_files_plans,
         ),
-        Case::new(
+        Case::plain(
             "closing_a_file_frees_its_plans",
             cases::closing_a_file_frees_its_plans,
         ),
-        Case::new(
+        Case::plain(
             "unload_frees_and_then_resolve_is_enoent",
             cases::unload_frees_and_then_resolve_is_enoent,
         ),
-        Case::new(
+        Case::plain(
             "plan_unload_rejects_reserved_bits",
             cases::plan_unload_rejects_reserved_bits,
         ),
-        Case::new(
+        Case::plain(
             "mem_stats_accounts_loaded_plans",
             cases::mem_stats_accounts_loaded_plans,
         ),
-        Case::new(
+        Case::plain(
             "remote_reference_pins_its_plan",
             cases::remote_reference_pins_its_plan,
         ),
-        Case::new(
+        Case::plain(
             "remote_to_missing_plan_or_var_is_enoent",
             cases::remote_to_missing_plan_or_var_is_enoent,
         ),
-        Case::new(
+        Case::plain(
             "resolve_batch_answers_each_query_in_place",
             cases::resolve_batch_answers_each_query_in_place,
         ),
-        Case::new(
+        Case::plain(
             "reset_device_succeeds_on_the_simulated_device",
             cases::reset_device_succeeds_on_the_simulated_device,
         ),
-        Case::new("unknown_ioctl_is_enotty", cases::unknown_ioctl_is_enotty),
-        Case::new(
+        Case::plain("unknown_ioctl_is_enotty", cases::unknown_ioctl_is_enotty),
+        Case::plain(
             "fresh_allocation_reads_zeros",
             cases::fresh_allocation_reads_zeros,
         ),
     ];
     v.extend(reject::cases());
-    v.push(Case::new(
+    v.push(Case::plain(
         "twelve_gib_buffer_stages_on_sparse_hbm",
         cases::twelve_gib_buffer_stages_on_sparse_hbm,
     ));
@@ -164,10 +171,10 @@ fn main() {
             path.display(),
             nhbm::io_errno_name(&e)
         );
-        let fail = Case::new("open_device_node", move || ktap::fail(msg.clone()));
-        ktap::run("nhbm_uapi", &[fail]);
+        let fail = Case::plain("open_device_node", move || ktap::fail(msg.clone()));
+        run("nhbm_uapi", &[fail]);
         std::process::exit(1);
     }
-    let ok = ktap::run("nhbm_uapi", &cases);
+    let ok = run("nhbm_uapi", &cases);
     std::process::exit(if ok { 0 } else { 1 });
 }

@@ -6,12 +6,13 @@ use nhbm::uapi::*;
 use nhbm::{validate, Backing, Limits, Plan, RawPlan, Record};
 
 use crate::fixtures::*;
-use crate::ktap::*;
+use nhbm_testkit::ktap::*;
+use nhbm_testkit::mem::Guarded;
 
 /// Builds `every_local_kind`, lets `f` break the raw form, and expects the
 /// kernel (and the library's validator) to refuse it with `errno`.
 fn reject_raw(name: &str, errno: i32, f: fn(&mut RawPlan)) -> Case {
-    Case::new(name, move || {
+    Case::plain(name, move || {
         let d = dev()?;
         let i = info(&d)?;
         let mut raw = every_local_kind().to_raw().ctx("build")?;
@@ -28,7 +29,7 @@ fn reject_raw(name: &str, errno: i32, f: fn(&mut RawPlan)) -> Case {
 
 /// Appends `r` to `every_local_kind` and expects PLAN_LOAD to refuse it.
 fn reject_record(name: &str, errno: i32, r: fn() -> Record) -> Case {
-    Case::new(name, move || {
+    Case::plain(name, move || {
         let d = dev()?;
         let blob = every_local_kind()
             .with(r())
@@ -52,7 +53,7 @@ fn blob_end(raw: &RawPlan) -> u64 {
 
 pub fn cases() -> Vec<Case> {
     vec![
-        Case::new("rejects_blob_shorter_than_header", || {
+        Case::plain("rejects_blob_shorter_than_header", || {
             let d = dev()?;
             let blob = every_local_kind().to_blob().ctx("build")?;
             load_rejected(&d, &blob[..23], CHANNEL_ANY, libc::EINVAL)?;
@@ -65,7 +66,7 @@ pub fn cases() -> Vec<Case> {
         reject_raw("rejects_records_past_blob_end", libc::EINVAL, |r| {
             r.header.nmem = r.records.len() as u32 + 1 + (r.data.len() / MEM_REF_SIZE) as u32
         }),
-        Case::new("rejects_truncated_blob", || {
+        Case::plain("rejects_truncated_blob", || {
             let d = dev()?;
             let blob = every_local_kind().to_blob().ctx("build")?;
             load_rejected(&d, &blob[..24 + 152 * 3 + 100], CHANNEL_ANY, libc::EINVAL)
@@ -76,7 +77,7 @@ pub fn cases() -> Vec<Case> {
         reject_raw("rejects_record_flags_nonzero", libc::EINVAL, |r| {
             rec(r, 3).flags = 1
         }),
-        Case::new("rejects_load_flags_or_rsvd_nonzero", || {
+        Case::plain("rejects_load_flags_or_rsvd_nonzero", || {
             let d = dev()?;
             let blob = every_local_kind().to_blob().ctx("build")?;
             for (flags, rsvd) in [(1, 0), (0x8000_0000, 0), (0, 1)] {
@@ -287,14 +288,14 @@ pub fn cases() -> Vec<Case> {
             libc::ENOMEM,
             || Record::buffer(99, 16 * GIB + 4096),
         ),
-        Case::new("rejects_unknown_channel", || {
+        Case::plain("rejects_unknown_channel", || {
             let d = dev()?;
             let n = info(&d)?.nr_channels;
             let blob = every_local_kind().to_blob().ctx("build")?;
             load_rejected(&d, &blob, n, libc::EINVAL)?;
             load_rejected(&d, &blob, CHANNEL_ANY - 1, libc::EINVAL)
         }),
-        Case::new("enomem_halfway_leaves_no_trace", || {
+        Case::plain("enomem_halfway_leaves_no_trace", || {
             let d = dev()?;
             let plan = Plan::new(0, 0)
                 .with(Record::buffer(1, 4096).data(pattern(4096, 1)))
@@ -307,7 +308,7 @@ pub fn cases() -> Vec<Case> {
                 .ctx("PLAN_LOAD 12 GiB after the failure")?;
             d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
         }),
-        Case::new("rejects_bad_blob_pointer_with_efault", || {
+        Case::plain("rejects_bad_blob_pointer_with_efault", || {
             let d = dev()?;
             let mut arg = PlanLoad {
                 blob: 0x1000,
@@ -318,15 +319,15 @@ pub fn cases() -> Vec<Case> {
             // SAFETY: deliberately invalid user pointer; the kernel must answer EFAULT.
             unsafe { load_raw_rejected(&d, &mut arg, libc::EFAULT) }
         }),
-        Case::new("rejects_blob_faulting_halfway_with_efault", || {
+        Case::plain("rejects_blob_faulting_halfway_with_efault", || {
             let d = dev()?;
             // The payload comes last in the blob; its last page is unreadable,
             // so the header, records and names read fine and the upload faults.
             let plan =
                 every_local_kind().with(Record::buffer(99, 64 * KIB).data(pattern(64 * KIB, 99)));
             let blob = plan.to_blob().ctx("build")?;
-            let mut guarded = GuardedBuf::new(blob.len())?;
-            let at = guarded.place_across_guard(&blob, 4096);
+            let mut guarded = Guarded::new(blob.len()).ctx("mmap")?;
+            let at = guarded.place_before_guard(&blob[..blob.len() - 4096], 0);
             let mut arg = PlanLoad {
                 blob: at,
                 blob_len: blob.len() as u64,
@@ -337,7 +338,7 @@ pub fn cases() -> Vec<Case> {
             // else is readable, addrs is 0.
             unsafe { load_raw_rejected(&d, &mut arg, libc::EFAULT) }
         }),
-        Case::new("rejects_bad_addrs_pointer_with_efault", || {
+        Case::plain("rejects_bad_addrs_pointer_with_efault", || {
             let d = dev()?;
             let blob = every_local_kind().to_blob().ctx("build")?;
             let mut arg = PlanLoad {

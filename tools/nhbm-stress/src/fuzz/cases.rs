@@ -5,12 +5,12 @@ use std::collections::{HashMap, HashSet};
 use nhbm::uapi::*;
 use nhbm::{validate, Kind, LoadedPlan, Plan, RawPlan, Record};
 
-use crate::fixtures::{GIB, KIB};
 use crate::fuzz::env::{Env, ANCHOR_VARS};
 use crate::fuzz::gen::valid_plan;
 use crate::fuzz::mutate::{blob_len, cut_point, flip_bits, mutate_field, smash_bytes};
 use crate::rng::Rng;
 use crate::sys::{bytes_of, errno_of, KERNEL_ADDRS};
+use nhbm_testkit::fixtures::{GIB, KIB};
 
 /// What the request under test must answer.
 #[derive(Clone, Copy, Debug)]

@@ -6,9 +6,11 @@ use std::io;
 use nhbm::uapi::*;
 use nhbm::{Device, LoadedPlan, Plan, RawPlan, Record};
 
-use crate::fixtures::{check_loaded, usage, Usage, KIB};
+use crate::fixtures::check_loaded;
 use crate::fuzz::gen::{GenCtx, RemoteTarget};
-use crate::sys::{errno_of, Guarded, Hole, ReadOnly};
+use crate::sys::{errno_of, Hole, ReadOnly};
+use nhbm_testkit::fixtures::{usage, Usage, KIB};
+use nhbm_testkit::mem::Guarded;
 
 /// Variables of the anchor plans (held by file A all run long).
 pub const ANCHOR_VARS: [(u32, u64); 3] = [(1, 64 * KIB), (2, 4 * KIB), (7, 256 * KIB)];

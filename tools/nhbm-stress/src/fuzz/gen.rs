@@ -5,8 +5,8 @@ use std::collections::HashSet;
 
 use nhbm::{Backing, Kind, Plan, Record};
 
-use crate::fixtures::KIB;
 use crate::rng::Rng;
+use nhbm_testkit::fixtures::KIB;
 
 /// A variable of a live plan that MR_REMOTE records may name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 use nhbm::uapi::CHANNEL_ANY;
 use nhbm::{errno_name, Device};
 
-use crate::fixtures::{one_buffer, usage};
-use crate::ktap::{catch, install_panic_hook, Fail, Ktap, Outcome};
 use crate::rng::Rng;
 use crate::sys::documented;
 use cases::{CaseOut, Oracle};
 use env::Env;
+use nhbm_testkit::fixtures::{one_buffer, usage};
+use nhbm_testkit::ktap::{catch, install_panic_hook, Fail, Ktap, Outcome};
 
 /// Default seed of `make check` runs.
 pub const DEFAULT_SEED: u64 = 0x6e68_626d_2d66_757a;

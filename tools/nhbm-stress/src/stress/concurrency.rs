@@ -13,12 +13,13 @@ use nhbm::uapi::*;
 use nhbm::{Device, Kind};
 
 use crate::debugfs::DevDebugFs;
-use crate::fixtures::{one_buffer, pattern, usage, KIB};
+use crate::fixtures::pattern;
 use crate::fuzz::gen::{valid_plan, GenCtx, RemoteTarget};
-use crate::ktap::{ensure, fail, Ctx, Fail, Notes, TestResult};
 use crate::rng::Rng;
-use crate::stress::{device_index, spawn_child, Child};
+use crate::stress::{spawn_child, Child};
 use crate::sys::errno_of;
+use nhbm_testkit::fixtures::{device_index, one_buffer, usage, KIB};
+use nhbm_testkit::ktap::{ensure, fail, Ctx, Fail, Notes, TestResult};
 
 /// Knobs of the concurrency test.
 #[derive(Clone, Copy, Debug)]
@@ -544,7 +545,7 @@ fn process(k: usize, devs: &[u32], seed: u64, deadline: Instant) -> Result<Strin
 }
 
 fn run_caught(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
-    crate::ktap::catch(|| f().map_err(Fail::Fail)).map_err(|e| match e {
+    nhbm_testkit::ktap::catch(|| f().map_err(Fail::Fail)).map_err(|e| match e {
         Fail::Fail(m) | Fail::Skip(m) => m,
     })
 }

@@ -10,10 +10,10 @@ use nhbm::uapi::*;
 use nhbm::{errno_name, Device, Plan, Record};
 
 use crate::debugfs::DevDebugFs;
-use crate::fixtures::{check_loaded, every_local_kind, one_buffer, pattern, usage, Usage, KIB};
-use crate::ktap::{ensure, ensure_eq, skip, Ctx, Fail, Notes, TestResult};
-use crate::stress::{dev, device_index};
+use crate::fixtures::{check_loaded, every_local_kind, pattern};
 use crate::sys::errno_of;
+use nhbm_testkit::fixtures::{device_index, one_buffer, open_device, usage, Usage, KIB};
+use nhbm_testkit::ktap::{ensure, ensure_eq, skip, Ctx, Fail, Notes, TestResult};
 
 /// What an injected failure may surface as: allocations ENOMEM, user copies
 /// EFAULT, device transfers EIO.
@@ -155,7 +155,7 @@ fn representative(anchor: u32) -> Plan {
 /// Every injection point of one PLAN_LOAD fails it cleanly.
 pub fn plan_load_every_point(notes: &mut Notes) -> TestResult {
     let dbg = debugfs()?;
-    let d = dev(device_index())?;
+    let d = open_device(device_index())?;
     let info = d.device_info().ctx("DEVICE_INFO")?;
     dbg.arm(0).ctx("disarm fail_nth")?;
     let anchor = d
@@ -216,7 +216,7 @@ pub fn plan_load_every_point(notes: &mut Notes) -> TestResult {
 /// the call cleanly, and unarmed they work.
 pub fn transfers_every_point(notes: &mut Notes) -> TestResult {
     let dbg = debugfs()?;
-    let d = dev(device_index())?;
+    let d = open_device(device_index())?;
     dbg.arm(0).ctx("disarm fail_nth")?;
     let size = 200 * KIB;
     let p = d
@@ -308,14 +308,14 @@ pub fn transfers_every_point(notes: &mut Notes) -> TestResult {
 /// keep memory: the release path frees everything whatever fails.
 pub fn unload_and_close_every_point(notes: &mut Notes) -> TestResult {
     let dbg = debugfs()?;
-    let watch = dev(device_index())?;
+    let watch = open_device(device_index())?;
     dbg.arm(0).ctx("disarm fail_nth")?;
     let before = usage(&watch).ctx("MEM_STATS")?;
     let blob = every_local_kind(16 * KIB).to_blob().ctx("build")?;
     let blob2 = one_buffer(1, 4 * KIB).to_blob().ctx("build")?;
 
     let open_with_plans = || -> Result<(Device, u32), Fail> {
-        let d = dev(device_index())?;
+        let d = open_device(device_index())?;
         let a = d.plan_load(&blob2, CHANNEL_ANY).ctx("PLAN_LOAD")?;
         let r = Plan::new(0, 0).with(Record::remote(1, 0, a.plan_id, 1));
         d.plan_load(&r.to_blob().ctx("build")?, CHANNEL_ANY)

@@ -8,10 +8,11 @@ use nhbm::uapi::*;
 use nhbm::{Backing, Device, LoadedPlan, Plan, Record};
 
 use crate::debugfs::{kernel_pointers_in, looks_like_kernel_pointer, DevDebugFs};
-use crate::fixtures::{check_loaded, every_local_kind, pattern, KIB};
-use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, Notes, TestResult};
-use crate::stress::{dev, device_index, fork_child};
+use crate::fixtures::{check_loaded, every_local_kind, pattern};
+use crate::stress::fork_child;
 use crate::sys::from_bytes;
+use nhbm_testkit::fixtures::{device_index, open_device, KIB};
+use nhbm_testkit::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, Notes, TestResult};
 
 pub fn device_nodes_are_mode_0660(notes: &mut Notes) -> TestResult {
     let mut seen = 0;
@@ -38,7 +39,7 @@ pub fn device_nodes_are_mode_0660(notes: &mut Notes) -> TestResult {
 /// Every way another open file (same process, another process, another
 /// device) could reach a plan gets ENOENT, and the plan is intact after.
 pub fn other_files_cannot_reach_a_plan(notes: &mut Notes) -> TestResult {
-    let owner = dev(device_index())?;
+    let owner = open_device(device_index())?;
     let data = pattern(8 * KIB, 11);
     let plan = Plan::new(0, 0)
         .with(Record::buffer(1, 8 * KIB).data(data.clone()))
@@ -97,7 +98,7 @@ pub fn other_files_cannot_reach_a_plan(notes: &mut Notes) -> TestResult {
         )
     };
 
-    probe(&dev(device_index())?, "second file")?;
+    probe(&open_device(device_index())?, "second file")?;
     // Same plan id on the second device: a different namespace.
     if let Ok(other_dev) = Device::open(device_index() + 1) {
         probe(&other_dev, "file of the other device")?;
@@ -136,7 +137,7 @@ fn check_no_pointer(what: &str, v: u64) -> TestResult {
 /// Nothing handed to userspace looks like a kernel pointer or holds bytes
 /// the kernel did not mean to write.
 pub fn no_kernel_pointers_reach_userspace(notes: &mut Notes) -> TestResult {
-    let d = dev(device_index())?;
+    let d = open_device(device_index())?;
     // DEVICE_INFO over a poisoned buffer: every field written, none a pointer.
     let mut raw = [0xAAu8; 128];
     // SAFETY: 128 writable bytes, what DEVICE_INFO writes.
@@ -376,7 +377,7 @@ pub fn new_plans_never_see_old_bytes(notes: &mut Notes) -> TestResult {
 
     // 1. Unload, then load again in the same file.
     {
-        let d = dev(device_index())?;
+        let d = open_device(device_index())?;
         let a = d.plan_load(&blob, 0).ctx("PLAN_LOAD a")?;
         dirty(&d, &plan, &a)?;
         d.plan_unload(a.plan_id).ctx("PLAN_UNLOAD a")?;
@@ -386,13 +387,13 @@ pub fn new_plans_never_see_old_bytes(notes: &mut Notes) -> TestResult {
     }
     // 2. Close a file with its plan loaded, load from another file.
     let first = {
-        let d = dev(device_index())?;
+        let d = open_device(device_index())?;
         let a = d.plan_load(&blob, 0).ctx("PLAN_LOAD a")?;
         dirty(&d, &plan, &a)?;
         a
     };
     {
-        let d = dev(device_index())?;
+        let d = open_device(device_index())?;
         let b = d.plan_load(&blob, 0).ctx("PLAN_LOAD b")?;
         bytes += check_fresh(&d, &plan, &b, "after close")?;
         overlap_total += overlap(&spans(&first), &spans(&b));
@@ -413,7 +414,7 @@ pub fn new_plans_never_see_old_bytes(notes: &mut Notes) -> TestResult {
         return fail(format!("child: {m}"));
     }
     {
-        let d = dev(device_index())?;
+        let d = open_device(device_index())?;
         let b = d.plan_load(&blob, 0).ctx("PLAN_LOAD b")?;
         bytes += check_fresh(&d, &plan, &b, "after another process")?;
     }

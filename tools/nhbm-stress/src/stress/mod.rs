@@ -9,25 +9,11 @@ pub mod concurrency;
 pub mod faults;
 pub mod isolation;
 
-use std::io::{self, Write};
-use std::sync::OnceLock;
-
 use nhbm::Device;
+use nhbm_testkit::fixtures::set_device_index;
+use std::io::{self, Write};
 
-use crate::ktap::{self, catch, fail, Case, Ctx, Fail};
-
-static DEVICE_INDEX: OnceLock<u32> = OnceLock::new();
-
-/// The first device under test (the second is the next index).
-pub fn device_index() -> u32 {
-    *DEVICE_INDEX.get().unwrap_or(&0)
-}
-
-/// A new open file of device `i`.
-pub fn dev(i: u32) -> Result<Device, Fail> {
-    let path = nhbm::device_path(i);
-    Device::open_path(&path).ctx(&format!("open {}", path.display()))
-}
+use nhbm_testkit::ktap::{self, catch, fail, Case, Fail};
 
 /// A forked child process reporting one line back through a pipe.
 pub struct Child {
@@ -246,7 +232,7 @@ pub fn main_with(args: &[String]) -> i32 {
             return 2;
         }
     };
-    let _ = DEVICE_INDEX.set(a.device);
+    set_device_index(a.device);
     let mut cs = cases(&a);
     if !a.filters.is_empty() {
         cs.retain(|c| a.filters.iter().any(|f| c.name.contains(f.as_str())));

@@ -1,6 +1,7 @@
 //! KTAP output in the shape of the project's other guest tests: a one-test top
 //! level holding one `nhbm_*` subtest, result lines indented by four spaces,
-//! `# ` diagnostics after them.
+//! `# ` diagnostics after them. Each case runs in isolation: a panic is
+//! reported as a failure of that case.
 //!
 //! Nothing printed here may look like a kernel report (the harness scans the
 //! serial log for them), so messages never say "BUG:" or "WARNING:".
@@ -16,20 +17,26 @@ use nhbm::{errno_name, io_errno_name};
 /// Why a case did not pass.
 #[derive(Debug)]
 pub enum Fail {
+    /// The case failed; the message becomes its diagnostic.
     Fail(String),
+    /// The case could not run here; the reason follows `# SKIP`.
     Skip(String),
 }
 
+/// What a case returns.
 pub type TestResult = Result<(), Fail>;
 
+/// A failure with `msg`.
 pub fn fail<T>(msg: impl Into<String>) -> Result<T, Fail> {
     Err(Fail::Fail(msg.into()))
 }
 
+/// A skip with the reason `msg`.
 pub fn skip<T>(msg: impl Into<String>) -> Result<T, Fail> {
     Err(Fail::Skip(msg.into()))
 }
 
+/// Fails with a message unless `cond` holds.
 pub fn ensure(cond: bool, msg: impl FnOnce() -> String) -> TestResult {
     if cond {
         Ok(())
@@ -38,6 +45,7 @@ pub fn ensure(cond: bool, msg: impl FnOnce() -> String) -> TestResult {
     }
 }
 
+/// Fails unless `got == want`, naming `what`.
 pub fn ensure_eq<T: PartialEq + Debug>(what: &str, got: T, want: T) -> TestResult {
     ensure(got == want, || {
         format!("{what}: got {got:x?}, want {want:x?}")
@@ -56,6 +64,7 @@ pub fn ensure_errno<T: Debug>(what: &str, r: io::Result<T>, errno: i32) -> TestR
 
 /// `?` on an io::Result with the name of the operation in the failure.
 pub trait Ctx<T> {
+    /// The value, or a failure naming `what` and the error.
     fn ctx(self, what: &str) -> Result<T, Fail>;
 }
 
@@ -76,6 +85,7 @@ impl<T> Ctx<T> for Result<T, nhbm::PlanError> {
 pub struct Notes(pub Vec<String>);
 
 impl Notes {
+    /// Adds one diagnostic (several lines become several `# ` lines).
     pub fn add(&mut self, line: impl Into<String>) {
         self.0.push(line.into());
     }
@@ -83,25 +93,37 @@ impl Notes {
 
 type CaseFn = Box<dyn Fn(&mut Notes) -> TestResult>;
 
+/// One named test of a subtest.
 pub struct Case {
+    /// The name on its result line.
     pub name: String,
+    /// The test itself.
     pub run: CaseFn,
 }
 
 impl Case {
+    /// A case that may report diagnostics in its [`Notes`].
     pub fn new(name: impl Into<String>, run: impl Fn(&mut Notes) -> TestResult + 'static) -> Self {
         Case {
             name: name.into(),
             run: Box::new(run),
         }
     }
+
+    /// A case that reports nothing but its result.
+    pub fn plain(name: impl Into<String>, run: impl Fn() -> TestResult + 'static) -> Self {
+        Case::new(name, move |_| run())
+    }
 }
 
 /// The outcome of one test line.
 #[derive(Debug)]
 pub enum Outcome {
+    /// `ok`.
     Pass,
+    /// `ok ... # SKIP` with the reason.
     Skip(String),
+    /// `not ok`, then the reason as diagnostics.
     Fail(String),
 }
 
@@ -110,6 +132,7 @@ pub enum Outcome {
 pub struct Ktap<'w> {
     w: &'w mut dyn Write,
     suite: String,
+    unit: &'static str,
     next: usize,
     all_ok: bool,
     t0: Instant,
@@ -121,6 +144,7 @@ impl<'w> Ktap<'w> {
         let mut k = Ktap {
             w,
             suite: suite.to_string(),
+            unit: "tests",
             next: 1,
             all_ok: true,
             t0: Instant::now(),
@@ -131,6 +155,12 @@ impl<'w> Ktap<'w> {
         k.line(&format!("    # Subtest: {suite}"));
         k.line(&format!("    1..{n}"));
         k
+    }
+
+    /// Names the tests `unit` (instead of "tests") in the closing count.
+    pub fn counting(mut self, unit: &'static str) -> Self {
+        self.unit = unit;
+        self
     }
 
     fn line(&mut self, s: &str) {
@@ -170,7 +200,8 @@ impl<'w> Ktap<'w> {
     pub fn end(mut self) -> bool {
         let ms = self.t0.elapsed().as_millis();
         let suite = self.suite.clone();
-        self.diag(&format!("{suite}: {} tests in {ms} ms", self.next - 1));
+        let unit = self.unit;
+        self.diag(&format!("{suite}: {} {unit} in {ms} ms", self.next - 1));
         let ok = if self.all_ok { "ok" } else { "not ok" };
         self.line(&format!("{ok} 1 {suite}"));
         self.all_ok
@@ -210,10 +241,12 @@ pub fn catch<T>(f: impl FnOnce() -> Result<T, Fail>) -> Result<T, Fail> {
     })
 }
 
-/// Runs `cases` in order as the subtest `suite`, printing KTAP to `w`.
-pub fn run_to(w: &mut dyn Write, suite: &str, cases: &[Case]) -> bool {
+/// Runs `cases` in order as the subtest `suite`, printing KTAP to `w`; the
+/// closing count calls them `unit`. Returns whether all of them passed or
+/// were skipped.
+pub fn run_counted(w: &mut dyn Write, suite: &str, unit: &'static str, cases: &[Case]) -> bool {
     install_panic_hook();
-    let mut k = Ktap::begin(w, suite, cases.len());
+    let mut k = Ktap::begin(w, suite, cases.len()).counting(unit);
     for c in cases {
         let t = Instant::now();
         let mut notes = Notes::default();
@@ -232,6 +265,11 @@ pub fn run_to(w: &mut dyn Write, suite: &str, cases: &[Case]) -> bool {
     let ok = k.end();
     let _ = panic::take_hook();
     ok
+}
+
+/// Runs `cases` in order as the subtest `suite`, printing KTAP to `w`.
+pub fn run_to(w: &mut dyn Write, suite: &str, cases: &[Case]) -> bool {
+    run_counted(w, suite, "tests", cases)
 }
 
 /// [`run_to`] on stdout.
@@ -286,9 +324,48 @@ mod tests {
     }
 
     #[test]
+    fn plain_cases_counted_as_cases() {
+        let cases = [
+            Case::plain("passes", || Ok(())),
+            Case::plain("skips", || skip("no second channel")),
+        ];
+        let mut buf = Vec::new();
+        assert!(run_counted(&mut buf, "suite_x", "cases", &cases));
+        let text = String::from_utf8(buf).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            &lines[3..7],
+            &[
+                "    # Subtest: suite_x",
+                "    1..2",
+                "    ok 1 passes",
+                "    ok 2 skips # SKIP no second channel",
+            ]
+        );
+        assert!(lines[7].starts_with("    # suite_x: 2 cases in "));
+        assert_eq!(lines[8], "ok 1 suite_x");
+        assert_eq!(lines.len(), 9);
+    }
+
+    #[test]
     fn all_passing_closes_with_ok() {
         let mut buf = Vec::new();
         assert!(run_to(&mut buf, "nhbm_s", &[Case::new("a", |_| Ok(()))]));
         assert!(String::from_utf8(buf).unwrap().ends_with("ok 1 nhbm_s\n"));
+    }
+
+    #[test]
+    fn errno_checks_name_both_errnos() {
+        let r: io::Result<()> = Err(io::Error::from_raw_os_error(libc::EINVAL));
+        ensure_errno("X", r, libc::EINVAL).unwrap();
+        let r: io::Result<()> = Err(io::Error::from_raw_os_error(libc::ENOENT));
+        match ensure_errno("X", r, libc::EINVAL) {
+            Err(Fail::Fail(m)) => assert_eq!(m, "X: got ENOENT, want EINVAL"),
+            other => panic!("{other:?}"),
+        }
+        match ensure_errno("X", Ok(5u32), libc::EBUSY) {
+            Err(Fail::Fail(m)) => assert_eq!(m, "X: succeeded (5), want EBUSY"),
+            other => panic!("{other:?}"),
+        }
     }
 }
