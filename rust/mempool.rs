@@ -310,7 +310,7 @@ impl Grid {
         // genalloc aligns the tagged VA; bit 63 cannot change a lower
         // alignment, and this re-check on the PA proves it.
         let pa = gen.va() & !DEVMEM_TAG;
-        if pa % align != 0 {
+        if pa & (align - 1) != 0 {
             pr_err!(
                 "genalloc returned misaligned PA {:#x} for align {:#x}\n",
                 pa,
