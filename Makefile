@@ -18,7 +18,7 @@ NHBM_CACHE ?= /var/cache/neuron_hbm
 BUILD      := $(REPO)/build
 SETUP      := $(REPO)/tools/setup.sh
 BINDGEN    := $(NHBM_CACHE)/bindgen-0.73.2/bin/bindgen
-KMAKE_ARGS := LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
+KMAKE_ARGS ?= LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
               BINDGEN=$(BINDGEN) LIBCLANG_PATH=/usr/lib/llvm-19/lib
 
 # KDIR: a user's own Rust-enabled kernel build; otherwise the cached test kernel
