@@ -489,10 +489,9 @@ impl MiscDevice for OpenFile {
 
     fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
         let raw: *const Opaque<bindings::miscdevice> = core::ptr::from_ref(misc).cast();
-        // SAFETY: `MiscDeviceRegistration<T>` is `repr(transparent)` over
-        // `Opaque<miscdevice>`, and every node with our fops is the `misc` field
-        // of a live, pinned `Node` (its registration ends before it is freed,
-        // and open cannot run after `misc_deregister` returns).
+        // SAFETY: `MiscDeviceRegistration` is `repr(transparent)` over `Opaque<miscdevice>`;
+        // every node with these fops is the `misc` field of a pinned `Node`, alive while
+        // open runs (`misc_deregister` in its drop waits out opens).
         let node = unsafe { &*kernel::container_of!(raw, Node, misc) };
         let dev = node.dev.clone();
         dev.check_present()?;
