@@ -137,78 +137,42 @@ mod tests {
         }
     }
 
+    /// Starts a reset in a firmware following `script` and waits for it.
+    fn wait(script: FwScript) -> Result<(Result, WaitReport)> {
+        let s = sim(script)?;
+        s.begin_reset();
+        Ok(wait_for_reset_completion(&*s))
+    }
+
+    fn report(tries: u32, slept_ms: u32) -> WaitReport {
+        WaitReport { tries, slept_ms }
+    }
+
     #[test]
     fn ready_at_once_does_not_sleep() -> Result {
-        let s = sim(script(1, 0))?;
-        s.begin_reset();
-        let (res, rep) = wait_for_reset_completion(&*s);
-        assert_eq!(res, Ok(()));
-        assert_eq!(
-            rep,
-            WaitReport {
-                tries: 1,
-                slept_ms: 0
-            }
-        );
+        assert_eq!(wait(script(1, 0))?, (Ok(()), report(1, 0)));
         Ok(())
     }
 
     #[test]
     fn ready_after_three_polls() -> Result {
-        let s = sim(script(3, 0))?;
-        s.begin_reset();
-        let (res, rep) = wait_for_reset_completion(&*s);
-        assert_eq!(res, Ok(()));
-        assert_eq!(
-            rep,
-            WaitReport {
-                tries: 3,
-                slept_ms: 300
-            }
-        );
+        assert_eq!(wait(script(3, 0))?, (Ok(()), report(3, 300)));
         Ok(())
     }
 
     #[test]
     fn never_ready_times_out_after_one_second() -> Result {
-        let s = sim(script(0, 0))?;
-        s.begin_reset();
-        let (res, rep) = wait_for_reset_completion(&*s);
-        assert_eq!(res, Err(ETIMEDOUT));
-        assert_eq!(
-            rep,
-            WaitReport {
-                tries: 5,
-                slept_ms: 1000
-            }
-        );
+        assert_eq!(wait(script(0, 0))?, (Err(ETIMEDOUT), report(5, 1000)));
         Ok(())
     }
 
     #[test]
     fn bad_reads_are_reread() -> Result {
-        let s = sim(script(1, 2))?;
-        s.begin_reset();
-        let (res, rep) = wait_for_reset_completion(&*s);
-        assert_eq!(res, Ok(()));
-        assert_eq!(
-            rep,
-            WaitReport {
-                tries: 1,
-                slept_ms: 0
-            }
-        );
+        assert_eq!(wait(script(1, 2))?, (Ok(()), report(1, 0)));
         // More bad reads than one try re-reads: the next try sees the status.
-        let s = sim(script(1, BAD_READ_RETRIES + 1))?;
-        s.begin_reset();
-        let (res, rep) = wait_for_reset_completion(&*s);
-        assert_eq!(res, Ok(()));
         assert_eq!(
-            rep,
-            WaitReport {
-                tries: 2,
-                slept_ms: 100
-            }
+            wait(script(1, BAD_READ_RETRIES + 1))?,
+            (Ok(()), report(2, 100))
         );
         Ok(())
     }
@@ -227,13 +191,7 @@ mod tests {
     #[test]
     fn mailbox_reset_device_and_tpb() -> Result {
         let s = sim(script(2, 0))?;
-        assert_eq!(
-            reset(&*s, ResetKind::Device, 0),
-            Ok(WaitReport {
-                tries: 2,
-                slept_ms: 100
-            })
-        );
+        assert_eq!(reset(&*s, ResetKind::Device, 0), Ok(report(2, 100)));
         assert_eq!(reset(&*s, ResetKind::Tpb, 0b11).map(|r| r.tries), Ok(2));
         assert_eq!(s.read32(RESET_TPB_MAP::OFFSET_U64), Ok(0b11));
         assert_eq!(s.resets_taken(), 2);
