@@ -27,7 +27,7 @@ use kernel::{
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     new_mutex,
     prelude::*,
-    rbtree::{RBTree, RBTreeNode},
+    rbtree::{RBTree, RBTreeNodeReservation},
     sync::{
         atomic::{Atomic, Relaxed},
         Arc, Mutex,
@@ -285,6 +285,8 @@ impl OpenFile {
                 pins.push(0u32, GFP_KERNEL)?;
             }
         }
+        // The table slot is taken up front: once staged, inserting cannot fail.
+        let slot = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let id = {
             let mut st = self.state.lock();
             if st.count >= MAX_PLANS_PER_FILE {
@@ -310,8 +312,6 @@ impl OpenFile {
         };
 
         let fault = &self.dev.fault;
-        let mut pins_for_undo = KVec::with_capacity(pins.len(), GFP_KERNEL)?;
-        pins_for_undo.extend_from_slice(&pins, GFP_KERNEL)?;
         let staged = stage(&self.dev, parsed, &blob, channel, &remotes, id).and_then(|plan| {
             if req.addrs != 0 {
                 fault.point(EFAULT)?;
@@ -335,26 +335,25 @@ impl OpenFile {
             writeback(arg, &req)?;
             Ok(plan)
         });
-        let node = staged.and_then(|plan| {
+        let plan = staged.and_then(|plan| {
             fault.point(ENOMEM)?;
-            let plan = Arc::new(plan, GFP_KERNEL)?;
-            let entry = PlanEntry {
-                plan,
-                pinned_by: 0,
-                pins,
-            };
-            RBTreeNode::new(id, entry, GFP_KERNEL)
+            Ok(Arc::new(plan, GFP_KERNEL)?)
         });
         let mut st = self.state.lock();
-        match node {
-            Ok(node) => {
-                st.plans.insert(node);
+        match plan {
+            Ok(plan) => {
+                let entry = PlanEntry {
+                    plan,
+                    pinned_by: 0,
+                    pins,
+                };
+                st.plans.insert(slot.into_node(id, entry));
                 st.count += 1;
                 Ok(())
             }
             Err(e) => {
                 // Nothing of this load stays: its plan, if staged, was dropped.
-                st.unpin(&pins_for_undo);
+                st.unpin(&pins);
                 Err(e)
             }
         }

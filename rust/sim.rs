@@ -132,11 +132,19 @@ impl SimIo {
         u32::from(FW_STATUS::zeroed().with_reset_in_progress(true))
     }
 
-    fn check(&self, off: u64, size: u64) -> Result {
-        if !self.present.load(Relaxed) {
-            return Err(ENODEV);
+    /// `ENODEV` once the device was unplugged.
+    fn check_present(&self) -> Result {
+        if self.present.load(Relaxed) {
+            Ok(())
+        } else {
+            Err(ENODEV)
         }
-        check_range(off, 4, size)?;
+    }
+
+    /// Checks a 32-bit register access at BAR0 offset `off`.
+    fn check_reg(&self, off: u64) -> Result {
+        self.check_present()?;
+        check_range(off, 4, self.info.bar0_size)?;
         if off % 4 != 0 {
             return Err(EINVAL);
         }
@@ -146,7 +154,7 @@ impl SimIo {
 
 impl DeviceIo for SimIo {
     fn read32(&self, off: u64) -> Result<u32> {
-        self.check(off, self.info.bar0_size)?;
+        self.check_reg(off)?;
         if off == FW_STATUS::OFFSET_U64 {
             return Ok(self.status_read());
         }
@@ -159,7 +167,7 @@ impl DeviceIo for SimIo {
     }
 
     fn write32(&self, off: u64, value: u32) -> Result {
-        self.check(off, self.info.bar0_size)?;
+        self.check_reg(off)?;
         if off == RESET_REQUEST::OFFSET_U64 {
             self.fw.lock().request = value;
             return Ok(());
@@ -182,27 +190,27 @@ impl DeviceIo for SimIo {
     }
 
     fn bar4_write_user(&self, off: u64, src: &mut UserSliceReader, len: usize) -> Result {
-        self.check(0, 4)?;
+        self.check_present()?;
         self.bar4.write_user(off, src, len)
     }
 
     fn bar4_read_user(&self, off: u64, dst: &mut UserSliceWriter, len: usize) -> Result {
-        self.check(0, 4)?;
+        self.check_present()?;
         self.bar4.read_user(off, dst, len)
     }
 
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
-        self.check(0, 4)?;
+        self.check_present()?;
         self.bar4.write(off, src)
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {
-        self.check(0, 4)?;
+        self.check_present()?;
         self.bar4.read(off, dst)
     }
 
     fn bar4_zero(&self, off: u64, len: u64) -> Result {
-        self.check(0, 4)?;
+        self.check_present()?;
         self.bar4.zero(off, len)
     }
 

@@ -64,7 +64,7 @@ impl Plan {
     /// check and an add. `ENOENT` unknown variable, `EINVAL` out of bounds or a
     /// non-zero offset into a pointer.
     pub(crate) fn resolve(&self, var_id: u32, offset: u64, size: u64) -> Result<u64> {
-        let v = &self.vars[self.index.get(var_id).ok_or(ENOENT)?];
+        let v = self.var(var_id)?;
         match offset.checked_add(size) {
             Some(end) if end <= v.size => {}
             _ => return Err(EINVAL),
@@ -185,11 +185,6 @@ pub(crate) fn stage(
     dev.fault.point(ENOMEM)?;
     let n = parsed.records.len();
     let mut vars = KVVec::with_capacity(n, GFP_KERNEL)?;
-    let allocs = parsed
-        .records
-        .iter()
-        .filter(|r| r.mr_type.allocates())
-        .count();
     let mut plan = Plan {
         dev: dev.clone(),
         vars: KVVec::new(),
@@ -213,8 +208,9 @@ pub(crate) fn stage(
     // per-variable bookkeeping small. A plan too large for one region falls
     // back to one chunk per record.
     let arena = Arena::layout(&parsed.records, dev.grid.geometry().min_alloc)?;
+    let allocs = arena.map_or(0, |a| a.records);
     let arena_base = match arena {
-        Some(a) if allocs > 1 => match plan.alloc(channel, a.size, a.align) {
+        Some(a) if a.records > 1 => match plan.alloc(channel, a.size, a.align) {
             Ok(base) => Some(base),
             Err(e) if e == ENOMEM => None,
             Err(e) => return Err(e),
@@ -328,6 +324,8 @@ pub(crate) fn stage(
 struct Arena {
     size: u64,
     align: u64,
+    /// Allocating records packed into it.
+    records: usize,
 }
 
 impl Arena {
@@ -336,16 +334,17 @@ impl Arena {
     fn layout(records: &[Record], min_alloc: u64) -> Result<Option<Self>> {
         let mut end = 0u64;
         let mut align = min_alloc;
-        let mut any = false;
+        let mut count = 0;
         for rec in records.iter().filter(|r| r.mr_type.allocates()) {
             let a = rec.alignment.max(min_alloc);
             end = align_up(end, a)?.checked_add(rec.size).ok_or(ENOMEM)?;
             align = align.max(a);
-            any = true;
+            count += 1;
         }
-        Ok(any.then_some(Self {
+        Ok((count > 0).then_some(Self {
             size: align_up(end, min_alloc)?,
             align,
+            records: count,
         }))
     }
 }
