@@ -122,6 +122,16 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
+    /// A registered plan chosen at random, if any.
+    fn pick(&self, rng: &mut Rng) -> Option<Entry> {
+        let reg = self.reg.lock().unwrap();
+        if reg.is_empty() {
+            None
+        } else {
+            Some(reg[rng.index(reg.len())].clone())
+        }
+    }
+
     fn registered(&self, id: u32) -> bool {
         self.reg.lock().unwrap().iter().any(|e| e.plan_id == id)
     }
@@ -250,15 +260,7 @@ fn loader(s: &Shared, mut rng: Rng) -> Result<(), String> {
 /// unload them; sometimes unloads one itself.
 fn racer(s: &Shared, mut rng: Rng) -> Result<(), String> {
     while Instant::now() < s.deadline {
-        let e = {
-            let reg = s.reg.lock().unwrap();
-            if reg.is_empty() {
-                None
-            } else {
-                Some(reg[rng.index(reg.len())].clone())
-            }
-        };
-        let Some(e) = e else {
+        let Some(e) = s.pick(&mut rng) else {
             std::thread::yield_now();
             continue;
         };
@@ -344,15 +346,7 @@ fn racer(s: &Shared, mut rng: Rng) -> Result<(), String> {
 /// finds it gone (ENOENT).
 fn pinner(s: &Shared, mut rng: Rng) -> Result<(), String> {
     while Instant::now() < s.deadline {
-        let e = {
-            let reg = s.reg.lock().unwrap();
-            if reg.is_empty() {
-                None
-            } else {
-                Some(reg[rng.index(reg.len())].clone())
-            }
-        };
-        let Some(e) = e else {
+        let Some(e) = s.pick(&mut rng) else {
             std::thread::yield_now();
             continue;
         };
