@@ -63,6 +63,7 @@ impl Plan {
     /// Resolves (`var_id`, `offset`, `size`) to a device PA: a lookup, a bounds
     /// check and an add. `ENOENT` unknown variable, `EINVAL` out of bounds or a
     /// non-zero offset into a pointer.
+    #[inline(always)]
     pub(crate) fn resolve(&self, var_id: u32, offset: u64, size: u64) -> Result<u64> {
         let v = self.var(var_id)?;
         match offset.checked_add(size) {
@@ -80,6 +81,7 @@ impl Plan {
     }
 
     /// The variable `var_id`.
+    #[inline(always)]
     pub(crate) fn var(&self, var_id: u32) -> Result<&Var> {
         Ok(&self.vars[self.index.get(var_id).ok_or(ENOENT)?])
     }
