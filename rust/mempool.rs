@@ -158,6 +158,7 @@ impl Pool {
     }
 
     /// Accounts `gen` and builds its chunk; the index node is preallocated.
+    #[inline(always)]
     fn commit(
         &self,
         state: &mut PoolState,
@@ -182,6 +183,7 @@ impl Pool {
 
     /// Removes `chunk` from the books and gives it back to genalloc; its index
     /// node is kept for reuse while there is room.
+    #[inline(always)]
     fn release(&self, state: &mut PoolState, chunk: Chunk) {
         let size = chunk.size();
         if let Some(node) = state.index.remove_node(&(chunk.pa + size - 1)) {
@@ -198,6 +200,7 @@ impl Pool {
 
     /// An index node: a spare one under the lock, else a fresh allocation
     /// made with the lock dropped. Returns the (re)taken guard with it.
+    #[inline(always)]
     fn node<'a>(
         &'a self,
         mut state: SpinLockGuard<'a, PoolState>,
