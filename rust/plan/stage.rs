@@ -173,6 +173,47 @@ impl Drop for Plan {
     }
 }
 
+/// Scrubs device ranges, merging each range with the previous one when they
+/// touch: records without payload then cost one scrub for all of them.
+struct Scrub<'a> {
+    dev: &'a Device,
+    start: u64,
+    end: u64,
+}
+
+impl<'a> Scrub<'a> {
+    fn new(dev: &'a Device) -> Self {
+        Self {
+            dev,
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Adds `[start, end)`; the pending range is scrubbed first unless the
+    /// new one continues it.
+    fn add(&mut self, start: u64, end: u64) -> Result {
+        if start == end {
+            return Ok(());
+        }
+        if start != self.end {
+            self.flush()?;
+            self.start = start;
+        }
+        self.end = end;
+        Ok(())
+    }
+
+    /// Scrubs the pending range.
+    fn flush(&mut self) -> Result {
+        if self.end > self.start {
+            self.dev.zero(self.start, self.end - self.start)?;
+        }
+        self.start = self.end;
+        Ok(())
+    }
+}
+
 /// Places every record of `parsed` on `dev` in HBM `channel`, uploading
 /// payloads from `src`. `remotes` gives the targets of the REMOTE records;
 /// `plan_id` and the current process are recorded for telemetry.
@@ -226,6 +267,7 @@ pub(crate) fn stage(
     let min_alloc = dev.grid.geometry().min_alloc;
     // First byte of the arena not yet scrubbed or written.
     let mut arena_done = 0u64;
+    let mut scrub = Scrub::new(dev);
     let mut remote = remotes.iter();
     for rec in parsed.records.iter() {
         let (pa, size) = match rec.placement {
@@ -243,11 +285,11 @@ pub(crate) fn stage(
                 };
                 // Every byte is written once: padding and the tail are
                 // scrubbed, the payload uploaded.
-                dev.zero(gap_from, pa - gap_from)?;
+                scrub.add(gap_from, pa)?;
                 if rec.data_len > 0 {
                     src.upload(dev, pa, rec.data_off, rec.data_len)?;
                 }
-                dev.zero(pa + rec.data_len, end - pa - rec.data_len)?;
+                scrub.add(pa + rec.data_len, end)?;
                 if let Some(base) = arena_base {
                     arena_done = end - base;
                 }
@@ -281,8 +323,9 @@ pub(crate) fn stage(
     }
 
     if let (Some(base), Some(a)) = (arena_base, arena) {
-        dev.zero(base + arena_done, a.size - arena_done)?;
+        scrub.add(base + arena_done, base + a.size)?;
     }
+    scrub.flush()?;
 
     // Pointers alias their (non-pointer) targets.
     for (i, rec) in parsed.records.iter().enumerate() {
@@ -536,6 +579,39 @@ mod tests {
         let mut back = [0xffu8; 64];
         dev.read(pa, &mut back)?;
         assert_eq!(back, [0u8; 64]);
+        Ok(())
+    }
+
+    #[test]
+    fn arena_is_scrubbed_around_payloads() -> Result {
+        let dev = device()?;
+        // Dirty the place where the next plan's arena lands.
+        let mut b = TestBlob::new(0, 0);
+        let w = b.rec(3, 1, 64 * 1024)?;
+        b.payload(w, &KVec::from_elem(0xa5u8, 64 * 1024, GFP_KERNEL)?)?;
+        let plan = load(&dev, &b, 0, &[])?;
+        let base = plan.resolve(1, 0, 0)?;
+        drop(plan);
+        // Records without payload around one with: padding, the payload's
+        // tail and the arena's tail are all scrubbed, the payload kept.
+        let mut b = TestBlob::new(0, 0);
+        b.rec(3, 1, 100)?;
+        let p = b.rec(3, 2, 8192)?;
+        b.payload(p, b"weights")?;
+        b.rec(3, 3, 5000)?;
+        b.rec(3, 4, 3)?;
+        let plan = load(&dev, &b, 0, &[])?;
+        assert_eq!(plan.resolve(1, 0, 0)?, base);
+        assert!(plan.bytes <= 64 * 1024);
+        let mut back = KVec::from_elem(0xffu8, plan.bytes as usize, GFP_KERNEL)?;
+        dev.read(base, &mut back)?;
+        let at = (plan.resolve(2, 0, 0)? - base) as usize;
+        let want = |i: usize| match i.checked_sub(at) {
+            Some(k) if k < 7 => b"weights"[k],
+            _ => 0,
+        };
+        let wrong = back.iter().enumerate().position(|(i, &x)| x != want(i));
+        assert_eq!(wrong, None);
         Ok(())
     }
 
