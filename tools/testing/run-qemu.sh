@@ -19,6 +19,12 @@ MEM="${NHBM_QEMU_MEM:-512}"
 ROOT="$BUILD/initramfs-$MODE"
 LOG="$BUILD/qemu-$MODE.log"
 
+# One run per mode and checkout: a second one would share its initramfs
+# directory and log. It waits for the first.
+mkdir -p "$BUILD"
+exec 8>"$BUILD/qemu-$MODE.lock"
+flock -n 8 || { echo "qemu: another $MODE run uses this checkout, waiting" >&2; flock 8; }
+
 rm -rf "$ROOT"
 mkdir -p "$ROOT"/{bin,dev,proc,sys,tmp,tests}
 cp /bin/busybox "$ROOT/bin/busybox"
