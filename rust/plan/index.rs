@@ -124,7 +124,7 @@ impl VarIndex {
     }
 
     /// Whether ids index the table directly.
-    #[cfg(CONFIG_KUNIT)]
+    #[cfg(CONFIG_KUNIT = "y")]
     fn is_direct(&self) -> bool {
         matches!(self.layout, Layout::Direct { .. })
     }
