@@ -4,62 +4,11 @@
 use std::collections::HashMap;
 
 use nhbm::uapi::*;
-use nhbm::{Backing, Device, LoadedPlan, Plan, RawPlan, Record};
+use nhbm::{Device, LoadedPlan, RawPlan};
 
-use nhbm_testkit::fixtures::KIB;
+pub use nhbm_testkit::fixtures::{every_local_kind, pattern};
 
 use crate::debugfs::looks_like_kernel_pointer;
-
-/// Bytes `n` long, different for every `seed`, never zero.
-pub fn pattern(n: u64, seed: u32) -> Vec<u8> {
-    let mut x = u64::from(seed).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x as u8) | 1
-        })
-        .collect()
-}
-
-/// One record of every kind that lives inside one plan, with payloads:
-/// var 1 input, 2 output, 3 buffer with a payload of `weights` bytes (4 KiB
-/// aligned), 4 staged buffer with a short payload, 5 tmp buffer, 6/7 virtual
-/// tmp buffers in the local/shared scratchpad, 8 pointer to 3, 9 list of 1,
-/// 2, 3, 12, 10 list of 5, 11 pointer table of 9 and 10, 12 buffer, 13/14
-/// state buffer of core 0, 15 of core 1.
-pub fn every_local_kind(weights: u64) -> Plan {
-    Plan::new(64 * KIB, 16 * KIB)
-        .with(
-            Record::input(1, 4 * KIB)
-                .name("input")
-                .dtype("float32", &[32, 32]),
-        )
-        .with(Record::output(2, 4 * KIB).name("output"))
-        .with(
-            Record::buffer(3, weights)
-                .name("weights")
-                .alignment(4096)
-                .data(pattern(weights, 3)),
-        )
-        .with(
-            Record::buffer_staged(4, 4 * KIB)
-                .name("bias")
-                .data(pattern(1000, 4)),
-        )
-        .with(Record::tmp_buf(5, 4 * KIB).name("tmp"))
-        .with(Record::virtual_tmp_buf(6, KIB, Backing::Local, 2 * KIB).name("act_local"))
-        .with(Record::virtual_tmp_buf(7, 512, Backing::Shared, 512).name("act_shared"))
-        .with(Record::ptr(8, 3, 0).name("weights_alias"))
-        .with(Record::list(9, vec![1, 2, 3, 12]).name("io_list"))
-        .with(Record::list(10, vec![5]))
-        .with(Record::ptr_table(11, vec![9, 10]).name("tables"))
-        .with(Record::buffer(12, 256))
-        .with(Record::sb(13, 4 * KIB, 0, 0).name("sb0"))
-        .with(Record::sb(14, 4 * KIB, 0, 0x1000))
-        .with(Record::sb(15, 4 * KIB, 1, 0))
-}
 
 /// Whether `[pa, pa + size)` lies inside one HBM channel of the device.
 pub fn in_hbm(info: &DeviceInfo, pa: u64, size: u64) -> bool {

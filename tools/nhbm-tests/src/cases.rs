@@ -377,7 +377,7 @@ pub fn mem_write_read_round_trip_with_offsets() -> TestResult {
     .into_iter()
     .enumerate()
     {
-        let data = pattern(len, 40 + k as u8);
+        let data = pattern(len, 40 + k as u32);
         d.mem_write(p.plan_id, 7, off, &data)
             .ctx(&format!("MEM_WRITE [{off:#x}, +{len:#x})"))?;
         shadow[off as usize..(off + len) as usize].copy_from_slice(&data);

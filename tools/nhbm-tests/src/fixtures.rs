@@ -1,11 +1,11 @@
 //! What the cases share: the device under test, plans, and usage snapshots.
 
 use nhbm::uapi::*;
-use nhbm::{Backing, Device, Plan, Record};
+use nhbm::{Device, Plan};
 
 use nhbm_testkit::fixtures::open_device;
 pub use nhbm_testkit::fixtures::{
-    device_index, one_buffer, set_device_index, Usage, GIB, KIB, MIB,
+    device_index, one_buffer, pattern, set_device_index, Usage, GIB, KIB, MIB,
 };
 use nhbm_testkit::ktap::{ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
 
@@ -16,13 +16,6 @@ pub fn dev() -> Result<Device, Fail> {
 
 pub fn info(d: &Device) -> Result<DeviceInfo, Fail> {
     d.device_info().ctx("DEVICE_INFO")
-}
-
-/// Bytes `n` long, different for every `seed`, never all zero.
-pub fn pattern(n: u64, seed: u8) -> Vec<u8> {
-    (0..n)
-        .map(|i| ((i * 7 + 13) as u8) ^ seed.wrapping_mul(31) ^ ((i >> 8) as u8) | 1)
-        .collect()
 }
 
 /// The HBM channel holding `pa`, if any.
@@ -39,46 +32,9 @@ pub fn in_one_channel(info: &DeviceInfo, pa: u64, size: u64) -> bool {
     })
 }
 
-/// One record of every kind that lives inside one plan (no MR_REMOTE):
-/// var 1 input, 2 output, 3 buffer with payload (4 KiB aligned), 4 staged
-/// buffer with a short payload, 5 tmp buffer, 6/7 virtual tmp buffers in the
-/// local/shared scratchpad, 8 pointer to 3, 9 list of 1, 2, 3, 12 (12 is a
-/// forward reference), 10 list of 5, 11 pointer table of 9 and 10, 12 buffer,
-/// 13/14 state buffer of core 0 at 0 and 0x1000, 15 state buffer of core 1.
+/// The shared plan of every local kind, with 8 KiB of weights.
 pub fn every_local_kind() -> Plan {
-    Plan::new(64 * KIB, 16 * KIB)
-        .with(
-            Record::input(1, 4 * KIB)
-                .name("input")
-                .dtype("float32", &[32, 32]),
-        )
-        .with(
-            Record::output(2, 4 * KIB)
-                .name("output")
-                .dtype("float32", &[1024]),
-        )
-        .with(
-            Record::buffer(3, 8 * KIB)
-                .name("weights")
-                .alignment(4096)
-                .data(pattern(8 * KIB, 3)),
-        )
-        .with(
-            Record::buffer_staged(4, 4 * KIB)
-                .name("bias")
-                .data(pattern(1000, 4)),
-        )
-        .with(Record::tmp_buf(5, 4 * KIB).name("tmp"))
-        .with(Record::virtual_tmp_buf(6, KIB, Backing::Local, 2 * KIB).name("act_local"))
-        .with(Record::virtual_tmp_buf(7, 512, Backing::Shared, 512).name("act_shared"))
-        .with(Record::ptr(8, 3, 8 * KIB).name("weights_alias"))
-        .with(Record::list(9, vec![1, 2, 3, 12]).name("io_list"))
-        .with(Record::list(10, vec![5]))
-        .with(Record::ptr_table(11, vec![9, 10]).name("tables"))
-        .with(Record::buffer(12, 256))
-        .with(Record::sb(13, 4 * KIB, 0, 0).name("sb0"))
-        .with(Record::sb(14, 4 * KIB, 0, 0x1000))
-        .with(Record::sb(15, 4 * KIB, 1, 0))
+    nhbm_testkit::fixtures::every_local_kind(8 * KIB)
 }
 
 /// Pool usage as MEM_STATS reports it.
