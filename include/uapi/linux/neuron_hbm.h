@@ -15,7 +15,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define NHBM_ABI_VERSION 1
+#define NHBM_ABI_VERSION 2
 
 /* Ioctl magic, free in Documentation/userspace-api/ioctl/ioctl-number.rst. */
 #define NHBM_IOC_MAGIC 0xBB
@@ -44,19 +44,23 @@ enum nhbm_arch {
 	NHBM_ARCH_V4 = 4, /* Trn3 */
 };
 
-/* kbin_mr_type_t: the kind of a mem_ref record (0, 7 and 11 fixed by the format). */
+/*
+ * kbin_mr_type_t: the kind of a mem_ref record, with the numbers of the
+ * runtime's own enum, so that a record of the real toolchain means the same
+ * thing here.
+ */
 enum nhbm_mr_type {
 	NHBM_MR_INVALID = 0,
-	NHBM_MR_INPUT = 1,
-	NHBM_MR_OUTPUT = 2,
+	NHBM_MR_SB = 1,
+	NHBM_MR_BUFFER_STAGED = 2,
 	NHBM_MR_BUFFER = 3,
-	NHBM_MR_BUFFER_STAGED = 4,
-	NHBM_MR_TMP_BUF = 5,
-	NHBM_MR_VIRTUAL_TMP_BUF = 6,
+	NHBM_MR_TMP_BUF = 4,
+	NHBM_MR_INPUT = 5,
+	NHBM_MR_OUTPUT = 6,
 	NHBM_MR_PTR = 7,
-	NHBM_MR_LIST = 8,
-	NHBM_MR_PTR_TABLE = 9,
-	NHBM_MR_SB = 10,
+	NHBM_MR_VIRTUAL_TMP_BUF = 8,
+	NHBM_MR_LIST = 9,
+	NHBM_MR_PTR_TABLE = 10,
 	NHBM_MR_REMOTE = 11,
 };
 

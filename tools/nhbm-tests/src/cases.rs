@@ -5,9 +5,11 @@ use std::collections::HashMap;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
 use nhbm::uapi::*;
+use nhbm::validate::mr_type_name;
 use nhbm::{Device, Plan, Record};
 
 use crate::fixtures::*;
+use nhbm_testkit::kinds::{real_kind, REAL_KINDS, REAL_KINDS_ABI_VERSION};
 use nhbm_testkit::ktap::*;
 
 const V2_CHANNEL_BASE: [u64; 2] = [0, 0x10_0000_0000];
@@ -16,7 +18,7 @@ const AMAZON_VENDOR: u32 = 0x1d0f;
 
 pub fn device_info_reports_v2_geometry() -> TestResult {
     let i = info(&dev()?)?;
-    ensure_eq("abi_version", i.abi_version, ABI_VERSION)?;
+    ensure_eq("abi_version", i.abi_version, REAL_KINDS_ABI_VERSION)?;
     ensure_eq("arch", i.arch, ARCH_V2)?;
     ensure_eq("pci_vendor", i.pci_vendor, AMAZON_VENDOR)?;
     ensure_eq("simulated", i.simulated, 1)?;
@@ -135,6 +137,17 @@ pub fn every_kind_loads_and_resolves() -> TestResult {
     let blob = plan
         .to_blob_for(&nhbm::Limits::from_device_info(&i))
         .ctx("build")?;
+    // Every kind travels with the real format's number (the one literal
+    // table), each record in its own place of the blob.
+    let mut kinds = std::collections::BTreeSet::new();
+    for (k, r) in plan.records.iter().enumerate() {
+        let at = PLAN_HEADER_SIZE + k * MEM_REF_SIZE;
+        let raw = u32::from_le_bytes(blob[at..at + 4].try_into().unwrap());
+        let name = mr_type_name(r.mr_type());
+        ensure_eq(&format!("{name} in the blob"), Some(raw), real_kind(&name))?;
+        kinds.insert(raw);
+    }
+    ensure_eq("kinds in the plan", kinds.len(), REAL_KINDS.len() - 1)?;
     let p = d.plan_load(&blob, CHANNEL_ANY).ctx("PLAN_LOAD")?;
     ensure(p.plan_id != other.plan_id, || {
         format!("both plans got id {}", p.plan_id)

@@ -109,8 +109,8 @@ pub fn cases() -> Vec<Case> {
         reject_raw("rejects_mr_invalid", libc::EINVAL, |r| {
             rec(r, 12).mr_type = MR_INVALID
         }),
-        reject_raw("rejects_mr_type_12", libc::EINVAL, |r| {
-            rec(r, 12).mr_type = 12
+        reject_raw("rejects_mr_type_past_remote", libc::EINVAL, |r| {
+            rec(r, 12).mr_type = MR_REMOTE + 1
         }),
         reject_raw("rejects_dtype_of_16_characters", libc::EINVAL, |r| {
             rec(r, 1).dtype = *b"float32_float32x"
