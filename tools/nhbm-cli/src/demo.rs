@@ -8,7 +8,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use nhbm::Kind;
 use nhbm_planner::{lower, plan as run_planner, MemoryPlannerType, Model, PlanReport};
 
 use crate::{fmt, Session, R};
@@ -157,12 +156,9 @@ fn show_some_variables(s: &Session, id: u32, plan: &nhbm::Plan) -> R<()> {
             &format!("RESOLVE {name}"),
             s.dev.resolve(id, r.var_id, 0, 0),
         )?;
-        let offsets: &[u64] = if matches!(r.kind, Kind::Ptr { .. }) {
-            &[0]
-        } else {
-            &[0, r.size / 2]
-        };
-        for &off in offsets {
+        // Every byte of every variable resolves, views included: the first,
+        // the middle and the last.
+        for off in [0, r.size / 2, r.size - 1] {
             let a = s.io(
                 &format!("RESOLVE {name} + {off:#x}"),
                 s.dev.resolve(id, r.var_id, off, 1),

@@ -252,9 +252,19 @@ fn aliases_share_their_base_slot_and_merge_lifetimes() {
         mp.get_allocation("b").unwrap().offset,
         mp.get_allocation("a").unwrap().offset
     );
+    // The view is a window inside its base's window: every byte of it has
+    // an address, the same as the base's byte at that offset.
     let lowered = lower(&m, &mp).unwrap();
+    let base = lowered[0].plan.record(1).unwrap();
     let view = lowered[0].plan.record(2).unwrap();
-    assert_eq!(view.kind, Kind::Ptr { target: 1 });
+    assert_eq!(view.mr_type(), MR_VIRTUAL_TMP_BUF);
+    assert_eq!(view.kind, base.kind);
+    assert_eq!((view.size, base.size), (50, 100));
+    nhbm::validate(
+        &lowered[0].plan.to_blob().unwrap(),
+        &nhbm::Limits::default(),
+    )
+    .unwrap();
 }
 
 #[test]
