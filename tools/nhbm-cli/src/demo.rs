@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use nhbm_planner::{lower, plan as run_planner, MemoryPlannerType, Model, PlanReport};
+use nhbm_planner::{lower, plan as run_planner, MemoryPlannerType, Model, PlanReport, Target};
 
 use crate::{fmt, Session, R};
 
@@ -56,8 +56,14 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
     s.stats()?;
     let start = s.io("MEM_STATS", s.dev.mem_stats())?;
 
+    // Plans are made for this device: its channels, pools and minimum
+    // allocation, so that what the planner says PLAN_LOAD allocates is what
+    // it allocates.
+    let target = Target::from_device(&s.dev.path().display().to_string(), &s.info, &start);
     for path in &models {
-        let model = Model::load(path).map_err(|e| e.to_string())?;
+        let model = Model::load(path)
+            .and_then(|m| m.for_target(target.clone()))
+            .map_err(|e| e.to_string())?;
         section(&format!(
             "model {} ({})",
             model.name(),
@@ -103,11 +109,24 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
         let mp = run_planner(&model, model.desc.planner, &model.desc.planner_options)
             .map_err(|e| e.to_string())?;
         let lowered = lower(&model, &mp).map_err(|e| e.to_string())?;
+        let report = PlanReport::new(&model, model.desc.planner, &mp);
         let mut ids = Vec::new();
         for l in &lowered {
             println!();
             let label = format!("{}.{}", model.name(), l.memory);
-            ids.push((s.load_plan(l.plan.clone(), &label, l.channel(), true)?, l));
+            let loaded = s.load_plan(l.plan.clone(), &label, l.channel(), true)?;
+            let predicted = report.device_bytes.get(&l.memory).copied();
+            if predicted != Some(loaded.bytes_allocated) {
+                return Err(format!(
+                    "{label}: PLAN_LOAD allocated {} bytes, the planner said {predicted:?}",
+                    loaded.bytes_allocated
+                ));
+            }
+            println!(
+                "{label}: {} allocated, as the planner said",
+                fmt::bytes(loaded.bytes_allocated)
+            );
+            ids.push((loaded.plan_id, l));
         }
         println!();
         s.stats()?;
