@@ -4,7 +4,8 @@
 #
 #   make            build neuron_hbm.ko (against the cached test kernel or KDIR=)
 #   make setup      install the toolchain and build the test kernel (idempotent)
-#   make check      module + KUnit + userspace tests in QEMU; prints "N passed, N failed"
+#   make check      host userspace tests, then module + KUnit + guest tests in QEMU;
+#                   prints "N passed, N failed"
 #   make demo       boot the module on a simulated device and show what it does
 #   make lint       rustfmt check + clippy build
 #   make clean
@@ -45,8 +46,12 @@ module:
 userspace:
 	@$(REPO)/tools/testing/build-userspace.sh
 
+# The userspace workspace's own tests run on the host first; the closing line
+# counts them with the guest's.
 check: module userspace
-	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh check
+	@$(REPO)/tools/testing/host-tests.sh $(BUILD)/host-tests.log
+	@NHBM_HOST_LOG=$(BUILD)/host-tests.log NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
+		$(REPO)/tools/testing/run-qemu.sh check
 
 # The whole suite on the debug kernel, with a long fuzz run and a kmemleak
 # scan at the end; any report fails it. Rebuilds the module for that kernel.
