@@ -60,7 +60,14 @@ check-debug: userspace
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_DEBUG) NHBM_QEMU_MEM=1536 NHBM_QEMU_TIMEOUT=3000 \
 		NHBM_QEMU_APPEND="nhbm_debug=1" $(REPO)/tools/testing/run-qemu.sh check
 
-demo: module userspace
+# The demo prints a progress line per step; the build output goes to
+# build/demo-build.log and the guest's boot and KUnit log to build/qemu-demo.log.
+demo:
+	@NHBM_CACHE=$(NHBM_CACHE) $(SETUP)
+	@mkdir -p $(BUILD)
+	@echo "demo: building neuron_hbm.ko and the userspace tools (log: build/demo-build.log)"
+	@{ $(MAKE) --no-print-directory module && $(MAKE) --no-print-directory userspace; } \
+		>$(BUILD)/demo-build.log 2>&1 || { tail -30 $(BUILD)/demo-build.log; exit 1; }
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo
 
 bench: module userspace

@@ -7,7 +7,8 @@ and a closing line "N passed, N failed[, N skipped]". Exits non-zero when a test
 failed, when no KTAP was found, when the guest did not reach its end marker, or
 when the kernel printed an Oops, BUG, WARNING, panic, KASAN or kmemleak report.
 
-With --host LOG it also counts the userspace tests that host-tests.sh ran
+With --show the whole log is printed first; with --brief only the errors and
+the closing line are. With --host LOG it also counts the userspace tests that host-tests.sh ran
 (cargo's "test NAME ... ok|FAILED|ignored" lines, named host.<binary>.NAME);
 a cargo run that failed without naming a failed test counts as one failure.
 """
@@ -95,6 +96,7 @@ def parse_host(lines):
 def main():
     args = sys.argv[1:]
     show = "--show" in args
+    brief = "--brief" in args
     timed_out = "--timeout" in args
     host_log = None
     if "--host" in args:
@@ -117,7 +119,7 @@ def main():
     passed = sum(1 for _, s in leaves if s == "ok")
     failed = sum(1 for _, s in leaves if s == "FAIL")
     skipped = sum(1 for _, s in leaves if s == "skip")
-    if not show:
+    if not show and not brief:
         for name, status in leaves:
             print(f"{status:>4}  {name}")
     problems = list(host_problems)
