@@ -59,14 +59,8 @@ install_packages() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# The Debian mirror this machine already uses (never hard-coded here).
-debian_mirror() {
-	local uri
-	uri=$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list \
-		2>/dev/null | grep -v -- '-security' | grep -oE 'https?://[^ ]+/debian/?' | head -1)
-	[ -n "$uri" ] || { echo "setup: no Debian mirror found in the apt configuration" >&2; exit 1; }
-	echo "${uri%/}"
-}
+# shellcheck source=tools/debian-mirror.sh
+. "$HERE/debian-mirror.sh"
 
 fetch_kernel_source() {
 	need_root "apt-get download"
