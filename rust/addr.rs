@@ -161,7 +161,11 @@ mod tests {
                 }
             }
             assert!(sbuf_window(info, info.nr_cores).is_none());
-            assert!(!is_address_in_my_sbuf(info, info.nr_cores, info.tpb_base[0]));
+            assert!(!is_address_in_my_sbuf(
+                info,
+                info.nr_cores,
+                info.tpb_base[0]
+            ));
         }
         assert_eq!(sbuf_window(&V2, 1), Some((0x0fff_c400_0000, 32 << 20)));
         assert_eq!(sbuf_window(&V3, 7), Some((0x8070_0000_0000, 32 << 20)));

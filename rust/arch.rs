@@ -139,12 +139,8 @@ const V3_TPB_BASES: [u64; MAX_CORES] = [
 ];
 
 /// `V3_HBM_0_BASE` .. `V3_HBM_3_BASE` (v3/address_map.h).
-const V3_HBM_BASES: [u64; MAX_CHANNELS] = [
-    0x0,
-    0x0040_0000_0000,
-    0x8000_0000_0000,
-    0x8040_0000_0000,
-];
+const V3_HBM_BASES: [u64; MAX_CHANNELS] =
+    [0x0, 0x0040_0000_0000, 0x8000_0000_0000, 0x8040_0000_0000];
 
 /// V3's BAR4 window per channel: channel `i` at `V3_HBM_SIZE * i` (the HBM
 /// entries of `dm_mmap_special_v3`, v3/neuron_dhal_v3.c).

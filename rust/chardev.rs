@@ -12,12 +12,12 @@ use crate::{
     arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
     device::Device,
     fw::ResetKind,
-    resched,
     plan::{
         blob::UserBlob,
         parse::{parse, Placement},
         stage::{stage, Plan},
     },
+    resched,
     telemetry::Telemetry,
     uapi::{self, *},
 };

@@ -219,7 +219,10 @@ mod tests {
     fn mailbox_reset_device_and_tpb() -> Result {
         let s = sim(script(2, 0))?;
         assert_eq!(reset(&*s, &V2, ResetKind::Device, 0), Ok(report(2, 100)));
-        assert_eq!(reset(&*s, &V2, ResetKind::Tpb, 0b11).map(|r| r.tries), Ok(2));
+        assert_eq!(
+            reset(&*s, &V2, ResetKind::Tpb, 0b11).map(|r| r.tries),
+            Ok(2)
+        );
         assert_eq!(s.read32(RESET_TPB_MAP::bar0(&V2)), Ok(0b11));
         assert_eq!(s.resets_taken(), 2);
         Ok(())
