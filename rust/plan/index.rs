@@ -25,6 +25,43 @@ pub(crate) struct VarIndex {
     layout: Layout,
 }
 
+/// Sorts `(id, position)` pairs by id in place: heapsort, O(n log n) and no
+/// memory whatever the input, with a preemption point every
+/// [`resched::EVERY`] sift-downs.
+fn heapsort(v: &mut [(u32, u32)]) -> Result {
+    fn sift_down(v: &mut [(u32, u32)], mut root: usize, end: usize) {
+        loop {
+            let mut child = 2 * root + 1;
+            if child >= end {
+                return;
+            }
+            if child + 1 < end && v[child].0 < v[child + 1].0 {
+                child += 1;
+            }
+            if v[root].0 >= v[child].0 {
+                return;
+            }
+            v.swap(root, child);
+            root = child;
+        }
+    }
+    let n = v.len();
+    for (k, root) in (0..n / 2).rev().enumerate() {
+        if k % resched::EVERY == 0 {
+            resched::checkpoint()?;
+        }
+        sift_down(v, root, n);
+    }
+    for (k, end) in (1..n).rev().enumerate() {
+        if k % resched::EVERY == 0 {
+            resched::checkpoint()?;
+        }
+        v.swap(0, end);
+        sift_down(v, 0, end);
+    }
+    Ok(())
+}
+
 impl VarIndex {
     /// Indexes `ids` (position `i` holds record `i`'s var id). `EINVAL` on a
     /// duplicate id.
@@ -61,9 +98,7 @@ impl VarIndex {
             pairs.push((id, pos as u32), GFP_KERNEL)?;
         }
         resched::checkpoint()?;
-        // core's unstable sort falls back to heapsort: O(n log n) on any input.
-        pairs.sort_unstable_by_key(|&(id, _)| id);
-        resched::checkpoint()?;
+        heapsort(&mut pairs)?;
         if pairs.windows(2).any(|w| w[0].0 == w[1].0) {
             return Err(EINVAL);
         }
@@ -159,6 +194,20 @@ mod tests {
         assert!(top.is_direct());
         assert_eq!(top.get(u32::MAX), Some(0));
         assert_eq!(top.get(0), None);
+        Ok(())
+    }
+
+    #[test]
+    fn heapsort_sorts_any_order() -> Result {
+        for n in [0usize, 1, 2, 3, 1000, 4097] {
+            let mut v = KVec::new();
+            for i in 0..n as u32 {
+                v.push((i.wrapping_mul(0x9e37_79b1) ^ 0x5bd1, i), GFP_KERNEL)?;
+            }
+            heapsort(&mut v)?;
+            assert!(v.windows(2).all(|w| w[0].0 <= w[1].0));
+            assert_eq!(v.len(), n);
+        }
         Ok(())
     }
 
