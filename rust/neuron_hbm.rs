@@ -23,6 +23,7 @@ mod mempool;
 mod pci;
 mod plan;
 mod regs;
+mod resched;
 mod sim;
 mod sparse;
 mod telemetry;

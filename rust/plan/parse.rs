@@ -10,6 +10,7 @@
 use super::{blob::BlobSource, index::VarIndex};
 use crate::{
     arch::{ArchInfo, SBUF_SIZE},
+    resched,
     uapi::{
         MemRef, PlanHeader, MAX_ALIGNMENT, MAX_LIST_COUNT, MAX_PLAN_RECORDS, MR_BUFFER,
         MR_BUFFER_STAGED, MR_INPUT, MR_INVALID, MR_LIST, MR_OUTPUT, MR_PTR, MR_PTR_TABLE,
@@ -292,6 +293,7 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
     let mut batch = KVec::from_elem(MemRef::default(), RECORD_BATCH, GFP_KERNEL)?;
     let mut pos = 0usize;
     while pos < nmem {
+        resched::checkpoint()?;
         let n = (nmem - pos).min(RECORD_BATCH);
         let off = size_of::<PlanHeader>() as u64 + pos as u64 * rec_size;
         src.read_at(off, batch[..n].as_bytes_mut())?;
@@ -354,18 +356,26 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
             records[i].placement = Placement::Ptr { target: t as u32 };
         }
     }
+    // Each chain is walked to its end once, then every pointer on it is
+    // pointed straight at that end: later walks through it take one step, so
+    // all chains together cost O(n). A walk longer than the plan is a cycle.
     for i in 0..nmem {
-        let mut cur = i;
+        if i % resched::EVERY == 0 {
+            resched::checkpoint()?;
+        }
+        let mut end = i;
         let mut steps = 0;
-        while let Placement::Ptr { target } = records[cur].placement {
-            cur = target as usize;
+        while let Placement::Ptr { target } = records[end].placement {
+            end = target as usize;
             steps += 1;
             if steps > nmem {
-                return Err(EINVAL); // a cycle of pointers
+                return Err(EINVAL);
             }
         }
-        if cur != i {
-            records[i].placement = Placement::Ptr { target: cur as u32 };
+        let mut cur = i;
+        while let Placement::Ptr { target } = records[cur].placement {
+            records[cur].placement = Placement::Ptr { target: end as u32 };
+            cur = target as usize;
         }
     }
 
@@ -381,6 +391,7 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
         let table = records[i].mr_type == MrType::PtrTable;
         let mut done = 0u32;
         while done < count {
+            resched::checkpoint()?;
             let n = (count - done).min(256) as usize;
             src.read_at(
                 ids_off + u64::from(done) * 4,

@@ -15,6 +15,7 @@ use crate::{
     addr::sbuf_window,
     device::{Device, PlanSummary},
     mempool::Chunk,
+    resched,
     uapi::PA_UNSTAGED,
 };
 use kernel::{
@@ -57,6 +58,8 @@ pub(crate) struct Plan {
     pub(crate) bytes: u64,
     /// Telemetry serial, 0 until registered with the device.
     serial: u64,
+    /// The device's reset epoch when staging began.
+    reset_epoch: u64,
 }
 
 impl Plan {
@@ -78,6 +81,22 @@ impl Plan {
             return Err(EINVAL);
         }
         v.pa.checked_add(offset).ok_or(EINVAL)
+    }
+
+    /// `EIO` once a device reset began after this plan was staged: its HBM
+    /// contents are gone, so nothing of it resolves or moves any more.
+    #[inline(always)]
+    pub(crate) fn check_live(&self) -> Result {
+        self.dev.check_epoch(self.reset_epoch)
+    }
+
+    /// Resolves like [`Plan::resolve`] for a transfer through BAR4: `EINVAL`
+    /// for a State Buffer variable, which is on-core SRAM and not HBM.
+    pub(crate) fn resolve_hbm(&self, var_id: u32, offset: u64, len: u64) -> Result<u64> {
+        if self.var(var_id)?.mr_type == MrType::Sb {
+            return Err(EINVAL);
+        }
+        self.resolve(var_id, offset, len)
     }
 
     /// The variable `var_id`.
@@ -160,7 +179,10 @@ impl Drop for Plan {
             self.dev.plans.lock().retain(|s| s.serial != self.serial);
         }
         let grid = &self.dev.grid;
-        for c in self.chunks.drain_all() {
+        for (i, c) in self.chunks.drain_all().enumerate() {
+            if i % resched::EVERY == 0 {
+                resched::yield_now();
+            }
             if let Err((e, c)) = grid.free(c) {
                 pr_err!("chunk at {:#x} not freed: {:?}\n", c.pa(), e);
                 grid.retire(c);
@@ -226,6 +248,7 @@ pub(crate) fn stage(
     plan_id: u32,
 ) -> Result<Plan> {
     dev.fault.point(ENOMEM)?;
+    let reset_epoch = dev.reset_epoch();
     let n = parsed.records.len();
     let mut vars = KVVec::with_capacity(n, GFP_KERNEL)?;
     let mut plan = Plan {
@@ -238,6 +261,7 @@ pub(crate) fn stage(
         shared_scratch_pa: PA_UNSTAGED,
         bytes: 0,
         serial: 0,
+        reset_epoch,
     };
     if parsed.local_scratch > 0 {
         plan.local_scratch_pa = plan.alloc_scratch(channel, parsed.local_scratch)?;
@@ -269,7 +293,10 @@ pub(crate) fn stage(
     let mut arena_done = 0u64;
     let mut scrub = Scrub::new(dev);
     let mut remote = remotes.iter();
-    for rec in parsed.records.iter() {
+    for (i, rec) in parsed.records.iter().enumerate() {
+        if i % resched::EVERY == 0 {
+            resched::checkpoint()?;
+        }
         let (pa, size) = match rec.placement {
             Placement::Alloc | Placement::List { .. } => {
                 let (pa, gap_from, end) = match arena_base {
@@ -339,6 +366,9 @@ pub(crate) fn stage(
     // List tables: the PAs of what they list, written through BAR4.
     let mut table = KVec::from_elem(0u8, 512 * 8, GFP_KERNEL)?;
     for (i, rec) in parsed.records.iter().enumerate() {
+        if i % resched::EVERY == 0 {
+            resched::checkpoint()?;
+        }
         if let Placement::List { first, count } = rec.placement {
             let targets = &parsed.list_targets[first as usize..(first + count) as usize];
             for (k, piece) in targets.chunks(512).enumerate() {

@@ -73,6 +73,7 @@
 //! simulated device pages, which are slab memory too. Exit status: 0 when
 //! every figure passes, 1 when one fails, 2 on a usage error.
 
+mod adversarial;
 mod device;
 mod measure;
 mod planner;
@@ -163,6 +164,8 @@ fn device_figures(path: &Path, out: &mut Out) {
         "staging_scale",
         "upload_bandwidth",
         "kmem_per_var",
+        "pointer_chain",
+        "crafted_ids",
     ];
     let dev = match Device::open_path(path) {
         Ok(d) => d,
@@ -204,6 +207,13 @@ fn device_figures(path: &Path, out: &mut Out) {
     match device::upload_figure(&dev) {
         Ok(f) => out.figure(&f),
         Err(e) => out.error(&["upload_bandwidth"], &e),
+    }
+    match adversarial::adversarial_figures(&dev) {
+        Ok((c, i)) => {
+            out.figure(&c);
+            out.figure(&i);
+        }
+        Err(e) => out.error(&["pointer_chain", "crafted_ids"], &e),
     }
 }
 
