@@ -4,7 +4,8 @@
 #
 #   make            build neuron_hbm.ko (against the cached test kernel or KDIR=)
 #   make setup      install the toolchain and build the test kernel (idempotent)
-#   make check      module + KUnit + userspace tests in QEMU; prints "N passed, N failed"
+#   make check      host userspace tests, then module + KUnit + guest tests in QEMU;
+#                   prints "N passed, N failed"
 #   make check-distro  the same guest tests on Debian 13's own 7.3 kernel (module
 #                   built as a Debian 13 host builds it, KDIR and DKMS)
 #   make demo       boot the module on a simulated device and show what it does
@@ -58,8 +59,12 @@ module:
 userspace:
 	@$(REPO)/tools/testing/build-userspace.sh
 
+# The userspace workspace's own tests run on the host first; the closing line
+# counts them with the guest's.
 check: module userspace
-	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh check
+	@$(REPO)/tools/testing/host-tests.sh $(BUILD)/host-tests.log
+	@NHBM_HOST_LOG=$(BUILD)/host-tests.log NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
+		$(REPO)/tools/testing/run-qemu.sh check
 
 # The whole suite on the debug kernel, with a long fuzz run and a kmemleak
 # scan at the end; any report fails it. Rebuilds the module for that kernel.
@@ -73,7 +78,14 @@ check-debug: userspace
 check-distro: userspace
 	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/testing/check-distro.sh
 
-demo: module userspace
+# The demo prints a progress line per step; the build output goes to
+# build/demo-build.log and the guest's boot and KUnit log to build/qemu-demo.log.
+demo:
+	@NHBM_CACHE=$(NHBM_CACHE) $(SETUP)
+	@mkdir -p $(BUILD)
+	@echo "demo: building neuron_hbm.ko and the userspace tools (log: build/demo-build.log)"
+	@{ $(MAKE) --no-print-directory module && $(MAKE) --no-print-directory userspace; } \
+		>$(BUILD)/demo-build.log 2>&1 || { tail -30 $(BUILD)/demo-build.log; exit 1; }
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo
 
 bench: module userspace

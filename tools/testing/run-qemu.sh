@@ -24,6 +24,8 @@ GUEST="$MODE"
 [ "$MODE" = distro ] && GUEST=check
 KO="${NHBM_KO:-$REPO/neuron_hbm.ko}"
 KERNEL_IMAGE="${NHBM_KERNEL_IMAGE:-$KDIR/arch/x86/boot/bzImage}"
+# NHBM_HOST_LOG: a host-tests.sh log whose tests join the closing count.
+HOST_ARGS="${NHBM_HOST_LOG:+--host $NHBM_HOST_LOG}"
 
 # One run per mode and checkout: a second one would share its initramfs
 # directory and log. It waits for the first.
@@ -53,7 +55,7 @@ chmod +x "$ROOT/init"
 # the guest kernel copies to and from user memory with `rep movsq`, eight bytes
 # per iteration, as it does on any CPU whose `rep movsb` is slow.
 QEMU_CPU="${NHBM_QEMU_CPU:-max,-erms,-fsrm}"
-echo "qemu: booting ($MODE), serial log in ${LOG#$REPO/}" >&2
+echo "qemu: booting ($MODE) in QEMU (TCG), serial log in ${LOG#$REPO/}" >&2
 t0=$SECONDS
 set +e
 timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -m "$MEM" -smp 2 \
@@ -66,11 +68,11 @@ set -e
 echo "qemu: finished in $((SECONDS - t0))s (exit $rc)" >&2
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 	echo "qemu: the guest did not finish within ${TIMEOUT}s" >&2
-	python3 "$HERE/ktap_summary.py" --timeout "$LOG" || true
+	python3 "$HERE/ktap_summary.py" --timeout $HOST_ARGS "$LOG" || true
 	exit 1
 fi
 case "$MODE" in
-check | distro) exec python3 "$HERE/ktap_summary.py" "$LOG" ;;
+check | distro) exec python3 "$HERE/ktap_summary.py" $HOST_ARGS "$LOG" ;;
 bench)
 	# One line per figure; the whole log stays in $LOG.
 	sed -n 's/^\(neuron_hbm: \)\{0,1\}\(bench: .*\)$/\2/p' "$LOG" | tr -d '\r'
@@ -80,5 +82,10 @@ bench)
 		exit 1
 	fi
 	;;
-*) exec python3 "$HERE/ktap_summary.py" --show "$LOG" ;;
+*)
+	# The demo itself; the boot log and the KUnit output stay in $LOG.
+	sed -n '/NHBM-DEMO-BEGIN/,/NHBM-DEMO-END/{/NHBM-DEMO-/d;p}' "$LOG" | tr -d '\r'
+	echo "== the module's KUnit suites, run at insmod (full output in ${LOG#$REPO/}):"
+	exec python3 "$HERE/ktap_summary.py" --brief "$LOG"
+	;;
 esac
