@@ -42,7 +42,11 @@ step() {
 in_root() { NHBM_CACHE="$CACHE" "$REPO/tools/debian13-root.sh" --run "$@"; }
 
 T0=$SECONDS
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$CACHE"
+# The root's copy of the sources and its DKMS state are shared by every
+# checkout: one run at a time.
+exec 7>"$CACHE/.check-distro.lock"
+flock -n 7 || { say "another check-distro run uses the root, waiting"; flock 7; }
 ROOT=$(step "Debian 13 build root" env NHBM_CACHE="$CACHE" "$REPO/tools/debian13-root.sh" \
 	"${PACKAGES[@]}")
 
