@@ -6,11 +6,14 @@
 #   make setup      install the toolchain and build the test kernel (idempotent)
 #   make check      host userspace tests, then module + KUnit + guest tests in QEMU;
 #                   prints "N passed, N failed"
+#   make check-distro  the same guest tests on Debian 13's own 7.3 kernel (module
+#                   built as a Debian 13 host builds it, KDIR and DKMS)
 #   make demo       boot the module on a simulated device and show what it does
 #   make lint       rustfmt check + clippy build
 #   make clean
 
-ifneq ($(KERNELRELEASE),)
+# Kbuild reads ./Kbuild, never this file; $(src) is set only there.
+ifneq ($(src),)
 include $(src)/Kbuild
 else
 
@@ -19,21 +22,31 @@ NHBM_CACHE ?= /var/cache/neuron_hbm
 BUILD      := $(REPO)/build
 SETUP      := $(REPO)/tools/setup.sh
 BINDGEN    := $(NHBM_CACHE)/bindgen-0.73.2/bin/bindgen
-KMAKE_ARGS ?= LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
-              BINDGEN=$(BINDGEN) LIBCLANG_PATH=/usr/lib/llvm-19/lib
 
 # KDIR: a user's own Rust-enabled kernel build; otherwise the cached test kernel
-# (built by `make setup` on first use).
+# (built by `make setup` on first use). KMAKE_ARGS carries the kernel's own
+# make variables: for the test kernel its clang, rustc and bindgen; for KDIR=
+# the C compiler its configuration names (CONFIG_CC_VERSION_TEXT of a gcc
+# build, LLVM=1 for a clang build), with rustc and bindgen from PATH.
+TEST_KMAKE := LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
+              BINDGEN=$(BINDGEN) LIBCLANG_PATH=/usr/lib/llvm-19/lib
 ifeq ($(KDIR),)
 KDIR_AUTO  = $(shell NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
+KMAKE_ARGS ?= $(TEST_KMAKE)
 else
 KDIR_AUTO  = $(KDIR)
+KDIR_CC    := $(shell sed -n 's/^CONFIG_CC_VERSION_TEXT="\([^ ]*\) .*/\1/p' $(KDIR)/.config 2>/dev/null)
+ifneq ($(shell grep -sx CONFIG_CC_IS_CLANG=y $(KDIR)/.config),)
+KMAKE_ARGS ?= LLVM=1
+else ifneq ($(KDIR_CC),)
+KMAKE_ARGS ?= CC=$(KDIR_CC)
+endif
 endif
 
 # The debug kernel (KASAN, lockdep, kmemleak, fault injection) for check-debug.
 KDIR_DEBUG = $(shell VARIANT=debug NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
 
-.PHONY: all module setup check check-debug demo bench lint fmt clean userspace dkms-install
+.PHONY: all module setup check check-debug check-distro demo bench lint fmt clean userspace dkms-install
 
 all: module
 
@@ -56,9 +69,14 @@ check: module userspace
 # The whole suite on the debug kernel, with a long fuzz run and a kmemleak
 # scan at the end; any report fails it. Rebuilds the module for that kernel.
 check-debug: userspace
-	@$(MAKE) -C $(KDIR_DEBUG) M=$(REPO) $(KMAKE_ARGS) modules
+	@$(MAKE) -C $(KDIR_DEBUG) M=$(REPO) $(TEST_KMAKE) modules
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_DEBUG) NHBM_QEMU_MEM=1536 NHBM_QEMU_TIMEOUT=3000 \
 		NHBM_QEMU_APPEND="nhbm_debug=1" $(REPO)/tools/testing/run-qemu.sh check
+
+# Debian 13's own 7.3 kernel: builds the module in a Debian 13 root (KDIR and
+# DKMS) and runs the guest suites on Debian's unmodified vmlinuz.
+check-distro: userspace
+	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/testing/check-distro.sh
 
 # The demo prints a progress line per step; the build output goes to
 # build/demo-build.log and the guest's boot and KUnit log to build/qemu-demo.log.

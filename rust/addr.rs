@@ -7,13 +7,17 @@ use crate::arch::{ArchInfo, Bar4Layout, SBUF_SIZE};
 use kernel::prelude::*;
 
 /// Position of the APB aperture inside BAR0 (`V2_PCIE_BAR0_APB_OFFSET`, seed 001 §1).
+#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) const BAR0_APB_OFFSET: u64 = 0x3000_0000;
 /// Device address of the APB space (`V2_APB_BASE`, seed 001 §1).
+#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) const APB_BASE: u64 = 0x0fff_f000_0000;
 /// Bytes of APB space windowed into BAR0 (the aperture runs to the 1 GiB BAR0 end).
+#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) const APB_APERTURE_SIZE: u64 = 0x1000_0000;
 
 /// BAR0 host offset of the device APB address `addr`, `None` outside the aperture.
+#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) fn apb_to_bar0(addr: u64) -> Option<u64> {
     let rel = addr.checked_sub(APB_BASE)?;
     (rel < APB_APERTURE_SIZE).then_some(BAR0_APB_OFFSET + rel)
@@ -55,6 +59,7 @@ pub(crate) fn sbuf_window(info: &ArchInfo, nc: usize) -> Option<(u64, u64)> {
 }
 
 /// Whether `addr` lies in the SBUF of NeuronCore `nc` (`is_address_in_my_sbuf`).
+#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) fn is_address_in_my_sbuf(info: &ArchInfo, nc: usize, addr: u64) -> bool {
     match sbuf_window(info, nc) {
         Some((base, size)) => addr >= base && addr - base < size,
@@ -63,6 +68,7 @@ pub(crate) fn is_address_in_my_sbuf(info: &ArchInfo, nc: usize, addr: u64) -> bo
 }
 
 /// Whether `addr` lies in any NeuronCore's SBUF (`is_address_in_sbuf`).
+#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) fn is_address_in_sbuf(info: &ArchInfo, addr: u64) -> bool {
     (0..info.nr_cores).any(|nc| is_address_in_my_sbuf(info, nc, addr))
 }

@@ -191,6 +191,7 @@ pub(crate) static V4: ArchInfo = ArchInfo {
 
 impl ArchInfo {
     /// Arch from its number (2, 3, 4).
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn from_number(n: u32) -> Option<&'static ArchInfo> {
         match n {
             2 => Some(&V2),

@@ -59,8 +59,10 @@ const NODE_NAMES: [&CStr; 16] = [
 ];
 
 extern "C" {
-    /// The attribute groups of a device node (sysfs.c).
-    static nhbm_attr_groups: [*const bindings::attribute_group; 2];
+    /// The attribute groups of a device node (sysfs.c): pointers to
+    /// `struct attribute_group`, opaque here (some configurations make its
+    /// members zero-sized, which `improper_ctypes` refuses in an extern block).
+    static nhbm_attr_groups: [*const core::ffi::c_void; 2];
 }
 
 /// The value of sysfs attribute `which` (`enum nhbm_attr` in helpers.h) of the

@@ -248,6 +248,7 @@ impl Device {
     }
 
     /// Reads device PA `pa` into `dst` through BAR4.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn read(&self, pa: u64, dst: &mut [u8]) -> Result {
         let mut done = 0usize;
         self.for_each_piece(pa, dst.len() as u64, |off, n| {

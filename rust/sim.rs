@@ -88,6 +88,7 @@ impl SimIo {
     }
 
     /// Sets how the firmware answers the next resets.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn set_fw_script(&self, script: FwScript) {
         self.fw.lock().script = script;
     }
@@ -102,6 +103,7 @@ impl SimIo {
     }
 
     /// Resets the firmware has taken so far.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn resets_taken(&self) -> u32 {
         self.fw.lock().resets
     }
@@ -112,6 +114,7 @@ impl SimIo {
     }
 
     /// BAR4 pages materialized so far.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn bar4_resident_pages(&self) -> usize {
         self.bar4.resident_pages()
     }

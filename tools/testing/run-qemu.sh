@@ -4,9 +4,11 @@
 # Boot the test kernel in QEMU (TCG) with neuron_hbm.ko and the userspace
 # programs in a busybox initramfs, then summarise the KTAP it printed.
 #
-#   run-qemu.sh check|demo|bench
+#   run-qemu.sh check|demo|bench|distro
 #
-# The serial log is kept in build/qemu-<mode>.log.
+# The serial log is kept in build/qemu-<mode>.log. Mode distro is the check
+# guest on another kernel: NHBM_KERNEL_IMAGE names its image and NHBM_KO the
+# module built for it.
 set -euo pipefail
 
 MODE="${1:-check}"
@@ -18,6 +20,10 @@ TIMEOUT="${NHBM_QEMU_TIMEOUT:-900}"
 MEM="${NHBM_QEMU_MEM:-512}"
 ROOT="$BUILD/initramfs-$MODE"
 LOG="$BUILD/qemu-$MODE.log"
+GUEST="$MODE"
+[ "$MODE" = distro ] && GUEST=check
+KO="${NHBM_KO:-$REPO/neuron_hbm.ko}"
+KERNEL_IMAGE="${NHBM_KERNEL_IMAGE:-$KDIR/arch/x86/boot/bzImage}"
 # NHBM_HOST_LOG: a host-tests.sh log whose tests join the closing count.
 HOST_ARGS="${NHBM_HOST_LOG:+--host $NHBM_HOST_LOG}"
 
@@ -34,11 +40,11 @@ for app in sh mount insmod rmmod cat echo ls reboot sleep grep mkdir chmod chown
 	stat dmesg head tail wc date seq printf test true false cmp dd rm; do
 	ln -sf busybox "$ROOT/bin/$app"
 done
-cp "$REPO/neuron_hbm.ko" "$ROOT/neuron_hbm.ko"
+cp "$KO" "$ROOT/neuron_hbm.ko"
 if [ -d "$BUILD/userspace" ]; then
 	cp "$BUILD"/userspace/* "$ROOT/tests/" 2>/dev/null || true
 fi
-cp "$HERE/guest/init-$MODE.sh" "$ROOT/init"
+cp "$HERE/guest/init-$GUEST.sh" "$ROOT/init"
 cp "$HERE/guest/common.sh" "$ROOT/common.sh"
 cp "$HERE"/guest/*-test "$ROOT/tests/"
 chmod +x "$ROOT/init"
@@ -54,7 +60,7 @@ t0=$SECONDS
 set +e
 timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -m "$MEM" -smp 2 \
 	-nographic -no-reboot -cpu "$QEMU_CPU" \
-	-kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$BUILD/initramfs-$MODE.cpio.gz" \
+	-kernel "$KERNEL_IMAGE" -initrd "$BUILD/initramfs-$MODE.cpio.gz" \
 	-append "console=ttyS0 panic=-1 oops=panic loglevel=7 ${NHBM_QEMU_APPEND:-}" \
 	</dev/null >"$LOG" 2>&1
 rc=$?
@@ -66,7 +72,7 @@ if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 	exit 1
 fi
 case "$MODE" in
-check) exec python3 "$HERE/ktap_summary.py" $HOST_ARGS "$LOG" ;;
+check | distro) exec python3 "$HERE/ktap_summary.py" $HOST_ARGS "$LOG" ;;
 bench)
 	# One line per figure; the whole log stays in $LOG.
 	sed -n 's/^\(neuron_hbm: \)\{0,1\}\(bench: .*\)$/\2/p' "$LOG" | tr -d '\r'
