@@ -4,9 +4,10 @@
 #
 #   make            build neuron_hbm.ko (against the cached test kernel or KDIR=)
 #   make setup      install the toolchain and build the test kernel (idempotent)
-#   make check      module + KUnit + userspace tests in QEMU on simulated devices,
-#                   then check-pci; prints "N passed, N failed" for each run
-#   make check-pci  the same suites on two emulated Neuron PCI functions (QEMU 11)
+#   make check      host userspace tests, then module + KUnit + guest tests in QEMU
+#                   on simulated devices, then check-pci; prints "N passed, N failed"
+#                   for each guest run
+#   make check-pci  the guest suites on two emulated Neuron PCI functions (QEMU 11)
 #   make demo       boot the module on a simulated device and show what it does
 #   make lint       rustfmt check + clippy build
 #   make clean
@@ -47,9 +48,13 @@ module:
 userspace:
 	@$(REPO)/tools/testing/build-userspace.sh
 
-# The simulated devices, then the same suites on emulated PCI functions.
+# The userspace workspace's own tests run on the host first; the closing line
+# of the simulated run counts them with the guest's. Then the same guest suites
+# on emulated PCI functions; either run failing fails the check.
 check: module userspace devmodel
-	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh check; \
+	@$(REPO)/tools/testing/host-tests.sh $(BUILD)/host-tests.log
+	@NHBM_HOST_LOG=$(BUILD)/host-tests.log NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
+		$(REPO)/tools/testing/run-qemu.sh check; \
 	sim=$$?; \
 	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
 		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
@@ -75,7 +80,14 @@ check-debug: userspace
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_DEBUG) NHBM_QEMU_MEM=1536 NHBM_QEMU_TIMEOUT=3000 \
 		NHBM_QEMU_APPEND="nhbm_debug=1" $(REPO)/tools/testing/run-qemu.sh check
 
-demo: module userspace
+# The demo prints a progress line per step; the build output goes to
+# build/demo-build.log and the guest's boot and KUnit log to build/qemu-demo.log.
+demo:
+	@NHBM_CACHE=$(NHBM_CACHE) $(SETUP)
+	@mkdir -p $(BUILD)
+	@echo "demo: building neuron_hbm.ko and the userspace tools (log: build/demo-build.log)"
+	@{ $(MAKE) --no-print-directory module && $(MAKE) --no-print-directory userspace; } \
+		>$(BUILD)/demo-build.log 2>&1 || { tail -30 $(BUILD)/demo-build.log; exit 1; }
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo
 
 # Two guests: the simulated device on the machine's QEMU, then MEM_WRITE
