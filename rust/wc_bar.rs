@@ -36,7 +36,9 @@ pub(crate) struct WcBar {
 /// The C `struct pci_dev` of `pdev`.
 fn raw(pdev: &pci::Device) -> *mut bindings::pci_dev {
     // `pci::Device` is `repr(transparent)` over `Opaque<bindings::pci_dev>`.
-    core::ptr::from_ref(pdev).cast::<bindings::pci_dev>().cast_mut()
+    core::ptr::from_ref(pdev)
+        .cast::<bindings::pci_dev>()
+        .cast_mut()
 }
 
 impl WcBar {
