@@ -588,7 +588,7 @@ pub fn pci_write_figure(sim: &Device, pci: &Device) -> io::Result<Figure> {
 }
 
 /// What `pci_mem_write` must reach (see Documentation/benchmarks.rst).
-pub const PCI_WRITE_TARGET: f64 = 0.05;
+pub const PCI_WRITE_TARGET: f64 = 0.02;
 
 /// `dst.copy_from_slice(src)` with the string instruction the guest
 /// kernel's user copies use, eight bytes at a time.

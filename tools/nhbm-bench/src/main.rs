@@ -68,7 +68,7 @@
 //!    function's write-combining BAR4 / into the simulated device, 6 rounds
 //!    each in ABBA order after one untimed write of each; both in one guest
 //!    (`make bench`'s second run, QEMU 11 with tools/nhbm-devmodel). Target
-//!    >= 0.05.
+//!    >= 0.02.
 //!
 //! Diagnostics (`#` lines) that locate a cost without being figures: a
 //! 1-entry RESOLVE_BATCH (fixed against per-entry cost); a 10,000-variable
