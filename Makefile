@@ -4,8 +4,10 @@
 #
 #   make            build neuron_hbm.ko (against the cached test kernel or KDIR=)
 #   make setup      install the toolchain and build the test kernel (idempotent)
-#   make check      host userspace tests, then module + KUnit + guest tests in QEMU;
-#                   prints "N passed, N failed"
+#   make check      host userspace tests, then module + KUnit + guest tests in QEMU
+#                   on simulated devices, then check-pci; prints "N passed, N failed"
+#                   for each guest run
+#   make check-pci  the guest suites on two emulated Neuron PCI functions (QEMU 11)
 #   make check-distro  the same guest tests on Debian 13's own 7.3 kernel (module
 #                   built as a Debian 13 host builds it, KDIR and DKMS)
 #   make demo       boot the module on a simulated device and show what it does
@@ -46,7 +48,7 @@ endif
 # The debug kernel (KASAN, lockdep, kmemleak, fault injection) for check-debug.
 KDIR_DEBUG = $(shell VARIANT=debug NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
 
-.PHONY: all module setup check check-debug check-distro demo bench lint fmt clean userspace dkms-install
+.PHONY: all module setup check check-pci devmodel check-debug check-distro demo bench lint fmt clean userspace dkms-install
 
 all: module
 
@@ -60,11 +62,29 @@ userspace:
 	@$(REPO)/tools/testing/build-userspace.sh
 
 # The userspace workspace's own tests run on the host first; the closing line
-# counts them with the guest's.
-check: module userspace
+# of the simulated run counts them with the guest's. Then the same guest suites
+# on emulated PCI functions; either run failing fails the check.
+check: module userspace devmodel
 	@$(REPO)/tools/testing/host-tests.sh $(BUILD)/host-tests.log
 	@NHBM_HOST_LOG=$(BUILD)/host-tests.log NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
-		$(REPO)/tools/testing/run-qemu.sh check
+		$(REPO)/tools/testing/run-qemu.sh check; \
+	sim=$$?; \
+	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
+		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
+		$(REPO)/tools/testing/run-qemu.sh check-pci; \
+	pci=$$?; \
+	[ $$sim = 0 ] && [ $$pci = 0 ]
+
+# The device model of a Neuron PCI function (a host program, not static).
+devmodel:
+	@cd $(REPO)/tools && env -u RUSTC -u RUSTDOC cargo build --release --locked --quiet -p nhbm-devmodel
+
+# The guest suites on emulated PCI functions instead of simulated devices:
+# QEMU 11 from the Debian 13 root, the module bound through its PCI driver.
+check-pci: module userspace devmodel
+	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
+		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
+		$(REPO)/tools/testing/run-qemu.sh check-pci
 
 # The whole suite on the debug kernel, with a long fuzz run and a kmemleak
 # scan at the end; any report fails it. Rebuilds the module for that kernel.
@@ -88,9 +108,14 @@ demo:
 		>$(BUILD)/demo-build.log 2>&1 || { tail -30 $(BUILD)/demo-build.log; exit 1; }
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo
 
-bench: module userspace
+# Two guests: the simulated device on the machine's QEMU, then MEM_WRITE
+# into an emulated PCI function against a simulated device on QEMU 11.
+bench: module userspace devmodel
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
 		$(REPO)/tools/testing/run-qemu.sh bench
+	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
+		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
+		$(REPO)/tools/testing/run-qemu.sh bench-pci
 
 # rustfmt with the kernel's own configuration, following the crate's modules.
 RUSTFMT_CFG = $(firstword $(wildcard $(KDIR_AUTO)/source/.rustfmt.toml $(KDIR_AUTO)/.rustfmt.toml))

@@ -10,7 +10,7 @@ use crate::fuzz::gen::valid_plan;
 use crate::fuzz::mutate::{blob_len, cut_point, flip_bits, mutate_field, smash_bytes};
 use crate::rng::Rng;
 use crate::sys::{bytes_of, errno_of, KERNEL_ADDRS};
-use nhbm_testkit::fixtures::{GIB, KIB};
+use nhbm_testkit::fixtures::{GIB, KIB, MIB};
 
 /// What the request under test must answer.
 #[derive(Clone, Copy, Debug)]
@@ -951,10 +951,13 @@ pub fn huge_counts(env: &mut Env, rng: &mut Rng) -> CaseOut {
         }
         9 => {
             let id = fresh_id(&mut ids_of(&plan), rng);
-            let size = rng.range(4, 12) * GIB;
+            // Gigabytes on a simulated device (sparse); megabytes on an
+            // emulated PCI function, whose BAR4 is host memory.
+            let unit = if env.info.simulated != 0 { GIB } else { MIB };
+            let size = rng.range(4, 12) * unit;
             let p = plan.clone().with(Record::buffer(id, size));
             (
-                format!("sparse buffer of {} GiB", size / GIB),
+                format!("large buffer of {size:#x} bytes"),
                 Expect::OkOr(ENOMEM_ONLY),
                 Some(p.to_raw().unwrap().to_bytes()),
             )
