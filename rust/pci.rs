@@ -11,7 +11,6 @@
 //! MMIO accesses.
 
 use crate::{
-    addr::BAR0_MISC_RAM,
     arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON},
     chardev::{next_index, Node},
     device::{Backend, Device},
@@ -191,7 +190,7 @@ impl PciDriver {
         let bar0_size = pdev.resource_len(BAR_APB)?;
         let bar4_size = pdev.resource_len(BAR_DRAM)?;
         // The mailbox must be in BAR0 and every channel reachable through BAR4.
-        if bar0_size < BAR0_MISC_RAM + MIB || bar4_size < info.bar4_size {
+        if bar0_size < info.bar0_misc_ram + MIB || bar4_size < info.bar4_size {
             dev_err!(
                 pdev,
                 "BAR0 ({:#x}) or BAR4 ({:#x}) smaller than the {} layout\n",
