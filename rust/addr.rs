@@ -59,7 +59,6 @@ pub(crate) fn sbuf_window(info: &ArchInfo, nc: usize) -> Option<(u64, u64)> {
 }
 
 /// Whether `addr` lies in the SBUF of NeuronCore `nc` (`is_address_in_my_sbuf`).
-#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) fn is_address_in_my_sbuf(info: &ArchInfo, nc: usize, addr: u64) -> bool {
     match sbuf_window(info, nc) {
         Some((base, size)) => addr >= base && addr - base < size,
@@ -68,7 +67,6 @@ pub(crate) fn is_address_in_my_sbuf(info: &ArchInfo, nc: usize, addr: u64) -> bo
 }
 
 /// Whether `addr` lies in any NeuronCore's SBUF (`is_address_in_sbuf`).
-#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) fn is_address_in_sbuf(info: &ArchInfo, addr: u64) -> bool {
     (0..info.nr_cores).any(|nc| is_address_in_my_sbuf(info, nc, addr))
 }
