@@ -14,10 +14,6 @@ for d in /sys/bus/pci/devices/*; do
 done
 echo "nhbm: insmod neuron_hbm.ko (no simulated devices)"
 insmod /neuron_hbm.ko || echo "not ok 1 nhbm_insmod"
-for t in /tests/*-test; do
-	[ -x "$t" ] || continue
-	echo "nhbm: running ${t#/tests/}"
-	"$t" || echo "nhbm: ${t#/tests/} exited with $?"
-done
+run_tests
 rmmod neuron_hbm || echo "not ok 1 nhbm_rmmod"
 finish

@@ -26,11 +26,7 @@ else
 	dmesg | tail -n 5
 	echo "not ok 1 nhbm_insmod"
 fi
-for t in /tests/*-test; do
-	[ -x "$t" ] || continue
-	echo "nhbm: running ${t#/tests/}"
-	"$t" || echo "nhbm: ${t#/tests/} exited with $?"
-done
+run_tests
 rmmod neuron_hbm || echo "not ok 1 nhbm_rmmod"
 if [ "$debug" = 1 ] && [ -e /sys/kernel/debug/kmemleak ]; then
 	echo "nhbm: kmemleak scan"
