@@ -150,14 +150,30 @@ impl Device {
         Ok(())
     }
 
+    /// A bounce buffer for a user transfer of `len` bytes: one per transfer,
+    /// at most one piece long. User memory is copied to and from it with no
+    /// lock held, so a user buffer that faults slowly stalls only its caller.
+    fn bounce(len: u64) -> Result<KVVec<u8>> {
+        let n = usize::try_from(len.min(XFER_CHUNK as u64))?;
+        Ok(KVVec::from_elem(0u8, n, GFP_KERNEL_ACCOUNT)?)
+    }
+
     /// Copies `len` bytes from user memory to device PA `pa` through BAR4.
     pub(crate) fn write_from_user(&self, pa: u64, src: &mut UserSliceReader, len: u64) -> Result {
-        self.for_each_piece(pa, len, |off, n| self.io().bar4_write_user(off, src, n))
+        let mut bounce = Self::bounce(len)?;
+        self.for_each_piece(pa, len, |off, n| {
+            src.read_slice(&mut bounce[..n])?;
+            self.io().bar4_write(off, &bounce[..n])
+        })
     }
 
     /// Copies `len` bytes at device PA `pa` to user memory through BAR4.
     pub(crate) fn read_to_user(&self, pa: u64, dst: &mut UserSliceWriter, len: u64) -> Result {
-        self.for_each_piece(pa, len, |off, n| self.io().bar4_read_user(off, dst, n))
+        let mut bounce = Self::bounce(len)?;
+        self.for_each_piece(pa, len, |off, n| {
+            self.io().bar4_read(off, &mut bounce[..n])?;
+            dst.write_slice(&bounce[..n])
+        })
     }
 
     /// Writes `src` at device PA `pa` through BAR4.
