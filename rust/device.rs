@@ -7,16 +7,23 @@
 use crate::{
     addr,
     arch::ArchInfo,
+    chardev::NodeIndex,
+    dmem::Region,
     fault::FaultInjector,
     fw::{self, ResetKind, WaitReport},
     io::{DeviceIo, XFER_CHUNK},
     mempool::{Geometry, Grid},
     sim::SimIo,
+    uapi::MAX_PLANS_PER_DEVICE,
 };
 use kernel::{
     new_mutex,
     prelude::*,
-    sync::{Arc, Mutex},
+    rbtree::RBTree,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
     uaccess::{UserSliceReader, UserSliceWriter},
 };
 
@@ -42,13 +49,55 @@ pub(crate) struct Device {
     backend: Backend,
     /// The HBM pools.
     pub(crate) grid: Grid,
+    /// Each channel's HBM as a dmem cgroup region.
+    dmem: KVec<Region>,
     #[pin]
     reset_lock: Mutex<()>,
     /// Test-only fault injection (debugfs `fail_nth`).
     pub(crate) fault: FaultInjector,
-    /// What each live plan holds, for telemetry.
+    /// What each live plan holds, for telemetry, by serial number.
     #[pin]
-    pub(crate) plans: Mutex<KVec<PlanSummary>>,
+    pub(crate) plans: Mutex<RBTree<u64, PlanSummary>>,
+    /// Live plans (claimed [`PlanSlot`]s).
+    live_plans: Atomic<u32>,
+    /// The claim on `index`, given back when the device is dropped, after
+    /// its dmem regions (fields drop in order).
+    _index: NodeIndex,
+}
+
+/// One of a device's [`MAX_PLANS_PER_DEVICE`] live-plan slots (over all its
+/// open files), given back on drop: a plan is live from its load until its
+/// memory is freed. Dereferences to its device.
+pub(crate) struct PlanSlot(Arc<Device>);
+
+impl PlanSlot {
+    /// Claims a slot of `dev`, `ENOSPC` when all are taken.
+    pub(crate) fn claim(dev: &Arc<Device>) -> Result<Self> {
+        let mut cur = dev.live_plans.load(Relaxed);
+        loop {
+            if cur >= MAX_PLANS_PER_DEVICE {
+                return Err(ENOSPC);
+            }
+            match dev.live_plans.cmpxchg(cur, cur + 1, Relaxed) {
+                Ok(_) => return Ok(Self(dev.clone())),
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+impl core::ops::Deref for PlanSlot {
+    type Target = Arc<Device>;
+
+    fn deref(&self) -> &Arc<Device> {
+        &self.0
+    }
+}
+
+impl Drop for PlanSlot {
+    fn drop(&mut self) {
+        self.0.live_plans.fetch_sub(1, Relaxed);
+    }
 }
 
 /// Telemetry of one live plan.
@@ -69,17 +118,24 @@ pub(crate) struct PlanSummary {
 }
 
 impl Device {
-    /// A device over `backend` with a grid of geometry `geo`.
-    pub(crate) fn new(
-        index: u32,
-        pci: (u16, u16),
-        backend: Backend,
-        geo: Geometry,
-    ) -> Result<Arc<Self>> {
+    /// A device over `backend` with a grid of geometry `geo`, under the
+    /// lowest free device index (`ENOSPC` when all are taken).
+    pub(crate) fn new(pci: (u16, u16), backend: Backend, geo: Geometry) -> Result<Arc<Self>> {
+        let claim = NodeIndex::claim()?;
         let grid = Grid::new(geo)?;
+        let mut dmem = KVec::with_capacity(geo.info.nr_channels, GFP_KERNEL)?;
+        for ch in 0..geo.info.nr_channels {
+            let size = (0..geo.regions)
+                .filter_map(|r| grid.stats(ch, r).ok())
+                .map(|s| s.total)
+                .sum();
+            dmem.push(Region::register(claim.get(), ch as u32, size)?, GFP_KERNEL)?;
+        }
         Arc::pin_init(
             try_pin_init!(Self {
-                index,
+                index: claim.get(),
+                _index: claim,
+                dmem,
                 info: geo.info,
                 pci_vendor: pci.0,
                 pci_device: pci.1,
@@ -87,10 +143,16 @@ impl Device {
                 grid,
                 reset_lock <- new_mutex!(()),
                 fault: FaultInjector::new(),
-                plans <- new_mutex!(KVec::new()),
+                plans <- new_mutex!(RBTree::new()),
+                live_plans: Atomic::new(0),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// The dmem cgroup region of HBM channel `channel`.
+    pub(crate) fn dmem_region(&self, channel: usize) -> Result<&Region> {
+        self.dmem.get(channel).ok_or(EINVAL)
     }
 
     /// The device-access interface.
@@ -213,7 +275,6 @@ impl Device {
     pub(crate) fn new_test_sim_of(info: &'static ArchInfo, regions: usize) -> Result<Arc<Self>> {
         let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         Device::new(
-            0,
             (crate::arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
             Backend::Sim(sim),
             Geometry {

@@ -11,7 +11,7 @@
 
 use crate::{
     arch::{ArchInfo, PCI_VENDOR_AMAZON},
-    chardev::{next_index, Node},
+    chardev::Node,
     device::{Backend, Device},
     geometry,
     io::{check_range, DeviceIo},
@@ -172,7 +172,6 @@ impl PciDriver {
             GFP_KERNEL,
         )?;
         let dev = Device::new(
-            next_index()?,
             (PCI_VENDOR_AMAZON, device_id),
             Backend::Pci(io.clone()),
             geometry(info),

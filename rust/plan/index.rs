@@ -45,8 +45,8 @@ impl VarIndex {
     }
 
     fn direct(ids: impl Iterator<Item = u32>, base: u32, span: usize) -> Result<Self> {
-        let mut slots = KVVec::with_capacity(span, GFP_KERNEL)?;
-        slots.resize(span, EMPTY, GFP_KERNEL)?;
+        let mut slots = KVVec::with_capacity(span, GFP_KERNEL_ACCOUNT)?;
+        slots.resize(span, EMPTY, GFP_KERNEL_ACCOUNT)?;
         for (pos, id) in ids.enumerate() {
             let slot = &mut slots[(id - base) as usize];
             if *slot != EMPTY {
@@ -63,11 +63,11 @@ impl VarIndex {
     fn hashed(ids: impl Iterator<Item = u32> + Clone, count: usize) -> Result<Self> {
         let cap = (count.max(1) * 2).next_power_of_two();
         let mask = cap - 1;
-        let mut slots = KVVec::with_capacity(cap, GFP_KERNEL)?;
-        slots.resize(cap, EMPTY, GFP_KERNEL)?;
-        let mut copy = KVVec::with_capacity(count, GFP_KERNEL)?;
+        let mut slots = KVVec::with_capacity(cap, GFP_KERNEL_ACCOUNT)?;
+        slots.resize(cap, EMPTY, GFP_KERNEL_ACCOUNT)?;
+        let mut copy = KVVec::with_capacity(count, GFP_KERNEL_ACCOUNT)?;
         for id in ids.clone() {
-            copy.push(id, GFP_KERNEL)?;
+            copy.push(id, GFP_KERNEL_ACCOUNT)?;
         }
         for (pos, id) in ids.enumerate() {
             let mut slot = hash(id) & mask;
