@@ -158,7 +158,7 @@ pub(crate) struct Plan {
     /// The plans its REMOTE records point into.
     remotes: Remotes,
     /// Its HBM, charged to the loading task's dmem cgroup; uncharged after
-    /// the chunks are given back (fields drop after [`Plan::drop`]).
+    /// the chunks are given back (fields drop after `drop` runs).
     charge: Charge,
     /// Longest chain of REMOTE plans below this one: 0 without REMOTE
     /// records, `d + 1` when naming a plan of depth `d`. At most

@@ -43,7 +43,9 @@ pub fn remote_target_outlives_a_stalled_transfer() -> TestResult {
     stall.fill_head(0x5a);
     std::thread::scope(|s| -> TestResult {
         let writer = s.spawn(|| d.mem_write(b.plan_id, 2, 0, stall.buf()));
-        stall.wait_fault(NO_WAIT).ctx("waiting for the copy to stall")?;
+        stall
+            .wait_fault(NO_WAIT)
+            .ctx("waiting for the copy to stall")?;
         let (tx, rx) = mpsc::channel();
         let d = &d;
         let newcomer = s.spawn(move || {
@@ -59,7 +61,9 @@ pub fn remote_target_outlives_a_stalled_transfer() -> TestResult {
         let c = rx.recv_timeout(NO_WAIT);
         stall.release(0xa5).ctx("UFFDIO_COPY")?;
         let _ = newcomer.join();
-        let written = writer.join().map_err(|_| Fail::Fail("writer panicked".into()))?;
+        let written = writer
+            .join()
+            .map_err(|_| Fail::Fail("writer panicked".into()))?;
         let c = match c {
             Ok(c) => c?,
             Err(_) => return fail("unloading and loading waited for the stalled copy"),
