@@ -16,7 +16,7 @@ use crate::{
     device::{Device, PlanSlot, PlanSummary},
     dmem::Charge,
     mempool::Chunk,
-    uapi::{MAX_REMOTE_DEPTH, PA_UNSTAGED},
+    uapi::{MAX_PLANS_PER_FILE, MAX_REMOTE_DEPTH, PA_UNSTAGED},
 };
 use kernel::{
     prelude::*,
@@ -48,23 +48,24 @@ pub(crate) struct Remotes {
 
 impl Remotes {
     /// The distinct plan ids the REMOTE records of `parsed` name, ascending,
-    /// with room for their plans reserved.
+    /// with room for their plans reserved. More distinct ids than a file can
+    /// hold plans name a plan that does not exist (`ENOENT`), which also
+    /// bounds the cost of keeping them sorted.
     pub(crate) fn wanted(parsed: &ParsedPlan) -> Result<Self> {
         let mut ids = KVVec::new();
         for rec in parsed.records.iter() {
             if let Placement::Remote { plan_id, .. } = rec.placement {
-                ids.push(plan_id, GFP_KERNEL_ACCOUNT)?;
+                if let Err(at) = ids.binary_search(&plan_id) {
+                    if ids.len() >= MAX_PLANS_PER_FILE as usize {
+                        return Err(ENOENT);
+                    }
+                    ids.reserve(1, GFP_KERNEL_ACCOUNT)?;
+                    // Cannot fail: room for one more was just made.
+                    ids.insert_within_capacity(at, plan_id)
+                        .map_err(|_| ENOMEM)?;
+                }
             }
         }
-        ids.sort_unstable();
-        let mut distinct = 0;
-        for i in 0..ids.len() {
-            if distinct == 0 || ids[i] != ids[distinct - 1] {
-                ids[distinct] = ids[i];
-                distinct += 1;
-            }
-        }
-        ids.truncate(distinct);
         let plans = KVVec::with_capacity(ids.len(), GFP_KERNEL_ACCOUNT)?;
         Ok(Self { ids, plans })
     }
