@@ -111,7 +111,7 @@ fn sim_devices() -> Result<KVec<Pin<KBox<Node>>>> {
     for _ in 0..count {
         let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         let dev = Device::new(
-            (arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
+            (arch::PCI_VENDOR_AMAZON, info.sim_pci_device),
             Backend::Sim(sim),
             geometry(info),
         )?;

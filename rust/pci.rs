@@ -11,7 +11,7 @@
 //! MMIO accesses.
 
 use crate::{
-    arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON},
+    arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON, V2, V3, V4},
     chardev::Node,
     device::{Backend, Device},
     geometry,
@@ -154,18 +154,17 @@ kernel::pci_device_table!(
     PCI_TABLE,
     <PciDriver as pci::Driver>::IdInfo,
     [
-        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7164), ()),
-        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7264), ()),
-        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7364), ()),
-        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7564), ()),
-        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7565), ()),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7164), &V2),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7264), &V2),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7364), &V3),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7564), &V4),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7565), &V4),
     ]
 );
 
 impl PciDriver {
-    fn bind(pdev: &pci::Device<Core<'_>>) -> Result<PciBinding> {
+    fn bind(pdev: &pci::Device<Core<'_>>, info: &'static ArchInfo) -> Result<PciBinding> {
         let device_id = pdev.device_id();
-        let info = ArchInfo::from_pci_device(device_id).ok_or(ENODEV)?;
         pdev.enable_device_mem()?;
         pdev.set_master();
         let bar0_size = pdev.resource_len(BAR_APB)?;
@@ -216,16 +215,19 @@ impl PciDriver {
 }
 
 impl pci::Driver for PciDriver {
-    type IdInfo = ();
+    /// The arch of each device id.
+    type IdInfo = &'static ArchInfo;
     type Data<'bound> = PciBinding;
 
     const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
 
     fn probe<'bound>(
         pdev: &'bound pci::Device<Core<'_>>,
-        _info: Option<&'bound Self::IdInfo>,
+        info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        Self::bind(pdev)
+        info.copied()
+            .ok_or(ENODEV)
+            .and_then(|info| Self::bind(pdev, info))
     }
 
     fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
