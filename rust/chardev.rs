@@ -65,8 +65,22 @@ extern "C" {
     static nhbm_attr_groups: [*const core::ffi::c_void; 2];
 }
 
-/// The value of sysfs attribute `which` (`enum nhbm_attr` in helpers.h) of the
-/// node whose `miscdevice` is `misc`.
+/// Which value a sysfs attribute shows: `enum nhbm_attr` of helpers.h.
+mod attr {
+    use kernel::ffi::c_int;
+
+    /// `NHBM_ATTR_ARCH`: the arch number.
+    pub(super) const ARCH: c_int = 0;
+    /// `NHBM_ATTR_SIMULATED`: 1 for a simulated device, else 0.
+    pub(super) const SIMULATED: c_int = 1;
+    /// `NHBM_ATTR_CHANNELS`: populated HBM channels.
+    pub(super) const CHANNELS: c_int = 2;
+    /// `NHBM_ATTR_REGIONS`: regions per channel.
+    pub(super) const REGIONS: c_int = 3;
+}
+
+/// The value of sysfs attribute `which` (one of [`attr`]) of the node whose
+/// `miscdevice` is `misc`; 0 for an unknown attribute.
 ///
 /// # Safety
 ///
@@ -83,10 +97,10 @@ pub(crate) unsafe extern "C" fn nhbm_sysfs_value(
     let node = unsafe { &*kernel::container_of!(misc, Node, misc) };
     let dev = &node.dev;
     match which {
-        0 => dev.info.arch as u64,
-        1 => u64::from(dev.sim().is_some()),
-        2 => dev.info.nr_channels as u64,
-        3 => dev.grid.geometry().regions as u64,
+        attr::ARCH => dev.info.arch as u64,
+        attr::SIMULATED => u64::from(dev.sim().is_some()),
+        attr::CHANNELS => dev.info.nr_channels as u64,
+        attr::REGIONS => dev.grid.geometry().regions as u64,
         _ => 0,
     }
 }
