@@ -384,13 +384,13 @@ fn read_records(
 /// ends at: `ENOENT` for an unknown target, `EINVAL` for a cycle.
 fn resolve_pointers(records: &mut [Record], index: &VarIndex) -> Result {
     let nmem = records.len();
-    for i in 0..nmem {
-        if let Placement::Ptr { target } = records[i].placement {
+    for (i, rec) in records.iter_mut().enumerate() {
+        if let Placement::Ptr { target } = rec.placement {
             let t = index.get(target).ok_or(ENOENT)?;
             if t == i {
                 return Err(EINVAL);
             }
-            records[i].placement = Placement::Ptr { target: t as u32 };
+            rec.placement = Placement::Ptr { target: t as u32 };
         }
     }
     // Each chain is walked to its end once, then every pointer on it is
