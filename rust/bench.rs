@@ -53,17 +53,7 @@ fn allocator_round(grid: &Grid, pool: &GenPool) -> Result<[i64; 3]> {
         }
         Ok(())
     })?;
-    let c = time(|| {
-        for _ in 0..PAIRS {
-            let va = raw::alloc(pool, ALLOC_BYTES);
-            if va == 0 {
-                return Err(ENOMEM);
-            }
-            // SAFETY: `va` was just allocated from `pool` with this size.
-            unsafe { raw::free(pool, va, ALLOC_BYTES) };
-        }
-        Ok(())
-    })?;
+    let c = time(|| raw::alloc_free_pairs(pool, ALLOC_BYTES, PAIRS))?;
     let w = time(|| {
         for _ in 0..PAIRS {
             let chunk = pool.alloc_aligned(ALLOC_BYTES, ALLOC_BYTES)?;

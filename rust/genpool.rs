@@ -228,22 +228,22 @@ impl Drop for GenPool {
 pub(crate) mod raw {
     use super::*;
 
-    /// Allocates `size` bytes from `pool` by calling C `gen_pool_first_fit_align` directly.
-    pub(crate) fn alloc(pool: &GenPool, size: u64) -> u64 {
-        // SAFETY: `pool.raw` is valid.
-        unsafe {
-            nhbm_gen_pool_alloc_align(pool.raw, size as usize, pool.granule() as c_int) as u64
+    /// Allocates and at once frees `size` bytes of `pool`, `pairs` times, by
+    /// calling C `gen_pool_alloc_algo` (first fit, aligned to the granule)
+    /// and `gen_pool_free` directly. `ENOMEM` if an allocation fails.
+    pub(crate) fn alloc_free_pairs(pool: &GenPool, size: u64, pairs: u32) -> Result {
+        let (len, align) = (size as usize, pool.granule() as c_int);
+        for _ in 0..pairs {
+            // SAFETY: `pool.raw` is valid (invariant).
+            let va = unsafe { nhbm_gen_pool_alloc_align(pool.raw, len, align) };
+            if va == 0 {
+                return Err(ENOMEM);
+            }
+            // SAFETY: `pool.raw` is valid and `va` was just allocated from it
+            // with this size.
+            unsafe { nhbm_gen_pool_free(pool.raw, va, len) };
         }
-    }
-
-    /// Frees what [`alloc`] returned.
-    ///
-    /// # Safety
-    ///
-    /// `va`/`size` must be a live allocation of `pool` returned by [`alloc`].
-    pub(crate) unsafe fn free(pool: &GenPool, va: u64, size: u64) {
-        // SAFETY: The caller guarantees `va`/`size` is a live allocation of `pool`.
-        unsafe { nhbm_gen_pool_free(pool.raw, va as c_ulong, size as usize) }
+        Ok(())
     }
 }
 
