@@ -4,7 +4,7 @@
 //! Neuron accelerators.
 //!
 //! Rooms, lowest first: `arch` and `addr` (constants and pure math),
-//! `genpool` and `mempool` (the HBM grid), `regs`, `io`, `sparse`,
+//! `genpool` and `mempool` (the HBM grid), `io`, `regs`, `sparse`,
 //! `sim`, `pci` and `wc_bar` (device access), `fw` (reset), `device`, `plan`
 //! (parse and stage mem_ref plans) and `chardev` (the ioctl surface).
 
