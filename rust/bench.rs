@@ -39,6 +39,31 @@ fn time(mut f: impl FnMut() -> Result) -> Result<i64> {
     Ok(t0.elapsed().as_nanos())
 }
 
+/// Bytes of one allocation, and the pools' granule.
+const ALLOC_BYTES: u64 = 4096;
+
+/// Times `PAIRS` allocate+free pairs on the grid, on raw C
+/// `gen_pool_alloc`/`gen_pool_free` and on the [`GenPool`] wrapper, in that
+/// order, for one round.
+fn allocator_round(grid: &Grid, pool: &GenPool) -> Result<[i64; 3]> {
+    let g = time(|| {
+        for _ in 0..PAIRS {
+            let chunk = grid.alloc(0, 0, ALLOC_BYTES, 0)?;
+            grid.free(chunk).map_err(|(e, _)| e)?;
+        }
+        Ok(())
+    })?;
+    let c = time(|| raw::alloc_free_pairs(pool, ALLOC_BYTES, PAIRS))?;
+    let w = time(|| {
+        for _ in 0..PAIRS {
+            let chunk = pool.alloc_aligned(ALLOC_BYTES, ALLOC_BYTES)?;
+            pool.free(chunk).map_err(|_| EINVAL)?;
+        }
+        Ok(())
+    })?;
+    Ok([g, c, w])
+}
+
 /// The Rust grid against raw C `gen_pool_alloc`/`gen_pool_free` on an
 /// identical pool (V2 channel 0, 4 KiB granule, 4 KiB allocations). The
 /// safe [`GenPool`] wrapper alone is timed too, as a diagnostic: what the
@@ -47,43 +72,19 @@ fn allocator() -> Result {
     let geo = Geometry {
         info: &V2,
         regions: 1,
-        min_alloc: 4096,
+        min_alloc: ALLOC_BYTES,
         carveout: false,
     };
     let grid = Grid::new(geo)?;
     let (start, end) = grid.pool_range(0, 0)?;
     let pool = GenPool::new(12, start | DEVMEM_TAG, start, end - start)?;
-    let mut g = [0i64; ROUNDS];
-    let mut c = [0i64; ROUNDS];
-    let mut w = [0i64; ROUNDS];
+    let mut rounds = [[0i64; ROUNDS]; 3];
     for r in 0..ROUNDS {
-        g[r] = time(|| {
-            for _ in 0..PAIRS {
-                let chunk = grid.alloc(0, 0, 4096, 0)?;
-                grid.free(chunk).map_err(|(e, _)| e)?;
-            }
-            Ok(())
-        })?;
-        c[r] = time(|| {
-            for _ in 0..PAIRS {
-                let va = raw::alloc(&pool, 4096);
-                if va == 0 {
-                    return Err(ENOMEM);
-                }
-                // SAFETY: `va` was just allocated from `pool` with this size.
-                unsafe { raw::free(&pool, va, 4096) };
-            }
-            Ok(())
-        })?;
-        w[r] = time(|| {
-            for _ in 0..PAIRS {
-                let chunk = pool.alloc_aligned(4096, 4096)?;
-                pool.free(chunk).map_err(|_| EINVAL)?;
-            }
-            Ok(())
-        })?;
+        for (side, t) in rounds.iter_mut().zip(allocator_round(&grid, &pool)?) {
+            side[r] = t;
+        }
     }
-    let (gm, cm, wm) = (median(g), median(c), median(w));
+    let [gm, cm, wm] = rounds.map(median);
     let milli = gm * 1000 / cm.max(1);
     let verdict = if milli <= 1150 { "PASS" } else { "FAIL" };
     pr_info!(

@@ -350,7 +350,7 @@ impl Device {
     pub(crate) fn new_test_sim_of(info: &'static ArchInfo, regions: usize) -> Result<Arc<Self>> {
         let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         Device::new(
-            (crate::arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
+            (crate::arch::PCI_VENDOR_AMAZON, info.sim_pci_device),
             Backend::Sim(sim),
             Geometry {
                 info,

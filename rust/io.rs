@@ -39,3 +39,13 @@ pub(crate) fn check_range(off: u64, len: u64, size: u64) -> Result {
         _ => Err(ERANGE),
     }
 }
+
+/// Checks that a 32-bit register at `off` lies inside a BAR0 of `size` bytes
+/// (`ERANGE`) at a multiple of 4 (`EINVAL`); the offset as the MMIO API takes it.
+pub(crate) fn reg_offset(off: u64, size: u64) -> Result<usize> {
+    check_range(off, 4, size)?;
+    if off % 4 != 0 {
+        return Err(EINVAL);
+    }
+    Ok(off as usize)
+}

@@ -4,7 +4,7 @@
 //! Neuron accelerators.
 //!
 //! Rooms, lowest first: `arch` and `addr` (constants and pure math),
-//! `genpool` and `mempool` (the HBM grid), `regs`, `io`, `sparse`,
+//! `genpool` and `mempool` (the HBM grid), `io`, `regs`, `sparse`,
 //! `sim`, `pci` and `wc_bar` (device access), `fw` (reset), `device`, `plan`
 //! (parse and stage mem_ref plans) and `chardev` (the ioctl surface).
 
@@ -111,7 +111,7 @@ fn sim_devices() -> Result<KVec<Pin<KBox<Node>>>> {
     for _ in 0..count {
         let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         let dev = Device::new(
-            (arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
+            (arch::PCI_VENDOR_AMAZON, info.sim_pci_device),
             Backend::Sim(sim),
             geometry(info),
         )?;

@@ -7,7 +7,7 @@
 
 use crate::{
     arch::ArchInfo,
-    io::{check_range, DeviceIo},
+    io::{reg_offset, DeviceIo},
     regs::{MiscRamReg, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TRIGGER},
     sparse::SparseMem,
 };
@@ -147,11 +147,7 @@ impl SimIo {
     /// Checks a 32-bit register access at BAR0 offset `off`.
     fn check_reg(&self, off: u64) -> Result {
         self.check_present()?;
-        check_range(off, 4, self.info.bar0_size)?;
-        if off % 4 != 0 {
-            return Err(EINVAL);
-        }
-        Ok(())
+        reg_offset(off, self.info.bar0_size).map(|_| ())
     }
 }
 
