@@ -47,11 +47,16 @@ pub fn calibrate(block: Duration, mut run: impl FnMut(u64) -> io::Result<()>) ->
     loop {
         let ns = try_time_ns(|| run(n))?;
         if ns >= PROBE_MIN.as_nanos() as f64 || n >= 1 << 30 {
-            let want = block.as_nanos() as f64 / ns.max(1.0) * n as f64;
-            return Ok((want.ceil() as u64).max(1));
+            return Ok(scale(block, ns, n));
         }
         n *= 4;
     }
+}
+
+/// Operations that fill `block` when `n` of them took `ns` nanoseconds (at least 1).
+fn scale(block: Duration, ns: f64, n: u64) -> u64 {
+    let want = block.as_nanos() as f64 / ns.max(1.0) * n as f64;
+    (want.ceil() as u64).max(1)
 }
 
 /// Per-operation nanoseconds of one block of `n` operations.
@@ -71,14 +76,30 @@ mod tests {
     }
 
     #[test]
-    fn calibrate_fills_the_block() {
-        let spin = |n: u64| {
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_micros(100 * n) {}
+    fn scale_fills_the_block() {
+        // 64 operations in 16 ms: 150 ms holds 600 of them.
+        assert_eq!(scale(Duration::from_millis(150), 16e6, 64), 600);
+        assert_eq!(scale(Duration::from_millis(150), 0.0, 1), 150_000_000);
+        assert_eq!(scale(Duration::from_millis(1), 1e9, 1), 1);
+    }
+
+    #[test]
+    fn calibrate_grows_until_the_probe_is_long_enough() {
+        // Each operation sleeps at least 1 ms: probes of 1, 4, 16... operations
+        // until one lasts PROBE_MIN, which 16 of them always do; the block
+        // then holds at most 160 of them.
+        let mut probes = Vec::new();
+        let n = calibrate(Duration::from_millis(160), |n| {
+            probes.push(n);
+            std::thread::sleep(Duration::from_millis(n));
             Ok(())
-        };
-        let n = calibrate(Duration::from_millis(40), spin).unwrap();
-        // 40 ms of 100 us operations, give or take a slow machine.
-        assert!((200..=800).contains(&n), "n = {n}");
+        })
+        .unwrap();
+        assert!(
+            probes.iter().enumerate().all(|(i, &p)| p == 1 << (2 * i)),
+            "{probes:?}"
+        );
+        assert!(*probes.last().unwrap() <= 16, "{probes:?}");
+        assert!((1..=160).contains(&n), "n = {n}");
     }
 }
