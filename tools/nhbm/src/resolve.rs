@@ -44,6 +44,7 @@ pub struct Resolver {
     entries: Vec<Entry>,
 }
 
+#[cold]
 fn errno(e: i32) -> io::Error {
     io::Error::from_raw_os_error(e)
 }
@@ -157,15 +158,24 @@ impl Resolver {
     /// NHBM_IOC_RESOLVE answers it, errors included.
     #[inline]
     pub fn resolve(&self, var_id: u32, offset: u64, size: u64) -> io::Result<u64> {
-        let e = self.entry(var_id).ok_or(errno(libc::ENOENT))?;
+        // The error is built only on the error path: an io::Error made and
+        // dropped on every call costs more than the lookup itself.
+        self.lookup(var_id, offset, size).map_err(errno)
+    }
+
+    #[inline(always)]
+    fn lookup(&self, var_id: u32, offset: u64, size: u64) -> Result<u64, i32> {
+        let Some(e) = self.entry(var_id) else {
+            return Err(libc::ENOENT);
+        };
         match offset.checked_add(size) {
             Some(end) if end <= e.size => {}
-            _ => return Err(errno(libc::EINVAL)),
+            _ => return Err(libc::EINVAL),
         }
         if (e.tag == PTR && offset != 0) || e.pa == PA_UNSTAGED {
-            return Err(errno(libc::EINVAL));
+            return Err(libc::EINVAL);
         }
-        e.pa.checked_add(offset).ok_or(errno(libc::EINVAL))
+        e.pa.checked_add(offset).ok_or(libc::EINVAL)
     }
 
     /// The bytes variable `var_id` spans, `None` if the plan has no such variable.
