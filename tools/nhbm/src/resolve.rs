@@ -16,17 +16,26 @@ use crate::plan::{Kind, Plan};
 use crate::uapi::PA_UNSTAGED;
 
 /// What resolving one variable needs.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Entry {
     pa: u64,
     size: u64,
-    /// 0 no such variable, 1 a variable, 2 an MR_PTR (offset must be 0).
-    tag: u8,
+    /// The largest offset allowed: 0 for an MR_PTR, `u64::MAX` otherwise;
+    /// [`ABSENT`] marks a slot of the direct table without a variable.
+    max_offset: u64,
 }
 
-const ABSENT: u8 = 0;
-const VAR: u8 = 1;
-const PTR: u8 = 2;
+const ABSENT: u64 = 1;
+
+impl Default for Entry {
+    fn default() -> Self {
+        Entry {
+            pa: PA_UNSTAGED,
+            size: 0,
+            max_offset: ABSENT,
+        }
+    }
+}
 
 /// How var ids map to entries.
 #[derive(Clone, Debug)]
@@ -74,7 +83,11 @@ impl Resolver {
         if loaded.addrs.len() != recs.len() {
             return Err(errno(libc::EINVAL));
         }
-        let at: HashMap<u32, usize> = recs.iter().enumerate().map(|(i, r)| (r.var_id, i)).collect();
+        let at: HashMap<u32, usize> = recs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.var_id, i))
+            .collect();
         let pos = |id: u32| at.get(&id).copied();
         // Sizes of non-pointers first, then pointers, which follow their chain
         // to a non-pointer (the kernel refused cycles at load).
@@ -92,7 +105,7 @@ impl Resolver {
         }
         let mut entries = Vec::with_capacity(recs.len());
         for (i, r) in recs.iter().enumerate() {
-            let (size, tag) = match r.kind {
+            let (size, max_offset) = match r.kind {
                 Kind::Ptr { .. } => {
                     let mut cur = i;
                     for _ in 0..recs.len() {
@@ -103,17 +116,20 @@ impl Resolver {
                             _ => break,
                         }
                     }
-                    (alias_size(r.size, sizes[cur]), PTR)
+                    (alias_size(r.size, sizes[cur]), 0)
                 }
-                _ => (sizes[i], VAR),
+                _ => (sizes[i], u64::MAX),
             };
             entries.push(Entry {
                 pa: loaded.addrs[i],
                 size,
-                tag,
+                max_offset,
             });
         }
-        Ok(Self::index(recs.iter().map(|r| r.var_id).collect(), entries))
+        Ok(Self::index(
+            recs.iter().map(|r| r.var_id).collect(),
+            entries,
+        ))
     }
 
     /// Lays the entries out by id: a direct table when the ids are dense
@@ -151,7 +167,7 @@ impl Resolver {
             Ids::Direct { base } => self.entries.get(var_id.wrapping_sub(*base) as usize)?,
             Ids::Sorted(ids) => &self.entries[ids.binary_search(&var_id).ok()?],
         };
-        (e.tag != ABSENT).then_some(e)
+        (e.max_offset != ABSENT).then_some(e)
     }
 
     /// The device PA of `[offset, offset + size)` of variable `var_id`, as
@@ -168,14 +184,16 @@ impl Resolver {
         let Some(e) = self.entry(var_id) else {
             return Err(libc::ENOENT);
         };
-        match offset.checked_add(size) {
-            Some(end) if end <= e.size => {}
-            _ => return Err(libc::EINVAL),
+        // Every other refusal is EINVAL: one combined test, few branches.
+        let (end, past_end) = offset.overflowing_add(size);
+        let (pa, wraps) = e.pa.overflowing_add(offset);
+        let ok =
+            !past_end & !wraps & (end <= e.size) & (offset <= e.max_offset) & (e.pa != PA_UNSTAGED);
+        if ok {
+            Ok(pa)
+        } else {
+            Err(libc::EINVAL)
         }
-        if (e.tag == PTR && offset != 0) || e.pa == PA_UNSTAGED {
-            return Err(libc::EINVAL);
-        }
-        e.pa.checked_add(offset).ok_or(libc::EINVAL)
     }
 
     /// The bytes variable `var_id` spans, `None` if the plan has no such variable.
@@ -235,10 +253,8 @@ mod tests {
         let plan = Plan::new(0, 0)
             .with(Record::buffer(1, 4096))
             .with(Record::buffer(2, 4096));
-        let r = Resolver::new(&plan, &loaded(vec![PA_UNSTAGED, u64::MAX - 8]), |_, _| {
-            None
-        })
-        .unwrap();
+        let r =
+            Resolver::new(&plan, &loaded(vec![PA_UNSTAGED, u64::MAX - 8]), |_, _| None).unwrap();
         assert_eq!(errno_of(r.resolve(1, 0, 0)), Some(libc::EINVAL));
         assert_eq!(r.resolve(2, 8, 0).unwrap(), u64::MAX);
         assert_eq!(errno_of(r.resolve(2, 9, 0)), Some(libc::EINVAL));
