@@ -159,10 +159,11 @@ impl Out {
 fn device_figures(path: &Path, out: &mut Out) {
     let all = [
         "resolve",
-        "batch_resolve",
+        "library_resolve",
         "staging_scale",
-        "upload_bandwidth",
         "kmem_per_var",
+        "upload_bandwidth",
+        "model_staging",
     ];
     let dev = match Device::open_path(path) {
         Ok(d) => d,
@@ -185,14 +186,8 @@ fn device_figures(path: &Path, out: &mut Out) {
         Err(e) => return out.error(&all, &e),
     }
     match device::resolve_figures(&dev) {
-        Ok((r, b)) => {
-            out.figure(&r);
-            match b {
-                Ok(b) => out.figure(&b),
-                Err(e) => out.error(&["batch_resolve"], &e),
-            }
-        }
-        Err(e) => out.error(&["resolve", "batch_resolve"], &e),
+        Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
+        Err(e) => out.error(&all[..2], &e),
     }
     match device::staging_figures(&dev) {
         Ok((s, k)) => {
@@ -204,6 +199,10 @@ fn device_figures(path: &Path, out: &mut Out) {
     match device::upload_figure(&dev) {
         Ok(f) => out.figure(&f),
         Err(e) => out.error(&["upload_bandwidth"], &e),
+    }
+    match device::model_staging_figure(&dev) {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(&["model_staging"], &e),
     }
 }
 

@@ -78,7 +78,13 @@ fn load(
 pub fn library_resolve_matches_kernel() -> TestResult {
     let d = dev()?;
     let mut rs: HashMap<u32, Resolver> = HashMap::new();
-    let target = load(&d, &mut rs, "every_local_kind", &every_local_kind(), CHANNEL_ANY)?;
+    let target = load(
+        &d,
+        &mut rs,
+        "every_local_kind",
+        &every_local_kind(),
+        CHANNEL_ANY,
+    )?;
     let remote = Plan::new(0, 0)
         .with(Record::buffer(1, 4 * KIB))
         .with(Record::remote(2, 0, target, 3))
