@@ -43,20 +43,23 @@ const PROBE_MIN: Duration = Duration::from_millis(16);
 /// How many repetitions of an operation fill `block`: `run(n)` performs `n`
 /// of them. Grows `n` by 4x until a probe lasts [`PROBE_MIN`], then scales.
 pub fn calibrate(block: Duration, mut run: impl FnMut(u64) -> io::Result<()>) -> io::Result<u64> {
+    calibrate_probe(block, |n| try_time_ns(|| run(n)))
+}
+
+/// [`calibrate`] with the probe's duration in nanoseconds given by `probe(n)`.
+fn calibrate_probe(
+    block: Duration,
+    mut probe: impl FnMut(u64) -> io::Result<f64>,
+) -> io::Result<u64> {
     let mut n = 1u64;
     loop {
-        let ns = try_time_ns(|| run(n))?;
+        let ns = probe(n)?;
         if ns >= PROBE_MIN.as_nanos() as f64 || n >= 1 << 30 {
-            return Ok(scale(block, ns, n));
+            let want = block.as_nanos() as f64 / ns.max(1.0) * n as f64;
+            return Ok((want.ceil() as u64).max(1));
         }
         n *= 4;
     }
-}
-
-/// Operations that fill `block` when `n` of them took `ns` nanoseconds (at least 1).
-fn scale(block: Duration, ns: f64, n: u64) -> u64 {
-    let want = block.as_nanos() as f64 / ns.max(1.0) * n as f64;
-    (want.ceil() as u64).max(1)
 }
 
 /// Per-operation nanoseconds of one block of `n` operations.
@@ -76,30 +79,22 @@ mod tests {
     }
 
     #[test]
-    fn scale_fills_the_block() {
-        // 64 operations in 16 ms: 150 ms holds 600 of them.
-        assert_eq!(scale(Duration::from_millis(150), 16e6, 64), 600);
-        assert_eq!(scale(Duration::from_millis(150), 0.0, 1), 150_000_000);
-        assert_eq!(scale(Duration::from_millis(1), 1e9, 1), 1);
+    fn calibrate_fills_the_block() {
+        // Operations of 100 us each: probes of 1, 4, ... 256 operations; the
+        // 256-operation probe (25.6 ms) is the first to last PROBE_MIN.
+        let mut probes = Vec::new();
+        let n = calibrate_probe(Duration::from_millis(40), |n| {
+            probes.push(n);
+            Ok(n as f64 * 100_000.0)
+        })
+        .unwrap();
+        assert_eq!(probes, [1, 4, 16, 64, 256]);
+        assert_eq!(n, 400);
     }
 
     #[test]
-    fn calibrate_grows_until_the_probe_is_long_enough() {
-        // Each operation sleeps at least 1 ms: probes of 1, 4, 16... operations
-        // until one lasts PROBE_MIN, which 16 of them always do; the block
-        // then holds at most 160 of them.
-        let mut probes = Vec::new();
-        let n = calibrate(Duration::from_millis(160), |n| {
-            probes.push(n);
-            std::thread::sleep(Duration::from_millis(n));
-            Ok(())
-        })
-        .unwrap();
-        assert!(
-            probes.iter().enumerate().all(|(i, &p)| p == 1 << (2 * i)),
-            "{probes:?}"
-        );
-        assert!(*probes.last().unwrap() <= 16, "{probes:?}");
-        assert!((1..=160).contains(&n), "n = {n}");
+    fn calibrate_passes_errors_on() {
+        let r = calibrate(Duration::from_millis(40), |_| Err(io::Error::other("gone")));
+        assert_eq!(r.unwrap_err().to_string(), "gone");
     }
 }
