@@ -37,20 +37,27 @@ impl Default for Entry {
     }
 }
 
-/// How var ids map to entries.
-#[derive(Clone, Debug)]
-enum Ids {
-    /// Entry `id - base` of a table with a slot for every id in range.
-    Direct { base: u32 },
-    /// Sorted ids, parallel to the entries.
-    Sorted(Vec<u32>),
-}
-
 /// Resolves the variables of one loaded plan in process.
+///
+/// Dense var ids index `direct` (entry `id - base`); otherwise `direct` is
+/// empty and `ids` (sorted) is searched by bisection for an index into
+/// `sorted`.
 #[derive(Clone, Debug)]
 pub struct Resolver {
-    ids: Ids,
-    entries: Vec<Entry>,
+    base: u32,
+    direct: Vec<Entry>,
+    ids: Vec<u32>,
+    sorted: Vec<Entry>,
+}
+
+/// Why `e` refused a query that failed the combined test.
+#[cold]
+fn refusal(e: &Entry) -> i32 {
+    if e.max_offset == ABSENT {
+        libc::ENOENT
+    } else {
+        libc::EINVAL
+    }
 }
 
 #[cold]
@@ -135,39 +142,45 @@ impl Resolver {
     /// Lays the entries out by id: a direct table when the ids are dense
     /// enough, else sorted ids searched by bisection.
     fn index(ids: Vec<u32>, entries: Vec<Entry>) -> Resolver {
+        let mut r = Resolver {
+            base: 0,
+            direct: Vec::new(),
+            ids: Vec::new(),
+            sorted: Vec::new(),
+        };
         let (Some(&lo), Some(&hi)) = (ids.iter().min(), ids.iter().max()) else {
-            return Resolver {
-                ids: Ids::Sorted(Vec::new()),
-                entries,
-            };
+            return r;
         };
         let span = (hi - lo) as usize + 1;
         if span <= 2 * ids.len() + 64 {
-            let mut table = vec![Entry::default(); span];
+            r.base = lo;
+            r.direct = vec![Entry::default(); span];
             for (id, e) in ids.iter().zip(entries) {
-                table[(id - lo) as usize] = e;
+                r.direct[(id - lo) as usize] = e;
             }
-            return Resolver {
-                ids: Ids::Direct { base: lo },
-                entries: table,
-            };
+            return r;
         }
         let mut order: Vec<(u32, Entry)> = ids.into_iter().zip(entries).collect();
         order.sort_by_key(|&(id, _)| id);
-        let (ids, entries) = order.into_iter().unzip();
-        Resolver {
-            ids: Ids::Sorted(ids),
-            entries,
+        (r.ids, r.sorted) = order.into_iter().unzip();
+        r
+    }
+
+    /// The slot of `var_id`: an absent slot of the direct table has
+    /// `max_offset` [`ABSENT`] and the unstaged sentinel as its PA.
+    #[inline(always)]
+    fn entry(&self, var_id: u32) -> Option<&Entry> {
+        match self.direct.get(var_id.wrapping_sub(self.base) as usize) {
+            Some(e) => Some(e),
+            None => self.sorted_entry(var_id),
         }
     }
 
-    #[inline]
-    fn entry(&self, var_id: u32) -> Option<&Entry> {
-        let e = match &self.ids {
-            Ids::Direct { base } => self.entries.get(var_id.wrapping_sub(*base) as usize)?,
-            Ids::Sorted(ids) => &self.entries[ids.binary_search(&var_id).ok()?],
-        };
-        (e.max_offset != ABSENT).then_some(e)
+    fn sorted_entry(&self, var_id: u32) -> Option<&Entry> {
+        self.ids
+            .binary_search(&var_id)
+            .ok()
+            .map(|i| &self.sorted[i])
     }
 
     /// The device PA of `[offset, offset + size)` of variable `var_id`, as
@@ -184,7 +197,8 @@ impl Resolver {
         let Some(e) = self.entry(var_id) else {
             return Err(libc::ENOENT);
         };
-        // Every other refusal is EINVAL: one combined test, few branches.
+        // Every refusal but an absent slot is EINVAL, and an absent slot
+        // fails the sentinel test too: one combined test, one branch.
         let (end, past_end) = offset.overflowing_add(size);
         let (pa, wraps) = e.pa.overflowing_add(offset);
         let ok =
@@ -192,13 +206,15 @@ impl Resolver {
         if ok {
             Ok(pa)
         } else {
-            Err(libc::EINVAL)
+            Err(refusal(e))
         }
     }
 
     /// The bytes variable `var_id` spans, `None` if the plan has no such variable.
     pub fn var_size(&self, var_id: u32) -> Option<u64> {
-        self.entry(var_id).map(|e| e.size)
+        self.entry(var_id)
+            .filter(|e| e.max_offset != ABSENT)
+            .map(|e| e.size)
     }
 }
 
@@ -272,7 +288,7 @@ mod tests {
             (p, v).eq(&(3, 9)).then_some(512)
         })
         .unwrap();
-        assert!(matches!(r.ids, Ids::Sorted(_)));
+        assert!(r.direct.is_empty() && r.ids.len() == 4);
         assert_eq!(r.resolve(1_000_000, 4095, 1).unwrap(), 0x10fff);
         assert_eq!(r.var_size(7), Some(512));
         assert_eq!(r.var_size(8), Some(32));
