@@ -14,9 +14,10 @@ use crate::{
     fw::ResetKind,
     plan::{
         blob::UserBlob,
-        parse::{parse, Placement},
-        stage::{stage, Plan},
+        parse::parse,
+        stage::{stage, Plan, Remotes},
     },
+    resched,
     telemetry::Telemetry,
     uapi::{self, *},
 };
@@ -58,8 +59,10 @@ const NODE_NAMES: [&CStr; 16] = [
 ];
 
 extern "C" {
-    /// The attribute groups of a device node (sysfs.c).
-    static nhbm_attr_groups: [*const bindings::attribute_group; 2];
+    /// The attribute groups of a device node (sysfs.c): pointers to
+    /// `struct attribute_group`, opaque here (some configurations make its
+    /// members zero-sized, which `improper_ctypes` refuses in an extern block).
+    static nhbm_attr_groups: [*const core::ffi::c_void; 2];
 }
 
 /// The value of sysfs attribute `which` (`enum nhbm_attr` in helpers.h) of the
@@ -91,20 +94,67 @@ pub(crate) unsafe extern "C" fn nhbm_sysfs_value(
 /// Maximum device nodes.
 pub(crate) const MAX_NODES: usize = NODE_NAMES.len();
 
-/// Index of the next device node (indices are not reused).
-static NEXT_INDEX: Atomic<u32> = Atomic::new(0);
+/// A set of device indices `0..MAX_NODES`, one bit each.
+pub(crate) struct IndexSet(Atomic<u32>);
 
-/// Claims the next device index, `ENOSPC` after [`MAX_NODES`].
-pub(crate) fn next_index() -> Result<u32> {
-    let i = NEXT_INDEX.fetch_add(1, Relaxed);
-    if i as usize >= MAX_NODES {
-        return Err(ENOSPC);
+/// The indices of the module's devices.
+static DEVICE_INDICES: IndexSet = IndexSet::new();
+
+impl IndexSet {
+    /// All indices free.
+    pub(crate) const fn new() -> Self {
+        Self(Atomic::new(0))
     }
-    Ok(i)
+
+    /// Claims the lowest free index, `ENOSPC` when all [`MAX_NODES`] are taken.
+    pub(crate) fn claim(&'static self) -> Result<NodeIndex> {
+        let mut cur = self.0.load(Relaxed);
+        loop {
+            let i = cur.trailing_ones();
+            if i as usize >= MAX_NODES {
+                return Err(ENOSPC);
+            }
+            match self.0.cmpxchg(cur, cur | 1 << i, Relaxed) {
+                Ok(_) => {
+                    return Ok(NodeIndex {
+                        set: self,
+                        index: i,
+                    })
+                }
+                Err(now) => cur = now,
+            }
+        }
+    }
 }
 
-/// Plans one open file may hold at once (`E2BIG` beyond).
-pub(crate) const MAX_PLANS_PER_FILE: usize = 4096;
+/// A claimed device index, free again when dropped: a device gives its index
+/// back when the last user of it is gone.
+pub(crate) struct NodeIndex {
+    set: &'static IndexSet,
+    index: u32,
+}
+
+impl NodeIndex {
+    /// Claims the lowest free index of the module's devices.
+    pub(crate) fn claim() -> Result<Self> {
+        DEVICE_INDICES.claim()
+    }
+
+    /// The index.
+    pub(crate) fn get(&self) -> u32 {
+        self.index
+    }
+}
+
+impl Drop for NodeIndex {
+    fn drop(&mut self) {
+        let bit = 1u32 << self.index;
+        let mut cur = self.set.0.load(Relaxed);
+        while let Err(now) = self.set.0.cmpxchg(cur, cur & !bit, Relaxed) {
+            cur = now;
+        }
+    }
+}
 
 /// Record addresses copied out per user copy by PLAN_LOAD.
 const ADDRS_PIECE: usize = 512;
@@ -171,8 +221,6 @@ struct PlanEntry {
     plan: Arc<Plan>,
     /// Plans of this file whose REMOTE records point into this one.
     pinned_by: u32,
-    /// Ids of the plans this one points into.
-    pins: KVec<u32>,
 }
 
 struct FileState {
@@ -206,7 +254,7 @@ impl FileState {
 }
 
 /// One open file of a device node: its own plans, invisible to other files.
-#[pin_data]
+#[pin_data(PinnedDrop)]
 pub(crate) struct OpenFile {
     dev: Arc<Device>,
     #[pin]
@@ -229,6 +277,13 @@ fn user_slice(addr: u64, len: u64) -> Result<UserSlice> {
     let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
     let len = usize::try_from(len).map_err(|_| EINVAL)?;
     Ok(UserSlice::new(UserPtr::from_addr(addr), len))
+}
+
+#[pinned_drop]
+impl PinnedDrop for OpenFile {
+    fn drop(self: Pin<&mut Self>) {
+        self.dev.file_closed();
+    }
 }
 
 impl OpenFile {
@@ -276,32 +331,23 @@ impl OpenFile {
         let blob = UserBlob::new(req.blob, req.blob_len, &self.dev.fault)?;
         let parsed = parse(&blob, self.dev.info)?;
 
-        // REMOTE targets: looked up and pinned now, so they stay put while we stage.
-        let mut remotes = KVec::new();
-        let mut pins = KVec::new();
-        for rec in parsed.records.iter() {
-            if let Placement::Remote { .. } = rec.placement {
-                remotes.push((0u64, 0u64), GFP_KERNEL)?;
-                pins.push(0u32, GFP_KERNEL)?;
-            }
-        }
+        // REMOTE targets: the plan takes a reference on each plan it names, so
+        // none of their memory can be freed while it (or a transfer through
+        // it) can reach it. They are pinned in this file's table when the plan
+        // is inserted, if they are still there.
+        let mut remotes = Remotes::wanted(&parsed)?;
         // The table slot is taken up front: once staged, inserting cannot fail.
-        let slot = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let slot = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
         let id = {
             let mut st = self.state.lock();
-            if st.count >= MAX_PLANS_PER_FILE {
+            if st.count >= MAX_PLANS_PER_FILE as usize {
                 return Err(E2BIG);
             }
-            let mut k = 0;
-            for rec in parsed.records.iter() {
-                if let Placement::Remote { var_id, plan_id } = rec.placement {
-                    let v = st.entry(plan_id)?.plan.var(var_id).copied()?;
-                    remotes[k] = (v.pa, v.size);
-                    pins[k] = plan_id;
-                    k += 1;
-                }
-            }
-            st.pin(&pins);
+            remotes.take(|id| {
+                let target = st.entry(id)?.plan.clone();
+                target.check_live()?;
+                Ok(target)
+            })?;
             // Ids count up from 1 and skip any still in use after a wrap.
             let mut id = st.next_id;
             while st.entry(id).is_ok() {
@@ -310,14 +356,15 @@ impl OpenFile {
             st.next_id = id.wrapping_add(1).max(1);
             id
         };
+        remotes.check(&parsed)?;
 
         let fault = &self.dev.fault;
-        let staged = stage(&self.dev, parsed, &blob, channel, &remotes, id).and_then(|plan| {
+        let staged = stage(&self.dev, parsed, &blob, channel, remotes, id).and_then(|plan| {
             if req.addrs != 0 {
                 fault.point(EFAULT)?;
                 let n = plan.vars().len() as u64;
                 let mut w = user_slice(req.addrs, n.checked_mul(8).ok_or(EINVAL)?)?.writer();
-                let mut piece = KVec::with_capacity(ADDRS_PIECE, GFP_KERNEL)?;
+                let mut piece = KVec::with_capacity(ADDRS_PIECE, GFP_KERNEL_ACCOUNT)?;
                 for vars in plan.vars().chunks(ADDRS_PIECE) {
                     piece.clear();
                     for v in vars {
@@ -335,28 +382,27 @@ impl OpenFile {
             writeback(arg, &req)?;
             Ok(plan)
         });
+        // On failure nothing of this load stays: its plan, if staged, was
+        // dropped, and with it the references on its targets.
         let plan = staged.and_then(|plan| {
             fault.point(ENOMEM)?;
-            Ok(Arc::new(plan, GFP_KERNEL)?)
-        });
+            Ok(Arc::new(plan, GFP_KERNEL_ACCOUNT)?)
+        })?;
         let mut st = self.state.lock();
-        match plan {
-            Ok(plan) => {
-                let entry = PlanEntry {
-                    plan,
-                    pinned_by: 0,
-                    pins,
-                };
-                st.plans.insert(slot.into_node(id, entry));
-                st.count += 1;
-                Ok(())
-            }
-            Err(e) => {
-                // Nothing of this load stays: its plan, if staged, was dropped.
-                st.unpin(&pins);
-                Err(e)
-            }
+        if st.count >= MAX_PLANS_PER_FILE as usize {
+            drop(st);
+            return Err(E2BIG);
         }
+        // A target unloaded meanwhile is gone for this file, too.
+        if !plan.remotes_match(|id| st.entry(id).ok().map(|e| &e.plan)) {
+            drop(st);
+            return Err(ENOENT);
+        }
+        st.pin(plan.remote_ids());
+        st.plans
+            .insert(slot.into_node(id, PlanEntry { plan, pinned_by: 0 }));
+        st.count += 1;
+        Ok(())
     }
 
     fn plan_unload(&self, arg: usize) -> Result {
@@ -373,7 +419,7 @@ impl OpenFile {
             }
             let entry = st.plans.remove(&req.plan_id).ok_or(ENOENT)?;
             st.count -= 1;
-            st.unpin(&entry.pins);
+            st.unpin(entry.plan.remote_ids());
             entry
         };
         // The plan's memory is given back here, outside the lock.
@@ -384,12 +430,12 @@ impl OpenFile {
     fn resolve(&self, arg: usize) -> Result {
         let mut req: Resolve = reader(arg)?;
         self.dev.check_present()?;
-        req.addr = self
-            .state
-            .lock()
-            .entry(req.plan_id)?
-            .plan
-            .resolve(req.var_id, req.offset, req.size)?;
+        req.addr = {
+            let st = self.state.lock();
+            let plan = &st.entry(req.plan_id)?.plan;
+            plan.check_live()?;
+            plan.resolve(req.var_id, req.offset, req.size)?
+        };
         writeback(arg, &req)
     }
 
@@ -400,11 +446,13 @@ impl OpenFile {
         }
         self.dev.check_present()?;
         let plan = self.plan(req.plan_id)?;
+        plan.check_live()?;
         let qsize = size_of::<ResolveQuery>() as u64;
         let (mut r, mut w) = user_slice(req.queries, u64::from(req.count) * qsize)?.reader_writer();
         let mut piece = KVec::from_elem(ResolveQuery::default(), BATCH_PIECE, GFP_KERNEL)?;
         let mut left = req.count as usize;
         while left > 0 {
+            resched::checkpoint()?;
             let n = left.min(BATCH_PIECE);
             r.read_slice(piece[..n].as_bytes_mut())?;
             for q in piece[..n].iter_mut() {
@@ -429,7 +477,8 @@ impl OpenFile {
         let req: MemXfer = reader(arg)?;
         self.dev.check_present()?;
         let plan = self.plan(req.plan_id)?;
-        let pa = plan.resolve(req.var_id, req.offset, req.len)?;
+        plan.check_live()?;
+        let pa = plan.resolve_hbm(req.var_id, req.offset, req.len)?;
         let user = user_slice(req.buf, req.len)?;
         self.dev.fault.point(EFAULT)?;
         if write {
@@ -472,6 +521,13 @@ impl OpenFile {
             return Err(EINVAL);
         }
         let kind = ResetKind::from_u32(req.r#type).ok_or(EINVAL)?;
+        // SAFETY: `capable` only reads the current task's credentials.
+        let admin = unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as i32) };
+        // One tenant may not wipe the others: only an administrator or the
+        // device's only open file (a runtime that owns it) may reset.
+        if !admin && self.dev.open_files() != 1 {
+            return Err(EPERM);
+        }
         let res = self.dev.reset(kind, req.nc_map);
         req.status = match &res {
             Ok(_) => 0,
@@ -494,7 +550,7 @@ impl MiscDevice for OpenFile {
         let node = unsafe { &*kernel::container_of!(raw, Node, misc) };
         let dev = node.dev.clone();
         dev.check_present()?;
-        KBox::try_pin_init(
+        let file = KBox::try_pin_init(
             try_pin_init!(Self {
                 dev,
                 state <- new_mutex!(FileState {
@@ -504,7 +560,10 @@ impl MiscDevice for OpenFile {
                 }),
             }),
             GFP_KERNEL,
-        )
+        )?;
+        // Counted once the file exists: its drop uncounts it.
+        file.dev.file_opened();
+        Ok(file)
     }
 
     fn ioctl(me: Pin<&OpenFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -521,5 +580,37 @@ impl MiscDevice for OpenFile {
             _ => return Err(ENOTTY),
         }
         Ok(0)
+    }
+}
+
+#[kunit_tests(neuron_hbm_chardev)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_are_claimed_lowest_first_and_reused() -> Result {
+        static SET: IndexSet = IndexSet::new();
+        // Many more claims in sequence than there are indices.
+        for _ in 0..4 * MAX_NODES {
+            assert_eq!(SET.claim()?.get(), 0);
+        }
+        let mut held = KVec::new();
+        for i in 0..MAX_NODES {
+            let n = SET.claim()?;
+            assert_eq!(n.get(), i as u32);
+            held.push(n, GFP_KERNEL)?;
+        }
+        assert_eq!(SET.claim().err(), Some(ENOSPC));
+        drop(held.remove(5)?);
+        assert_eq!(SET.claim()?.get(), 5);
+        Ok(())
+    }
+
+    #[test]
+    fn devices_give_their_index_back() -> Result {
+        for _ in 0..2 * MAX_NODES {
+            drop(Device::new_test_sim(1)?);
+        }
+        Ok(())
     }
 }

@@ -7,16 +7,24 @@
 use crate::{
     addr,
     arch::ArchInfo,
+    chardev::NodeIndex,
+    dmem::Region,
     fault::FaultInjector,
     fw::{self, ResetKind, WaitReport},
     io::{DeviceIo, XFER_CHUNK},
     mempool::{Geometry, Grid},
+    resched,
     sim::SimIo,
+    uapi::MAX_PLANS_PER_DEVICE,
 };
 use kernel::{
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
-    sync::{Arc, Mutex},
+    rbtree::RBTree,
+    sync::{
+        atomic::{Acquire, Atomic, Relaxed, Release},
+        Arc, CondVar, Mutex,
+    },
     uaccess::{UserSliceReader, UserSliceWriter},
 };
 
@@ -42,13 +50,64 @@ pub(crate) struct Device {
     backend: Backend,
     /// The HBM pools.
     pub(crate) grid: Grid,
+    /// Each channel's HBM as a dmem cgroup region.
+    dmem: KVec<Region>,
+    /// Whether a reset is under way; held only to test and flip it.
     #[pin]
-    reset_lock: Mutex<()>,
+    resetting: Mutex<bool>,
+    /// Signalled when a reset ends.
+    #[pin]
+    reset_done: CondVar,
+    /// Device resets begun plus device resets ended: odd while one runs. A
+    /// plan staged at another value has lost its HBM contents.
+    reset_epoch: Atomic<u64>,
+    /// Open files of the device node.
+    open_files: Atomic<u32>,
     /// Test-only fault injection (debugfs `fail_nth`).
     pub(crate) fault: FaultInjector,
-    /// What each live plan holds, for telemetry.
+    /// What each live plan holds, for telemetry, by serial number.
     #[pin]
-    pub(crate) plans: Mutex<KVec<PlanSummary>>,
+    pub(crate) plans: Mutex<RBTree<u64, PlanSummary>>,
+    /// Live plans (claimed [`PlanSlot`]s).
+    live_plans: Atomic<u32>,
+    /// The claim on `index`, given back when the device is dropped, after
+    /// its dmem regions (fields drop in order).
+    _index: NodeIndex,
+}
+
+/// One of a device's [`MAX_PLANS_PER_DEVICE`] live-plan slots (over all its
+/// open files), given back on drop: a plan is live from its load until its
+/// memory is freed. Dereferences to its device.
+pub(crate) struct PlanSlot(Arc<Device>);
+
+impl PlanSlot {
+    /// Claims a slot of `dev`, `ENOSPC` when all are taken.
+    pub(crate) fn claim(dev: &Arc<Device>) -> Result<Self> {
+        let mut cur = dev.live_plans.load(Relaxed);
+        loop {
+            if cur >= MAX_PLANS_PER_DEVICE {
+                return Err(ENOSPC);
+            }
+            match dev.live_plans.cmpxchg(cur, cur + 1, Relaxed) {
+                Ok(_) => return Ok(Self(dev.clone())),
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+impl core::ops::Deref for PlanSlot {
+    type Target = Arc<Device>;
+
+    fn deref(&self) -> &Arc<Device> {
+        &self.0
+    }
+}
+
+impl Drop for PlanSlot {
+    fn drop(&mut self) {
+        self.0.live_plans.fetch_sub(1, Relaxed);
+    }
 }
 
 /// Telemetry of one live plan.
@@ -69,28 +128,44 @@ pub(crate) struct PlanSummary {
 }
 
 impl Device {
-    /// A device over `backend` with a grid of geometry `geo`.
-    pub(crate) fn new(
-        index: u32,
-        pci: (u16, u16),
-        backend: Backend,
-        geo: Geometry,
-    ) -> Result<Arc<Self>> {
+    /// A device over `backend` with a grid of geometry `geo`, under the
+    /// lowest free device index (`ENOSPC` when all are taken).
+    pub(crate) fn new(pci: (u16, u16), backend: Backend, geo: Geometry) -> Result<Arc<Self>> {
+        let claim = NodeIndex::claim()?;
         let grid = Grid::new(geo)?;
+        let mut dmem = KVec::with_capacity(geo.info.nr_channels, GFP_KERNEL)?;
+        for ch in 0..geo.info.nr_channels {
+            let size = (0..geo.regions)
+                .filter_map(|r| grid.stats(ch, r).ok())
+                .map(|s| s.total)
+                .sum();
+            dmem.push(Region::register(claim.get(), ch as u32, size)?, GFP_KERNEL)?;
+        }
         Arc::pin_init(
             try_pin_init!(Self {
-                index,
+                index: claim.get(),
+                _index: claim,
+                dmem,
                 info: geo.info,
                 pci_vendor: pci.0,
                 pci_device: pci.1,
                 backend,
                 grid,
-                reset_lock <- new_mutex!(()),
+                resetting <- new_mutex!(false),
+                reset_done <- new_condvar!(),
+                reset_epoch: Atomic::new(0),
+                open_files: Atomic::new(0),
                 fault: FaultInjector::new(),
-                plans <- new_mutex!(KVec::new()),
+                plans <- new_mutex!(RBTree::new()),
+                live_plans: Atomic::new(0),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// The dmem cgroup region of HBM channel `channel`.
+    pub(crate) fn dmem_region(&self, channel: usize) -> Result<&Region> {
+        self.dmem.get(channel).ok_or(EINVAL)
     }
 
     /// The device-access interface.
@@ -118,19 +193,75 @@ impl Device {
         }
     }
 
-    /// Resets the device (or the TPBs in `nc_map`) and waits for the
-    /// firmware. Concurrent requests are serialized, never interleaved.
+    /// Counts an open file of the device node.
+    pub(crate) fn file_opened(&self) {
+        self.open_files.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a closed file of the device node.
+    pub(crate) fn file_closed(&self) {
+        self.open_files.fetch_sub(1, Relaxed);
+    }
+
+    /// Open files of the device node.
+    pub(crate) fn open_files(&self) -> u32 {
+        self.open_files.load(Relaxed)
+    }
+
+    /// The reset epoch a plan staged now records (see [`Device::check_epoch`]).
+    pub(crate) fn reset_epoch(&self) -> u64 {
+        self.reset_epoch.load(Acquire)
+    }
+
+    /// `EIO` when a device reset began or ended since epoch `staged_at`: the
+    /// HBM contents of a plan staged then are gone.
+    #[inline(always)]
+    pub(crate) fn check_epoch(&self, staged_at: u64) -> Result {
+        if self.reset_epoch.load(Acquire) == staged_at {
+            Ok(())
+        } else {
+            Err(EIO)
+        }
+    }
+
+    /// Resets the device (`nc_map` 0) or the TPBs in `nc_map` and waits for
+    /// the firmware. Concurrent requests are serialized, never interleaved;
+    /// every wait ends with `EINTR` when a signal arrives. A device reset
+    /// moves the reset epoch when it begins and when it ends.
     pub(crate) fn reset(&self, kind: ResetKind, nc_map: u32) -> Result<WaitReport> {
         self.check_present()?;
-        if kind == ResetKind::Tpb && (nc_map == 0 || u64::from(nc_map) >> self.info.nr_cores != 0) {
+        let map_ok = match kind {
+            ResetKind::Device => nc_map == 0,
+            ResetKind::Tpb => nc_map != 0 && u64::from(nc_map) >> self.info.nr_cores == 0,
+        };
+        if !map_ok {
             return Err(EINVAL);
         }
-        let _serial = self.reset_lock.lock();
-        fw::reset(self.io(), kind, nc_map)
+        {
+            let mut busy = self.resetting.lock();
+            while *busy {
+                if self.reset_done.wait_interruptible(&mut busy) {
+                    return Err(EINTR);
+                }
+            }
+            *busy = true;
+        }
+        let device = kind == ResetKind::Device;
+        if device {
+            self.reset_epoch.fetch_add(1, Release);
+        }
+        let res = fw::reset(self.io(), self.info, kind, nc_map);
+        if device {
+            self.reset_epoch.fetch_add(1, Release);
+        }
+        *self.resetting.lock() = false;
+        self.reset_done.notify_one();
+        res
     }
 
     /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces of at most
-    /// [`XFER_CHUNK`] bytes, each remapped to BAR4 on its own.
+    /// [`XFER_CHUNK`] bytes, each remapped to BAR4 on its own and preceded by
+    /// a preemption point (`EINTR` once the caller is killed).
     fn for_each_piece(
         &self,
         pa: u64,
@@ -139,8 +270,13 @@ impl Device {
     ) -> Result {
         self.check_present()?;
         pa.checked_add(len).ok_or(EINVAL)?;
+        // SBUF is on-core SRAM, never HBM: no transfer may reach it.
+        if addr::range_touches_sbuf(self.info, pa, len) {
+            return Err(EINVAL);
+        }
         let mut done = 0u64;
         while done < len {
+            resched::checkpoint()?;
             self.fault.point(EIO)?;
             let n = (len - done).min(XFER_CHUNK as u64);
             let off = addr::bar4_offset(self.info, pa + done, n)?;
@@ -150,14 +286,30 @@ impl Device {
         Ok(())
     }
 
+    /// A bounce buffer for a user transfer of `len` bytes: one per transfer,
+    /// at most one piece long. User memory is copied to and from it with no
+    /// lock held, so a user buffer that faults slowly stalls only its caller.
+    fn bounce(len: u64) -> Result<KVVec<u8>> {
+        let n = usize::try_from(len.min(XFER_CHUNK as u64))?;
+        Ok(KVVec::from_elem(0u8, n, GFP_KERNEL_ACCOUNT)?)
+    }
+
     /// Copies `len` bytes from user memory to device PA `pa` through BAR4.
     pub(crate) fn write_from_user(&self, pa: u64, src: &mut UserSliceReader, len: u64) -> Result {
-        self.for_each_piece(pa, len, |off, n| self.io().bar4_write_user(off, src, n))
+        let mut bounce = Self::bounce(len)?;
+        self.for_each_piece(pa, len, |off, n| {
+            src.read_slice(&mut bounce[..n])?;
+            self.io().bar4_write(off, &bounce[..n])
+        })
     }
 
     /// Copies `len` bytes at device PA `pa` to user memory through BAR4.
     pub(crate) fn read_to_user(&self, pa: u64, dst: &mut UserSliceWriter, len: u64) -> Result {
-        self.for_each_piece(pa, len, |off, n| self.io().bar4_read_user(off, dst, n))
+        let mut bounce = Self::bounce(len)?;
+        self.for_each_piece(pa, len, |off, n| {
+            self.io().bar4_read(off, &mut bounce[..n])?;
+            dst.write_slice(&bounce[..n])
+        })
     }
 
     /// Writes `src` at device PA `pa` through BAR4.
@@ -171,6 +323,7 @@ impl Device {
     }
 
     /// Reads device PA `pa` into `dst` through BAR4.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn read(&self, pa: u64, dst: &mut [u8]) -> Result {
         let mut done = 0usize;
         self.for_each_piece(pa, dst.len() as u64, |off, n| {
@@ -197,7 +350,6 @@ impl Device {
     pub(crate) fn new_test_sim_of(info: &'static ArchInfo, regions: usize) -> Result<Arc<Self>> {
         let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         Device::new(
-            0,
             (crate::arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
             Backend::Sim(sim),
             Geometry {
@@ -270,6 +422,42 @@ mod tests {
         assert_eq!(dev.reset(ResetKind::Tpb, 0).err(), Some(EINVAL));
         assert_eq!(dev.reset(ResetKind::Tpb, 0b100).err(), Some(EINVAL));
         assert!(dev.reset(ResetKind::Tpb, 0b11).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn device_reset_takes_no_core_map() -> Result {
+        let dev = sim_device()?;
+        assert_eq!(dev.reset(ResetKind::Device, 0b1).err(), Some(EINVAL));
+        assert_eq!(dev.sim().map(|s| s.resets_taken()), Some(0));
+        assert!(dev.reset(ResetKind::Device, 0).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn device_reset_moves_the_epoch() -> Result {
+        let dev = sim_device()?;
+        let before = dev.reset_epoch();
+        assert!(dev.check_epoch(before).is_ok());
+        dev.reset(ResetKind::Tpb, 0b1)?;
+        assert!(dev.check_epoch(before).is_ok());
+        dev.reset(ResetKind::Device, 0)?;
+        assert_eq!(dev.check_epoch(before), Err(EIO));
+        assert!(dev.check_epoch(dev.reset_epoch()).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn sbuf_is_never_behind_bar4() -> Result {
+        for info in [&crate::arch::V2, &crate::arch::V3, &crate::arch::V4] {
+            let dev = Device::new_test_sim_of(info, 1)?;
+            for nc in 0..info.nr_cores {
+                let (base, size) = addr::sbuf_window(info, nc).ok_or(EINVAL)?;
+                let mut b = [0u8; 8];
+                assert_eq!(dev.read(base, &mut b), Err(EINVAL));
+                assert_eq!(dev.write(base + size - 8, &b), Err(EINVAL));
+            }
+        }
         Ok(())
     }
 }

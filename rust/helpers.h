@@ -13,6 +13,16 @@ unsigned long nhbm_gen_pool_alloc_fixed(struct gen_pool *pool, size_t size, unsi
 void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
 size_t nhbm_gen_pool_reclaim(struct gen_pool *pool);
 const char *nhbm_sim_arch(void);
+void nhbm_cond_resched(void);
+bool nhbm_fatal_signal_pending(void);
+
+struct dmem_cgroup_region;
+struct dmem_cgroup_pool_state;
+int nhbm_dmem_register(u64 size, u32 dev, u32 channel, struct dmem_cgroup_region **out);
+void nhbm_dmem_unregister(struct dmem_cgroup_region *region);
+int nhbm_dmem_try_charge(struct dmem_cgroup_region *region, u64 size,
+			 struct dmem_cgroup_pool_state **pool);
+void nhbm_dmem_uncharge(struct dmem_cgroup_pool_state *pool, u64 size);
 
 /* The reference driver's per-allocation path, for the allocator benchmark. */
 struct nhbm_ref_pool;

@@ -5,7 +5,7 @@
 //!
 //! Rooms, lowest first: `arch` and `addr` (constants and pure math),
 //! `genpool` and `mempool` (the HBM grid), `regs`, `io`, `sparse`,
-//! `sim` and `pci` (device access), `fw` (reset), `device`, `plan`
+//! `sim`, `pci` and `wc_bar` (device access), `fw` (reset), `device`, `plan`
 //! (parse and stage mem_ref plans) and `chardev` (the ioctl surface).
 
 use kernel::{ffi::c_char, prelude::*};
@@ -15,6 +15,7 @@ mod arch;
 mod bench;
 mod chardev;
 mod device;
+mod dmem;
 mod fault;
 mod fw;
 mod genpool;
@@ -23,10 +24,12 @@ mod mempool;
 mod pci;
 mod plan;
 mod regs;
+mod resched;
 mod sim;
 mod sparse;
 mod telemetry;
 mod uapi;
+mod wc_bar;
 
 use arch::ArchInfo;
 use chardev::{Node, MAX_NODES};
@@ -108,7 +111,6 @@ fn sim_devices() -> Result<KVec<Pin<KBox<Node>>>> {
     for _ in 0..count {
         let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         let dev = Device::new(
-            chardev::next_index()?,
             (arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
             Backend::Sim(sim),
             geometry(info),

@@ -2,7 +2,11 @@
 //!
 //! ```text
 //! nhbm-bench [DEVICE] [--models DIR] [--no-device] [--no-planner]
+//! nhbm-bench DEVICE --pci-write PCI_DEVICE
 //! ```
+//!
+//! With `--pci-write` only figure 9 runs, DEVICE being a simulated device
+//! and PCI_DEVICE an emulated PCI function.
 //!
 //! DEVICE defaults to `/dev/neuron_hbm0`, DIR (the model descriptions) to
 //! `/tests`. Every figure is a ratio of two things measured in the same run,
@@ -23,10 +27,11 @@
 //!    offsets) alternate with blocks of NHBM_IOC_DEVICE_INFO, the cheapest
 //!    ioctl, 11 blocks each in ABBA order. Figure: median ns per RESOLVE /
 //!    median ns per DEVICE_INFO. Target <= 1.25.
-//! 2. `batch_resolve`: on the same plan, one NHBM_IOC_RESOLVE_BATCH of 4096
-//!    queries (each variable once; the answers are first checked against
-//!    RESOLVE) in blocks alternating with RESOLVE blocks, 7 each. Figure:
-//!    median ns per batch entry / median ns per RESOLVE. Target <= 0.05.
+//! 2. `library_resolve`: on the same plan, `nhbm::Resolver` (the library's
+//!    in-process resolve from the address table PLAN_LOAD returned; its
+//!    answers are first checked against RESOLVE for every variable) in blocks
+//!    alternating with RESOLVE blocks, 11 each. Figure: median ns per library
+//!    resolve / median ns per RESOLVE. Target <= 0.02.
 //! 3. `staging_scale`: NHBM_IOC_PLAN_LOAD of 100,000 MR_BUFFER records of
 //!    4 KiB (no payload, no names, so every record is a real HBM allocation:
 //!    400 MB of a 16 GiB V2 channel) / of 10,000 such records, each load from
@@ -60,6 +65,21 @@
 //!    the worst greedy_by_size / greedy high-water mark over all of them.
 //!    Target <= 1.000.
 //!
+//! 7. `model_staging`: NHBM_IOC_PLAN_LOAD of a plan of 1,000 MR_BUFFER_STAGED
+//!    records carrying 256 MiB of payloads (upload, scrub, placement) against
+//!    a userspace memcpy of the same 256 MiB, 3 alternating rounds after one
+//!    untimed pass of each. Figure: memcpy time / PLAN_LOAD time. Target
+//!    >= 0.5.
+//! 8. `pointer_chain` and `crafted_ids`: PLAN_LOAD of 2^20 records whose
+//!    pointers form one chain / whose pointers all name one buffer, and of
+//!    variable ids sharing their low bits / random ids (tools/nhbm-bench/src/
+//!    adversarial.rs). Target <= 3 each.
+//! 9. `pci_mem_write`: NHBM_IOC_MEM_WRITE of 16 MiB into an emulated PCI
+//!    function's write-combining BAR4 / into the simulated device, 6 rounds
+//!    each in ABBA order after one untimed write of each; both in one guest
+//!    (`make bench`'s second run, QEMU 11 with tools/nhbm-devmodel). Target
+//!    >= 0.02.
+//!
 //! Diagnostics (`#` lines) that locate a cost without being figures: a
 //! 1-entry RESOLVE_BATCH (fixed against per-entry cost); a 10,000-variable
 //! load with 90,000 variables already staged in the same channel (cost of
@@ -73,6 +93,7 @@
 //! simulated device pages, which are slab memory too. Exit status: 0 when
 //! every figure passes, 1 when one fails, 2 on a usage error.
 
+mod adversarial;
 mod device;
 mod measure;
 mod planner;
@@ -93,10 +114,12 @@ struct Args {
     models: PathBuf,
     run_device: bool,
     run_planner: bool,
+    pci_write: Option<PathBuf>,
 }
 
 fn usage() -> ExitCode {
     eprintln!("usage: nhbm-bench [DEVICE] [--models DIR] [--no-device] [--no-planner]");
+    eprintln!("       nhbm-bench DEVICE --pci-write PCI_DEVICE");
     ExitCode::from(2)
 }
 
@@ -106,6 +129,7 @@ fn parse_args() -> Option<Args> {
         models: PathBuf::from("/tests"),
         run_device: true,
         run_planner: true,
+        pci_write: None,
     };
     let mut it = std::env::args().skip(1);
     let mut positional = false;
@@ -114,6 +138,7 @@ fn parse_args() -> Option<Args> {
             "--models" => a.models = PathBuf::from(it.next()?),
             "--no-device" => a.run_device = false,
             "--no-planner" => a.run_planner = false,
+            "--pci-write" => a.pci_write = Some(PathBuf::from(it.next()?)),
             "-h" | "--help" => return None,
             s if s.starts_with('-') => return None,
             s if !positional => {
@@ -164,6 +189,8 @@ fn device_figures(path: &Path, out: &mut Out) {
         "kmem_per_var",
         "upload_bandwidth",
         "model_staging",
+        "pointer_chain",
+        "crafted_ids",
     ];
     let dev = match Device::open_path(path) {
         Ok(d) => d,
@@ -203,6 +230,22 @@ fn device_figures(path: &Path, out: &mut Out) {
     match device::model_staging_figure(&dev) {
         Ok(f) => out.figure(&f),
         Err(e) => out.error(&["model_staging"], &e),
+    }
+    match adversarial::adversarial_figures(&dev) {
+        Ok((c, i)) => {
+            out.figure(&c);
+            out.figure(&i);
+        }
+        Err(e) => out.error(&["pointer_chain", "crafted_ids"], &e),
+    }
+}
+
+fn pci_figure(sim: &Path, pci: &Path, out: &mut Out) {
+    let opened = Device::open_path(sim).and_then(|s| Ok((s, Device::open_path(pci)?)));
+    let r = opened.and_then(|(s, p)| device::pci_write_figure(&s, &p));
+    match r {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(&["pci_mem_write"], &e),
     }
 }
 
@@ -263,6 +306,9 @@ fn main() -> ExitCode {
     };
     let mut out = Out::default();
     let (_, ns) = measure::time_ns(|| {
+        if let Some(pci) = &args.pci_write {
+            return pci_figure(&args.device, pci, &mut out);
+        }
         if args.run_device {
             device_figures(&args.device, &mut out);
         }

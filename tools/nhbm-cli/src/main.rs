@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use nhbm::uapi::*;
 use nhbm::validate::{backing_name, mr_type_name};
 use nhbm::{io_errno_name, Device, Kind, Limits, LoadedPlan, Plan};
-use nhbm_planner::{lower, plan as run_planner, var_ids, Model, PlanReport};
+use nhbm_planner::{lower, plan as run_planner, var_ids, Model, PlanReport, Target};
 use serde_json::{json, Value};
 
 use args::{parse_num, Args};
@@ -33,8 +33,13 @@ usage: nhbm COMMAND [ARGS] [-d N] [--json]
   plan MODEL.json               plan a model: arenas, high-water mark vs the
         [--planner greedy|greedy_by_size|hill_climb] [--iterations N]
         [--seed N] [--max-stall N] [-o PREFIX] [--format blob|json]
+        [-d N | --arch v2|v3|v4]
                                 writes PREFIX.hbmN.plan (or .plan.json), one
-                                per memory (PREFIX defaults to the model's name)
+                                per memory (PREFIX defaults to the model's name);
+                                plans for device N's channels and pools
+                                (DEVICE_INFO, MEM_STATS), or an arch's with the
+                                module defaults (default: --arch v2), and shows
+                                the bytes PLAN_LOAD will allocate per memory
   validate PLAN                 check a plan against the kernel's rules
   load PLAN [--channel N|any] [--verify] [--hold]
                                 stage a plan and show where each variable
@@ -91,6 +96,7 @@ fn run(a: &Args) -> R<()> {
             "--max-stall",
             "--output",
             "--format",
+            "--arch",
         ],
         "load" | "stage" => &["--channel", "--verify", "--hold"],
         "resolve" | "read" | "write" => &["--channel"],
@@ -187,7 +193,10 @@ fn channel_opt(a: &Args) -> R<Option<u32>> {
 
 fn cmd_plan(a: &Args) -> R<()> {
     let path = a.pos.get(1).ok_or("plan: which model file?")?;
-    let model = Model::load(Path::new(path)).map_err(|e| e.to_string())?;
+    let target = plan_target(a)?;
+    let model = Model::load(Path::new(path))
+        .and_then(|m| m.for_target(target))
+        .map_err(|e| e.to_string())?;
     let kind = match a.opt("--planner") {
         Some(p) => p.parse()?,
         None => model.desc.planner,
@@ -235,7 +244,7 @@ fn cmd_plan(a: &Args) -> R<()> {
     if a.flag("--json") {
         let files: Vec<Value> = written
             .iter()
-            .map(|(f, m, n, r)| json!({"file": f, "memory": m, "channel": m.channel(), "bytes": n, "records": r}))
+            .map(|(f, m, n, r)| json!({"file": f, "memory": m, "channel": m.channel(), "bytes": n, "records": r, "device_bytes": report.device_bytes.get(m)}))
             .collect();
         let out = json!({
             "model": model.name(), "report": report, "plan": mp, "files": files,
@@ -250,6 +259,13 @@ fn cmd_plan(a: &Args) -> R<()> {
         model.tensors.len(),
         model.desc.operators.len(),
         elapsed.as_secs_f64() * 1e3
+    );
+    println!(
+        "target {}: {} channels of {}, minimum allocation {}",
+        model.target.name,
+        model.target.channels(),
+        fmt::bytes(model.target.channel_bytes(0)),
+        fmt::bytes(model.target.min_alloc)
     );
     let over = report
         .scratch_high_water_mark
@@ -329,13 +345,42 @@ fn cmd_plan(a: &Args) -> R<()> {
     println!();
     for (f, m, n, r) in &written {
         println!(
-            "wrote {f}: {r} records, {} ({}), load on channel {}",
+            "wrote {f}: {r} records, {} ({}), load on channel {}: allocates {}",
             fmt::bytes(*n as u64),
             format,
-            m.channel().unwrap()
+            m.channel().unwrap(),
+            report
+                .device_bytes
+                .get(m)
+                .map_or("-".into(), |&b| format!("{b} bytes ({})", fmt::bytes(b)))
         );
     }
     Ok(())
+}
+
+/// The device `plan` plans for: `-d N` (its DEVICE_INFO and MEM_STATS),
+/// `--arch NAME` (the arch table with the module's defaults), else V2.
+fn plan_target(a: &Args) -> R<Target> {
+    match (a.opt("--device"), a.opt("--arch")) {
+        (Some(_), Some(_)) => Err("plan: -d and --arch exclude each other".into()),
+        (Some(d), None) => {
+            let path = device_path_arg(Some(d))?;
+            let dev = Device::open_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let info = dev
+                .device_info()
+                .map_err(|e| format!("{}: DEVICE_INFO: {e}", path.display()))?;
+            let stats = dev
+                .mem_stats()
+                .map_err(|e| format!("{}: MEM_STATS: {e}", path.display()))?;
+            Ok(Target::from_device(
+                &path.display().to_string(),
+                &info,
+                &stats,
+            ))
+        }
+        (None, Some(arch)) => Target::for_arch_name(arch),
+        (None, None) => Ok(Target::default()),
+    }
 }
 
 fn read_plan(path: &str, limits: &Limits) -> R<Plan> {
@@ -580,11 +625,12 @@ impl Session {
         let channel = channel
             .or_else(|| channel_from_name(path))
             .unwrap_or(CHANNEL_ANY);
-        self.load_plan(plan, path, channel, verify)
+        Ok(self.load_plan(plan, path, channel, verify)?.plan_id)
     }
 
-    /// Stages `plan` (named `label` in messages) on `channel`; returns its id.
-    fn load_plan(&mut self, plan: Plan, label: &str, channel: u32, verify: bool) -> R<u32> {
+    /// Stages `plan` (named `label` in messages) on `channel`; returns what
+    /// PLAN_LOAD answered.
+    fn load_plan(&mut self, plan: Plan, label: &str, channel: u32, verify: bool) -> R<LoadedPlan> {
         let limits = Limits::from_device_info(&self.info);
         let blob = plan
             .to_blob_for(&limits)
@@ -603,7 +649,7 @@ impl Session {
         }
         self.plans.insert(id, plan);
         self.last = Some(id);
-        Ok(id)
+        Ok(loaded)
     }
 
     fn show_loaded(

@@ -10,7 +10,10 @@
 mod cases;
 mod fixtures;
 mod library_resolve;
+mod limits;
+mod planner;
 mod reject;
+mod uffd;
 
 use std::io;
 
@@ -40,6 +43,10 @@ fn all_cases() -> Vec<Case> {
         Case::plain(
             "every_kind_loads_and_resolves",
             cases::every_kind_loads_and_resolves,
+        ),
+        Case::plain(
+            "planned_bytes_are_allocated_bytes",
+            planner::planned_bytes_are_allocated_bytes,
         ),
         Case::plain(
             "list_tables_hold_listed_addresses",
@@ -128,6 +135,32 @@ fn all_cases() -> Vec<Case> {
         ),
     ];
     v.extend(reject::cases());
+    v.extend([
+        Case::plain(
+            "remote_target_outlives_a_stalled_transfer",
+            limits::remote_target_outlives_a_stalled_transfer,
+        ),
+        Case::plain(
+            "stalled_user_copy_does_not_block_others",
+            limits::stalled_user_copy_does_not_block_others,
+        ),
+        Case::plain(
+            "plan_bookkeeping_is_charged_to_the_memory_cgroup",
+            limits::plan_bookkeeping_is_charged_to_the_memory_cgroup,
+        ),
+        Case::plain(
+            "dmem_max_caps_hbm_per_cgroup",
+            limits::dmem_max_caps_hbm_per_cgroup,
+        ),
+        Case::plain(
+            "retired_scratchpad_survives_atomic_allocation_failure",
+            limits::retired_scratchpad_survives_atomic_allocation_failure,
+        ),
+        Case::plain(
+            "live_plans_are_limited_per_file_and_device",
+            limits::live_plans_are_limited_per_file_and_device,
+        ),
+    ]);
     v.push(Case::plain(
         "twelve_gib_buffer_stages_on_sparse_hbm",
         cases::twelve_gib_buffer_stages_on_sparse_hbm,
