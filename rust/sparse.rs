@@ -43,6 +43,19 @@ fn zeroed_page() -> Result<KBox<SimPage>> {
     Ok(unsafe { page.assume_init() })
 }
 
+/// A fresh page filled with the next [`SIM_PAGE`] bytes of `src`.
+fn filled_page(src: &mut UserSliceReader) -> Result<KBox<SimPage>> {
+    let mut page = KBox::<SimPage>::new_uninit(GFP_KERNEL)?;
+    // SAFETY: A `MaybeUninit<SimPage>` is `SIM_PAGE` bytes that may be
+    // uninitialized, which is what `[MaybeUninit<u8>; SIM_PAGE]` is; `page`
+    // is uniquely owned.
+    let bytes = unsafe { &mut *page.as_mut_ptr().cast::<[MaybeUninit<u8>; SIM_PAGE]>() };
+    src.read_raw(bytes)?;
+    // SAFETY: `read_raw` succeeded, so every byte is initialized, and any
+    // bytes are a valid `SimPage` (a byte array).
+    Ok(unsafe { page.assume_init() })
+}
+
 /// Which way a page access copies.
 enum Copy<'a> {
     From(&'a [u8]),
@@ -111,8 +124,9 @@ impl SparseMem {
     /// Writes `len` bytes read from `src` at `off`, with no lock held while
     /// user memory is read: a page the write covers whole is filled while it
     /// is still private, then put in place of the page it replaces (a single
-    /// copy); the part of a page at either end goes through `bounce` (room
-    /// for at least `len` bytes, its contents replaced).
+    /// copy; the page it replaces is filled for the next one); the part of a
+    /// page at either end goes through `bounce` (room for at least `len`
+    /// bytes, its contents replaced).
     pub(crate) fn write_from_user(
         &self,
         off: u64,
@@ -121,6 +135,7 @@ impl SparseMem {
         bounce: &mut KVVec<u8>,
     ) -> Result {
         check_range(off, len as u64, self.size)?;
+        let mut spare: Option<KBox<SimPage>> = None;
         let mut done = 0usize;
         while done < len {
             let pos = off + done as u64;
@@ -129,27 +144,24 @@ impl SparseMem {
             let n = (SIM_PAGE - in_page).min(len - done);
             if n < SIM_PAGE {
                 bounce.clear();
-                let spare = bounce.spare_capacity_mut().get_mut(..n).ok_or(EINVAL)?;
-                src.read_raw(spare)?;
+                let room = bounce.spare_capacity_mut().get_mut(..n).ok_or(EINVAL)?;
+                src.read_raw(room)?;
                 // SAFETY: `read_raw` succeeded, so the first `n` bytes of the
                 // spare capacity are initialized.
                 unsafe { bounce.inc_len(n) };
                 self.write(pos, bounce)?;
             } else {
-                let mut page = KBox::<SimPage>::new_uninit(GFP_KERNEL)?;
-                // SAFETY: A `MaybeUninit<SimPage>` is `SIM_PAGE` bytes that may
-                // be uninitialized, which is what `[MaybeUninit<u8>; SIM_PAGE]`
-                // is; `page` is uniquely owned.
-                let bytes =
-                    unsafe { &mut *page.as_mut_ptr().cast::<[MaybeUninit<u8>; SIM_PAGE]>() };
-                src.read_raw(bytes)?;
-                // SAFETY: `read_raw` succeeded, so every byte is initialized,
-                // and any bytes are a valid `SimPage` (a byte array).
-                let page = unsafe { page.assume_init() };
+                let page = match spare.take() {
+                    Some(mut page) => {
+                        src.read_slice(&mut page.0)?;
+                        page
+                    }
+                    None => filled_page(src)?,
+                };
                 let node = RBTreeNode::new(idx, page, GFP_KERNEL)?;
                 let old = self.pages.lock().insert(node);
-                // The replaced page, if any, is freed with the lock released.
-                drop(old);
+                // The page replaced, if any, takes the next page's bytes.
+                spare = old.map(|node| node.to_key_value().1);
             }
             done += n;
         }
