@@ -176,6 +176,8 @@ impl Resolver {
         }
     }
 
+    /// Sparse ids: out of the dense path's way, which then falls through.
+    #[cold]
     fn sorted_entry(&self, var_id: u32) -> Option<&Entry> {
         self.ids
             .binary_search(&var_id)
