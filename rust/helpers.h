@@ -23,6 +23,14 @@ int nhbm_dmem_try_charge(struct dmem_cgroup_region *region, u64 size,
 			 struct dmem_cgroup_pool_state **pool);
 void nhbm_dmem_uncharge(struct dmem_cgroup_pool_state *pool, u64 size);
 
+/* The reference driver's per-allocation path, for the allocator benchmark. */
+struct nhbm_ref_pool;
+struct nhbm_ref_chunk;
+struct nhbm_ref_pool *nhbm_ref_pool_create(int min_order, u64 pa, u64 size);
+void nhbm_ref_pool_destroy(struct nhbm_ref_pool *p);
+int nhbm_ref_alloc(struct nhbm_ref_pool *p, u64 size, u64 align, struct nhbm_ref_chunk **out);
+void nhbm_ref_free(struct nhbm_ref_chunk *mc);
+
 /* sysfs attributes of a device node (values from nhbm_sysfs_value, Rust). */
 enum nhbm_attr {
 	NHBM_ATTR_ARCH = 0,

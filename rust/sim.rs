@@ -18,6 +18,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         SpinLock,
     },
+    uaccess::UserSliceReader,
 };
 
 /// How the simulated firmware behaves after a reset is triggered.
@@ -191,6 +192,17 @@ impl DeviceIo for SimIo {
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
         self.check_present()?;
         self.bar4.write(off, src)
+    }
+
+    fn bar4_write_from_user(
+        &self,
+        off: u64,
+        src: &mut UserSliceReader,
+        len: usize,
+        bounce: &mut KVVec<u8>,
+    ) -> Result {
+        self.check_present()?;
+        self.bar4.write_from_user(off, src, len, bounce)
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {

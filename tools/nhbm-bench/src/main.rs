@@ -5,7 +5,7 @@
 //! nhbm-bench DEVICE --pci-write PCI_DEVICE
 //! ```
 //!
-//! With `--pci-write` only figure 7 runs, DEVICE being a simulated device
+//! With `--pci-write` only figure 9 runs, DEVICE being a simulated device
 //! and PCI_DEVICE an emulated PCI function.
 //!
 //! DEVICE defaults to `/dev/neuron_hbm0`, DIR (the model descriptions) to
@@ -27,10 +27,11 @@
 //!    offsets) alternate with blocks of NHBM_IOC_DEVICE_INFO, the cheapest
 //!    ioctl, 11 blocks each in ABBA order. Figure: median ns per RESOLVE /
 //!    median ns per DEVICE_INFO. Target <= 1.25.
-//! 2. `batch_resolve`: on the same plan, one NHBM_IOC_RESOLVE_BATCH of 4096
-//!    queries (each variable once; the answers are first checked against
-//!    RESOLVE) in blocks alternating with RESOLVE blocks, 7 each. Figure:
-//!    median ns per batch entry / median ns per RESOLVE. Target <= 0.05.
+//! 2. `library_resolve`: on the same plan, `nhbm::Resolver` (the library's
+//!    in-process resolve from the address table PLAN_LOAD returned; its
+//!    answers are first checked against RESOLVE for every variable) in blocks
+//!    alternating with RESOLVE blocks, 11 each. Figure: median ns per library
+//!    resolve / median ns per RESOLVE. Target <= 0.02.
 //! 3. `staging_scale`: NHBM_IOC_PLAN_LOAD of 100,000 MR_BUFFER records of
 //!    4 KiB (no payload, no names, so every record is a real HBM allocation:
 //!    400 MB of a 16 GiB V2 channel) / of 10,000 such records, each load from
@@ -64,7 +65,16 @@
 //!    the worst greedy_by_size / greedy high-water mark over all of them.
 //!    Target <= 1.000.
 //!
-//! 7. `pci_mem_write`: NHBM_IOC_MEM_WRITE of 16 MiB into an emulated PCI
+//! 7. `model_staging`: NHBM_IOC_PLAN_LOAD of a plan of 1,000 MR_BUFFER_STAGED
+//!    records carrying 256 MiB of payloads (upload, scrub, placement) against
+//!    a userspace memcpy of the same 256 MiB, 3 alternating rounds after one
+//!    untimed pass of each. Figure: memcpy time / PLAN_LOAD time. Target
+//!    >= 0.5.
+//! 8. `pointer_chain` and `crafted_ids`: PLAN_LOAD of 2^20 records whose
+//!    pointers form one chain / whose pointers all name one buffer, and of
+//!    variable ids sharing their low bits / random ids (tools/nhbm-bench/src/
+//!    adversarial.rs). Target <= 3 each.
+//! 9. `pci_mem_write`: NHBM_IOC_MEM_WRITE of 16 MiB into an emulated PCI
 //!    function's write-combining BAR4 / into the simulated device, 6 rounds
 //!    each in ABBA order after one untimed write of each; both in one guest
 //!    (`make bench`'s second run, QEMU 11 with tools/nhbm-devmodel). Target
@@ -174,10 +184,11 @@ impl Out {
 fn device_figures(path: &Path, out: &mut Out) {
     let all = [
         "resolve",
-        "batch_resolve",
+        "library_resolve",
         "staging_scale",
-        "upload_bandwidth",
         "kmem_per_var",
+        "upload_bandwidth",
+        "model_staging",
         "pointer_chain",
         "crafted_ids",
     ];
@@ -202,14 +213,8 @@ fn device_figures(path: &Path, out: &mut Out) {
         Err(e) => return out.error(&all, &e),
     }
     match device::resolve_figures(&dev) {
-        Ok((r, b)) => {
-            out.figure(&r);
-            match b {
-                Ok(b) => out.figure(&b),
-                Err(e) => out.error(&["batch_resolve"], &e),
-            }
-        }
-        Err(e) => out.error(&["resolve", "batch_resolve"], &e),
+        Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
+        Err(e) => out.error(&all[..2], &e),
     }
     match device::staging_figures(&dev) {
         Ok((s, k)) => {
@@ -221,6 +226,10 @@ fn device_figures(path: &Path, out: &mut Out) {
     match device::upload_figure(&dev) {
         Ok(f) => out.figure(&f),
         Err(e) => out.error(&["upload_bandwidth"], &e),
+    }
+    match device::model_staging_figure(&dev) {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(&["model_staging"], &e),
     }
     match adversarial::adversarial_figures(&dev) {
         Ok((c, i)) => {

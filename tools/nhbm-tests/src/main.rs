@@ -10,6 +10,7 @@
 mod cases;
 mod fixtures;
 mod killed;
+mod library_resolve;
 mod limits;
 mod planner;
 mod reject;
@@ -115,6 +116,10 @@ fn all_cases() -> Vec<Case> {
         Case::plain(
             "remote_to_missing_plan_or_var_is_enoent",
             cases::remote_to_missing_plan_or_var_is_enoent,
+        ),
+        Case::plain(
+            "library_resolve_matches_kernel",
+            library_resolve::library_resolve_matches_kernel,
         ),
         Case::plain(
             "resolve_batch_answers_each_query_in_place",
