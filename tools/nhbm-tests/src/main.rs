@@ -9,6 +9,7 @@
 
 mod cases;
 mod fixtures;
+mod killed;
 mod limits;
 mod planner;
 mod reject;
@@ -154,6 +155,14 @@ fn all_cases() -> Vec<Case> {
         Case::plain(
             "live_plans_are_limited_per_file_and_device",
             limits::live_plans_are_limited_per_file_and_device,
+        ),
+        Case::plain(
+            "killed_plan_load_stops_and_leaves_nothing",
+            killed::killed_plan_load_stops_and_leaves_nothing,
+        ),
+        Case::plain(
+            "killed_mem_read_stops_and_the_plan_stays",
+            killed::killed_mem_read_stops_and_the_plan_stays,
         ),
     ]);
     v.push(Case::plain(
