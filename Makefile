@@ -130,7 +130,8 @@ lint:
 	@$(RUSTFMT) --check
 	@$(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
 	@$(REPO)/tools/testing/rustdoc.sh $(BUILD)/rustdoc
-	@cd $(REPO)/tools && cargo fmt --check && cargo clippy --quiet --all-targets -- -Dwarnings
+	@cd $(REPO)/tools && cargo fmt --check && \
+		LIBCLANG_PATH=/usr/lib/llvm-19/lib cargo clippy --quiet --all-targets -- -Dwarnings
 	@echo "lint: clean"
 
 fmt:

@@ -103,52 +103,46 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::Parser;
+use nhbm::cli::{DeviceArg, DeviceNode};
 use nhbm::{io_errno_name, Device};
 use nhbm_planner::{Model, PlannerOptions};
 
 use device::note;
 use report::{error_line, Figure};
 
+/// Benchmarks of neuron_hbm, each figure a ratio of two things measured in
+/// the same run.
+#[derive(Parser, Debug)]
+#[command(name = "nhbm-bench")]
 struct Args {
-    device: PathBuf,
+    #[command(flatten)]
+    device: DeviceArg,
+    /// The device (as -d)
+    #[arg(value_name = "DEVICE")]
+    device_pos: Option<DeviceNode>,
+    /// Where the example models are
+    #[arg(long, value_name = "DIR", default_value = "/tests")]
     models: PathBuf,
-    run_device: bool,
-    run_planner: bool,
+    /// Skip the device figures
+    #[arg(long)]
+    no_device: bool,
+    /// Skip the planner figures
+    #[arg(long)]
+    no_planner: bool,
+    /// Only MEM_WRITE into this emulated PCI function's node against DEVICE
+    #[arg(long, value_name = "PCI_DEVICE")]
     pci_write: Option<PathBuf>,
 }
 
-fn usage() -> ExitCode {
-    eprintln!("usage: nhbm-bench [DEVICE] [--models DIR] [--no-device] [--no-planner]");
-    eprintln!("       nhbm-bench DEVICE --pci-write PCI_DEVICE");
-    ExitCode::from(2)
-}
-
-fn parse_args() -> Option<Args> {
-    let mut a = Args {
-        device: PathBuf::from("/dev/neuron_hbm0"),
-        models: PathBuf::from("/tests"),
-        run_device: true,
-        run_planner: true,
-        pci_write: None,
-    };
-    let mut it = std::env::args().skip(1);
-    let mut positional = false;
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--models" => a.models = PathBuf::from(it.next()?),
-            "--no-device" => a.run_device = false,
-            "--no-planner" => a.run_planner = false,
-            "--pci-write" => a.pci_write = Some(PathBuf::from(it.next()?)),
-            "-h" | "--help" => return None,
-            s if s.starts_with('-') => return None,
-            s if !positional => {
-                a.device = PathBuf::from(s);
-                positional = true;
-            }
-            _ => return None,
-        }
+impl Args {
+    /// The device under test: DEVICE, else -d, else /dev/neuron_hbm0.
+    fn device(&self) -> PathBuf {
+        self.device_pos
+            .clone()
+            .unwrap_or_else(|| self.device.node())
+            .path
     }
-    Some(a)
 }
 
 /// Collects lines and verdicts, printing each line at once.
@@ -301,18 +295,17 @@ fn planner_figures(dir: &Path, out: &mut Out) {
 }
 
 fn main() -> ExitCode {
-    let Some(args) = parse_args() else {
-        return usage();
-    };
+    let args = Args::parse();
+    let device = args.device();
     let mut out = Out::default();
     let (_, ns) = measure::time_ns(|| {
         if let Some(pci) = &args.pci_write {
-            return pci_figure(&args.device, pci, &mut out);
+            return pci_figure(&device, pci, &mut out);
         }
-        if args.run_device {
-            device_figures(&args.device, &mut out);
+        if !args.no_device {
+            device_figures(&device, &mut out);
         }
-        if args.run_planner {
+        if !args.no_planner {
             planner_figures(&args.models, &mut out);
         }
     });

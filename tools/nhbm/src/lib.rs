@@ -3,6 +3,8 @@
 //! with the kernel's validation rules, JSON form).
 
 pub mod blob;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod device;
 pub mod error;
 pub mod plan;
