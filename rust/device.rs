@@ -250,7 +250,7 @@ impl Device {
         if device {
             self.reset_epoch.fetch_add(1, Release);
         }
-        let res = fw::reset(self.io(), self.info, kind, nc_map);
+        let res = fw::reset(self.io(), kind, nc_map, &fw::signal_pending);
         if device {
             self.reset_epoch.fetch_add(1, Release);
         }

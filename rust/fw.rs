@@ -2,26 +2,37 @@
 
 //! Firmware reset: the MISC RAM mailbox request and the reset-wait poll
 //! (reference `nr_wait_for_reset_completion_v2`, neuron_dhal_v2.c:188-208,
-//! and its V3 twin in neuron_dhal_v3.c). Every sleep ends early with `EINTR`
-//! when a signal arrives.
+//! and its V3 twin in neuron_dhal_v3.c), both through the kernel's
+//! [`read_poll_timeout`]. Each poll step first checks for a pending signal
+//! and ends the wait with `EINTR` (uapi.rst) when one is, so no wait outlasts
+//! a signal by more than one step: `read_poll_timeout` sleeps with `fsleep`,
+//! which no signal interrupts.
 
 use crate::{
-    arch::ArchInfo,
     io::DeviceIo,
-    regs::{
-        Mailbox, MiscRamReg, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER,
-    },
+    regs::{FW_IO_BAD_READ, FW_STATUS, GONE, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER},
 };
-use kernel::{bindings, prelude::*};
+use kernel::{
+    io::{poll::read_poll_timeout, Io},
+    prelude::*,
+    time::Delta,
+};
 
-/// Status polls before giving up (`NR_RESET_RETRY_COUNT`).
+/// Looks at FW_STATUS before giving up (`NR_RESET_RETRY_COUNT`).
 pub(crate) const RESET_RETRIES: u32 = 5;
-/// Try `i` sleeps `i * RESET_BACKOFF_MS` first (the first try does not sleep).
-pub(crate) const RESET_BACKOFF_MS: u32 = 100;
-/// Re-reads of a status that read as `0xdeadbeef` within one try.
+/// Milliseconds of one step of the reset wait: look `i` comes `i` steps after
+/// look `i - 1` (the reference's `100 ms * i` backoff, one second in all),
+/// and a signal is noticed within one step.
+pub(crate) const RESET_STEP_MS: u32 = 100;
+/// Milliseconds after which the reset wait gives up whatever its count of
+/// looks: a backstop that only sleeps overrunning tenfold would reach.
+const RESET_BACKSTOP_MS: u32 = 10_000;
+/// Re-reads of a status that read as `0xdeadbeef` within one look.
 pub(crate) const BAD_READ_RETRIES: u32 = 3;
-/// Polls of the mailbox for the firmware to take a request, 1 ms apart.
-pub(crate) const MAILBOX_POLLS: u32 = 100;
+/// Milliseconds between two polls of the mailbox for the firmware to take a request.
+const MAILBOX_POLL_MS: u32 = 1;
+/// Milliseconds the firmware has to take a request.
+const MAILBOX_TIMEOUT_MS: u32 = 100;
 
 /// Kind of reset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,100 +58,109 @@ impl ResetKind {
 /// What a reset wait did, reported on success and failure alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct WaitReport {
-    /// Tries made (each one status read, after its bad-read retries).
+    /// Looks at FW_STATUS made (each one read, after its bad-read retries).
     pub(crate) tries: u32,
     /// Milliseconds of sleep requested in total.
     pub(crate) slept_ms: u32,
 }
 
-/// Sleeps `ms` milliseconds, `EINTR` as soon as a signal is pending.
-fn sleep_interruptible(ms: u32) -> Result {
-    // SAFETY: `msleep_interruptible` only needs a context that may sleep, which
-    // every caller here is (ioctl or KUnit thread, no lock held).
-    let left = unsafe { bindings::msleep_interruptible(ms) };
-    if left == 0 {
-        Ok(())
+/// Whether the calling task has a signal pending: what ends a wait early.
+pub(crate) fn signal_pending() -> bool {
+    kernel::current!().signal_pending()
+}
+
+fn millis(ms: u32) -> Delta {
+    Delta::from_millis(i64::from(ms))
+}
+
+/// `ENODEV` for a register that reads all ones: the device is gone.
+fn present(value: u32) -> Result<u32> {
+    if value == GONE {
+        Err(ENODEV)
     } else {
-        Err(EINTR)
+        Ok(value)
     }
 }
 
 /// Reads FW_STATUS, re-reading a bad read up to [`BAD_READ_RETRIES`] times.
 /// `None` when every read was bad.
-fn read_status(mb: Mailbox<'_>) -> Result<Option<FW_STATUS>> {
+fn read_status(io: &dyn DeviceIo) -> Result<Option<FW_STATUS>> {
     for _ in 0..=BAD_READ_RETRIES {
-        let status = FW_STATUS::read(mb)?;
-        if u32::from(status) != FW_IO_BAD_READ {
-            return Ok(Some(status));
+        let status = present(io.misc_ram(|mb| u32::from(mb.read(FW_STATUS)))?)?;
+        if status != FW_IO_BAD_READ {
+            return Ok(Some(FW_STATUS::from(status)));
         }
     }
     Ok(None)
 }
 
-/// Waits for the firmware to finish a reset: up to [`RESET_RETRIES`] tries,
-/// sleeping `100 ms * i` before try `i`; done when the in-progress bit is clear.
-/// `ETIMEDOUT` when it never clears, `ENODEV` as soon as the device is gone,
-/// `EINTR` when a signal interrupts a sleep. Not the kernel's
-/// `read_poll_timeout`: that sleeps a fixed interval with `fsleep`, which no
-/// signal interrupts.
+/// Waits for the firmware to finish a reset: up to [`RESET_RETRIES`] looks
+/// at FW_STATUS, look `i` (from 0) after `i` more steps of
+/// [`RESET_STEP_MS`] (0, 100, 300, 600, 1000 ms); done when the in-progress
+/// bit is clear, `ETIMEDOUT` when the last look still sees it set. `ENODEV`
+/// as soon as the device reads as gone, `EINTR` when `signalled` says so at
+/// any step.
 pub(crate) fn wait_for_reset_completion(
     io: &dyn DeviceIo,
-    info: &ArchInfo,
+    signalled: &dyn Fn() -> bool,
 ) -> (Result, WaitReport) {
-    let mb = Mailbox::new(io, info);
     let mut report = WaitReport::default();
-    for i in 0..RESET_RETRIES {
-        if i > 0 {
-            let ms = RESET_BACKOFF_MS * i;
-            report.slept_ms += ms;
-            if let Err(e) = sleep_interruptible(ms) {
-                return (Err(e), report);
+    let mut step = 0u32;
+    let mut next_look = 0u32;
+    let res = read_poll_timeout(
+        || {
+            report.slept_ms = step * RESET_STEP_MS;
+            step += 1;
+            if signalled() {
+                return Err(EINTR);
             }
-        }
-        if !mb.is_present() {
-            return (Err(ENODEV), report);
-        }
-        report.tries += 1;
-        match read_status(mb) {
-            Ok(Some(st)) if !st.reset_in_progress() => return (Ok(()), report),
-            Ok(_) => {}
-            Err(e) => return (Err(e), report),
-        }
-    }
-    (Err(ETIMEDOUT), report)
+            if step - 1 != next_look {
+                return Ok(false);
+            }
+            report.tries += 1;
+            next_look += report.tries;
+            match read_status(io)? {
+                Some(st) if !st.reset_in_progress() => Ok(true),
+                _ if report.tries == RESET_RETRIES => Err(ETIMEDOUT),
+                _ => Ok(false),
+            }
+        },
+        |&done| done,
+        millis(RESET_STEP_MS),
+        millis(RESET_BACKSTOP_MS),
+    );
+    (res.map(|_| ()), report)
 }
 
 /// Asks the firmware for a reset through the MISC RAM mailbox and waits for
-/// it: the request is taken when RESET_REQUEST reads 0 again (bounded by
-/// [`MAILBOX_POLLS`] ms), then [`wait_for_reset_completion`] runs. Callers
-/// serialize resets of one device.
+/// it: the request is taken when RESET_REQUEST reads 0 again (polled every
+/// [`MAILBOX_POLL_MS`] for at most [`MAILBOX_TIMEOUT_MS`]), then
+/// [`wait_for_reset_completion`] runs. Callers serialize resets of one device.
 pub(crate) fn reset(
     io: &dyn DeviceIo,
-    info: &ArchInfo,
     kind: ResetKind,
     nc_map: u32,
+    signalled: &dyn Fn() -> bool,
 ) -> Result<WaitReport> {
-    let mb = Mailbox::new(io, info);
-    if kind == ResetKind::Tpb {
-        RESET_TPB_MAP::zeroed().with_map(nc_map).write(mb)?;
-    }
-    RESET_REQUEST::zeroed().with_kind(kind as u32).write(mb)?;
-    RESET_TRIGGER::zeroed().with_ring(true).write(mb)?;
-    let mut taken = false;
-    for _ in 0..MAILBOX_POLLS {
-        if !mb.is_present() {
-            return Err(ENODEV);
+    io.misc_ram(|mb| {
+        if kind == ResetKind::Tpb {
+            mb.write_reg(RESET_TPB_MAP::zeroed().with_map(nc_map));
         }
-        if RESET_REQUEST::read(mb)?.kind().get() == 0 {
-            taken = true;
-            break;
-        }
-        sleep_interruptible(1)?;
-    }
-    if !taken {
-        return Err(ETIMEDOUT);
-    }
-    let (res, report) = wait_for_reset_completion(io, info);
+        mb.write_reg(RESET_REQUEST::zeroed().with_kind(kind as u32));
+        mb.write_reg(RESET_TRIGGER::zeroed().with_ring(true));
+    })?;
+    read_poll_timeout(
+        || {
+            if signalled() {
+                return Err(EINTR);
+            }
+            present(io.misc_ram(|mb| u32::from(mb.read(RESET_REQUEST)))?)
+        },
+        |request| *request == 0,
+        millis(MAILBOX_POLL_MS),
+        millis(MAILBOX_TIMEOUT_MS),
+    )?;
+    let (res, report) = wait_for_reset_completion(io, signalled);
     res.map(|()| report)
 }
 
@@ -148,16 +168,13 @@ pub(crate) fn reset(
 mod tests {
     use super::*;
     use crate::{
-        arch::{V2, V3},
+        arch::V2,
         sim::{FwScript, SimIo},
     };
+    use core::cell::Cell;
 
     fn sim(script: FwScript) -> Result<Pin<KBox<SimIo>>> {
-        sim_of(&V2, script)
-    }
-
-    fn sim_of(info: &'static ArchInfo, script: FwScript) -> Result<Pin<KBox<SimIo>>> {
-        let s = KBox::pin_init(SimIo::new(info), GFP_KERNEL)?;
+        let s = KBox::pin_init(SimIo::new(&V2), GFP_KERNEL)?;
         s.set_fw_script(script);
         Ok(s)
     }
@@ -170,11 +187,16 @@ mod tests {
         }
     }
 
+    /// No signal ever arrives.
+    fn never() -> bool {
+        false
+    }
+
     /// Starts a reset in a firmware following `script` and waits for it.
     fn wait(script: FwScript) -> Result<(Result, WaitReport)> {
         let s = sim(script)?;
         s.begin_reset();
-        Ok(wait_for_reset_completion(&*s, &V2))
+        Ok(wait_for_reset_completion(&*s, &never))
     }
 
     fn report(tries: u32, slept_ms: u32) -> WaitReport {
@@ -195,14 +217,51 @@ mod tests {
 
     #[test]
     fn never_ready_times_out_after_one_second() -> Result {
-        assert_eq!(wait(script(0, 0))?, (Err(ETIMEDOUT), report(5, 1000)));
+        assert_eq!(
+            wait(script(0, 0))?,
+            (Err(ETIMEDOUT), report(RESET_RETRIES, 1000))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_signal_ends_the_wait_between_looks() -> Result {
+        let s = sim(script(0, 0))?;
+        s.begin_reset();
+        let checks = Cell::new(0u32);
+        let third_check = || {
+            checks.set(checks.get() + 1);
+            checks.get() == 3
+        };
+        // Looks at steps 0 and 1; the signal is seen at step 2, between looks.
+        assert_eq!(
+            wait_for_reset_completion(&*s, &third_check),
+            (Err(EINTR), report(2, 200))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_signal_ends_the_mailbox_poll() -> Result {
+        let s = sim(FwScript {
+            takes_requests: false,
+            ..FwScript::PROMPT
+        })?;
+        let checks = Cell::new(0u32);
+        let fifth_check = || {
+            checks.set(checks.get() + 1);
+            checks.get() == 5
+        };
+        assert_eq!(reset(&*s, ResetKind::Device, 0, &fifth_check), Err(EINTR));
+        assert_eq!(checks.get(), 5);
+        assert_eq!(s.resets_taken(), 0);
         Ok(())
     }
 
     #[test]
     fn bad_reads_are_reread() -> Result {
         assert_eq!(wait(script(1, 2))?, (Ok(()), report(1, 0)));
-        // More bad reads than one try re-reads: the next try sees the status.
+        // More bad reads than one look re-reads: the next look sees the status.
         assert_eq!(
             wait(script(1, BAD_READ_RETRIES + 1))?,
             (Ok(()), report(2, 100))
@@ -215,37 +274,43 @@ mod tests {
         let s = sim(script(0, 0))?;
         s.begin_reset();
         s.unplug();
-        let (res, rep) = wait_for_reset_completion(&*s, &V2);
-        assert_eq!(res, Err(ENODEV));
-        assert_eq!(rep.tries, 0);
+        // The first look reads all ones: the device is gone.
+        assert_eq!(
+            wait_for_reset_completion(&*s, &never),
+            (Err(ENODEV), report(1, 0))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn removal_stops_the_mailbox_poll() -> Result {
+        let s = sim(FwScript::PROMPT)?;
+        s.unplug();
+        assert_eq!(reset(&*s, ResetKind::Device, 0, &never), Err(ENODEV));
+        assert_eq!(s.resets_taken(), 0);
         Ok(())
     }
 
     #[test]
     fn mailbox_reset_device_and_tpb() -> Result {
         let s = sim(script(2, 0))?;
-        assert_eq!(reset(&*s, &V2, ResetKind::Device, 0), Ok(report(2, 100)));
+        assert_eq!(reset(&*s, ResetKind::Device, 0, &never), Ok(report(2, 100)));
         assert_eq!(
-            reset(&*s, &V2, ResetKind::Tpb, 0b11).map(|r| r.tries),
+            reset(&*s, ResetKind::Tpb, 0b11, &never).map(|r| r.tries),
             Ok(2)
         );
-        let map = RESET_TPB_MAP::read(Mailbox::new(&*s, &V2))?;
-        assert_eq!(map.map().get(), 0b11);
+        let io: &dyn DeviceIo = &*s;
+        let (map, request, trigger) = io.misc_ram(|mb| {
+            (
+                mb.read(RESET_TPB_MAP).map().get(),
+                mb.read(RESET_REQUEST).kind().get(),
+                mb.read(RESET_TRIGGER).ring(),
+            )
+        })?;
+        assert_eq!(map, 0b11);
+        // The firmware took the request and cleared the doorbell.
+        assert_eq!((request, trigger), (0, false));
         assert_eq!(s.resets_taken(), 2);
-        Ok(())
-    }
-
-    #[test]
-    fn v3_mailbox_is_at_its_own_misc_ram() -> Result {
-        let s = sim_of(&V3, script(1, 0))?;
-        assert_eq!(reset(&*s, &V3, ResetKind::Tpb, 0x81), Ok(report(1, 0)));
-        assert_eq!(s.read32(0x6c8_41d8), Ok(0x81));
-        // V2's mailbox offset is plain BAR0 memory on a V3 device.
-        assert_eq!(RESET_TPB_MAP::read(Mailbox::new(&*s, &V2))?.map().get(), 0);
-        assert_eq!(s.resets_taken(), 1);
-        // Requests rung at V2's offsets reach no firmware.
-        assert_eq!(reset(&*s, &V2, ResetKind::Device, 0), Err(ETIMEDOUT));
-        assert_eq!(s.resets_taken(), 1);
         Ok(())
     }
 
@@ -255,7 +320,7 @@ mod tests {
             takes_requests: false,
             ..FwScript::PROMPT
         })?;
-        assert_eq!(reset(&*s, &V2, ResetKind::Device, 0), Err(ETIMEDOUT));
+        assert_eq!(reset(&*s, ResetKind::Device, 0, &never), Err(ETIMEDOUT));
         assert_eq!(s.resets_taken(), 0);
         Ok(())
     }

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The device-access interface: 32-bit registers in BAR0 and bulk bytes in
+//! The device-access interface: the MISC RAM registers of BAR0, as a view
+//! the kernel crate's [`Io`](kernel::io::Io) reads and writes, and bulk bytes in
 //! BAR4, to and from kernel memory only (user memory is bounced by
 //! [`crate::device::Device`], never copied under a backend's lock). The PCI backend ([`crate::pci`]) and the simulated one
 //! ([`crate::sim`]) implement it; nothing above this file knows which one runs.
 
+use crate::regs::MiscRam;
 use kernel::{prelude::*, uaccess::UserSliceReader};
 
 /// Largest piece a bulk transfer moves at once (bounds time under any lock
@@ -13,11 +15,10 @@ pub(crate) const XFER_CHUNK: usize = 64 * 1024;
 
 /// Access to one Neuron device's BAR0 registers and BAR4 HBM window.
 pub(crate) trait DeviceIo: Send + Sync {
-    /// Reads the 32-bit register at BAR0 offset `off`.
-    fn read32(&self, off: u64) -> Result<u32>;
-
-    /// Writes the 32-bit register at BAR0 offset `off`.
-    fn write32(&self, off: u64, value: u32) -> Result;
+    /// Calls `f` with the device's MISC RAM registers (`ENODEV` once the
+    /// backend is gone; a device removed by surprise reads all ones). `f`
+    /// must not sleep: the view may be held under a lock or RCU.
+    fn with_misc_ram(&self, f: &mut dyn FnMut(MiscRam<'_>)) -> Result;
 
     /// Writes `src` to BAR4 offset `off`.
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result;
@@ -52,20 +53,20 @@ pub(crate) trait DeviceIo: Send + Sync {
     fn is_present(&self) -> bool;
 }
 
+impl dyn DeviceIo + '_ {
+    /// Runs `f` on the device's MISC RAM registers and returns what it returns.
+    pub(crate) fn misc_ram<T>(&self, f: impl FnOnce(MiscRam<'_>) -> T) -> Result<T> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.with_misc_ram(&mut |mb| out = f.take().map(|f| f(mb)))?;
+        out.ok_or(ENODEV)
+    }
+}
+
 /// Checks that `[off, off + len)` lies inside a BAR of `size` bytes.
 pub(crate) fn check_range(off: u64, len: u64, size: u64) -> Result {
     match off.checked_add(len) {
         Some(end) if end <= size => Ok(()),
         _ => Err(ERANGE),
     }
-}
-
-/// Checks that a 32-bit register at `off` lies inside a BAR0 of `size` bytes
-/// (`ERANGE`) at a multiple of 4 (`EINVAL`); the offset as the MMIO API takes it.
-pub(crate) fn reg_offset(off: u64, size: u64) -> Result<usize> {
-    check_range(off, 4, size)?;
-    if off % 4 != 0 {
-        return Err(EINVAL);
-    }
-    Ok(off as usize)
 }

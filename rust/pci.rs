@@ -15,13 +15,14 @@ use crate::{
     chardev::Node,
     device::{Backend, Device},
     geometry,
-    io::{check_range, reg_offset, DeviceIo},
+    io::{check_range, DeviceIo},
+    regs::{MiscRam, MISC_RAM_SIZE},
     wc_bar::WcBar,
 };
 use kernel::{
     device::Core,
     devres::Devres,
-    io::Io,
+    io::{Io, IoBackend, IoBase, IoSysMap, Mmio, MmioBackend, MmioRaw},
     pci::{self, Bar, DevresBar},
     prelude::*,
     sync::{
@@ -67,7 +68,8 @@ fn for_each_piece(off: usize, len: usize, mut f: impl FnMut(usize, Piece) -> Res
 pub(crate) struct PciIo {
     bar0: DevresBar,
     bar4: Devres<WcBar>,
-    bar0_size: u64,
+    /// BAR0 offset of the MISC RAM; `MISC_RAM_SIZE` bytes from there are in BAR0.
+    misc_ram: usize,
     bar4_size: u64,
     present: Atomic<bool>,
 }
@@ -91,14 +93,16 @@ impl PciIo {
 }
 
 impl DeviceIo for PciIo {
-    fn read32(&self, off: u64) -> Result<u32> {
-        let off = reg_offset(off, self.bar0_size)?;
-        self.with_bar0(|b| b.try_read32(off))
-    }
-
-    fn write32(&self, off: u64, value: u32) -> Result {
-        let off = reg_offset(off, self.bar0_size)?;
-        self.with_bar0(|b| b.try_write32(value, off))
+    fn with_misc_ram(&self, f: &mut dyn FnMut(MiscRam<'_>)) -> Result {
+        self.with_bar0(|b| {
+            let addr = MmioBackend::as_ptr(b.as_view()).addr() + self.misc_ram;
+            let raw = MmioRaw::new_region(addr, MISC_RAM_SIZE)?;
+            // SAFETY: `raw` is the `MISC_RAM_SIZE` bytes at `misc_ram` of the
+            // BAR0 mapping, which `bind` checked to hold them and which stays
+            // mapped while the access guard `b` lives, i.e. for this call.
+            f(IoSysMap::Io(unsafe { Mmio::from_raw(raw) }));
+            Ok(())
+        })
     }
 
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
@@ -178,7 +182,8 @@ impl PciDriver {
         let bar0_size = pdev.resource_len(BAR_APB)?;
         let bar4_size = pdev.resource_len(BAR_DRAM)?;
         // The mailbox must be in BAR0 and every channel reachable through BAR4.
-        if bar0_size < info.bar0_misc_ram + MIB || bar4_size < info.bar4_size {
+        let misc_ram = usize::try_from(info.bar0_misc_ram)?;
+        if bar0_size < info.bar0_misc_ram + MISC_RAM_SIZE as u64 || bar4_size < info.bar4_size {
             dev_err!(
                 pdev,
                 "BAR0 ({:#x}) or BAR4 ({:#x}) smaller than the {} layout\n",
@@ -194,7 +199,7 @@ impl PciDriver {
             PciIo {
                 bar0,
                 bar4,
-                bar0_size,
+                misc_ram,
                 bar4_size,
                 present: Atomic::new(true),
             },

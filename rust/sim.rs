@@ -1,17 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The simulated device: a [`DeviceIo`] backend with the real arch's BAR sizes
-//! and addresses, BAR0 and BAR4 in sparse kernel memory, and a scriptable
-//! model of the firmware's status register and reset mailbox at the arch's
-//! own MISC RAM offset.
+//! The simulated device: a [`DeviceIo`] backend with the real arch's BAR4
+//! size in sparse kernel memory, and BAR0's MISC RAM as a register file in
+//! kernel memory that the kernel crate's [`Io`] reads and writes as
+//! [`SysMem`], beside a scriptable model of the firmware behind it.
+//!
+//! The firmware model runs on its own schedule, as real firmware does: it
+//! never sees a register access, only the register file, which it inspects
+//! and updates each time the driver opens the window (before the driver's
+//! accesses), i.e. once per poll step. A rung RESET_TRIGGER with a request
+//! pending is taken (RESET_REQUEST cleared, a reset begins); while a reset
+//! runs, FW_STATUS shows bad reads, then the reset in progress, then done,
+//! as [`FwScript`] says. After surprise removal every register reads all
+//! ones and writes are lost, as on a PCI function that is gone.
 
 use crate::{
     arch::ArchInfo,
-    io::{reg_offset, DeviceIo},
-    regs::{MiscRamReg, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TRIGGER},
+    io::DeviceIo,
+    regs::{MiscRam, FW_IO_BAD_READ, FW_STATUS, GONE, MISC_RAM_SIZE, RESET_REQUEST, RESET_TRIGGER},
     sparse::SparseMem,
 };
 use kernel::{
+    io::{Io, IoSysMap, Region, SysMem},
     new_spinlock,
     prelude::*,
     sync::{
@@ -24,9 +34,9 @@ use kernel::{
 /// How the simulated firmware behaves after a reset is triggered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FwScript {
-    /// The FW_STATUS read (1-based) that first shows the reset done; 0 = never.
+    /// The look at FW_STATUS (1-based) that first shows the reset done; 0 = never.
     pub(crate) ready_on_poll: u32,
-    /// FW_STATUS reads that return `0xdeadbeef` first (not counted as polls).
+    /// Looks that see `0xdeadbeef` first (not counted as polls).
     pub(crate) bad_reads: u32,
     /// Whether the firmware takes mailbox requests (clears RESET_REQUEST).
     pub(crate) takes_requests: bool,
@@ -41,30 +51,79 @@ impl FwScript {
     };
 }
 
+/// The firmware model's own state (the registers are in the register file).
 struct FwState {
     script: FwScript,
     /// A reset is in progress.
     busy: bool,
-    /// FW_STATUS polls seen since the reset began.
+    /// Looks at FW_STATUS since the reset began.
     polls: u32,
-    /// Bad reads still to return.
+    /// Bad reads still to show.
     bad_left: u32,
-    /// Pending RESET_REQUEST value.
-    request: u32,
     /// Resets the firmware has taken.
     resets: u32,
 }
 
-/// BAR0 + BAR4 of one simulated device.
+impl FwState {
+    fn begin_reset(&mut self) {
+        self.busy = true;
+        self.polls = 0;
+        self.bad_left = self.script.bad_reads;
+        self.resets += 1;
+    }
+
+    /// One step of the firmware, between two looks of the driver at `regs`.
+    fn step(&mut self, regs: MiscRam<'_>) {
+        if regs.read(RESET_TRIGGER).ring() {
+            let request = regs.read(RESET_REQUEST).kind().get();
+            if self.script.takes_requests && request != 0 {
+                regs.write_reg(RESET_TRIGGER::zeroed());
+                regs.write_reg(RESET_REQUEST::zeroed());
+                self.begin_reset();
+                regs.write_reg(FW_STATUS::zeroed().with_reset_in_progress(true));
+                return;
+            }
+        }
+        if !self.busy {
+            return;
+        }
+        let status = if self.bad_left > 0 {
+            self.bad_left -= 1;
+            FW_STATUS::from(FW_IO_BAD_READ)
+        } else {
+            self.polls += 1;
+            self.busy = self.script.ready_on_poll == 0 || self.polls < self.script.ready_on_poll;
+            FW_STATUS::zeroed().with_reset_in_progress(self.busy)
+        };
+        regs.write_reg(status);
+    }
+}
+
+/// The MISC RAM register file, as 32-bit words.
+type RegFile = [u32; MISC_RAM_SIZE / 4];
+
+/// The MISC RAM and the firmware behind it, only ever reached together.
+struct MiscRamModel {
+    file: KBox<RegFile>,
+    fw: FwState,
+}
+
+/// `file` as the kernel crate's system-memory I/O.
+fn sys_mem(file: &mut RegFile) -> MiscRam<'_> {
+    let ptr =
+        Region::<MISC_RAM_SIZE>::ptr_from_raw_parts_mut(file.as_mut_ptr().cast(), MISC_RAM_SIZE);
+    // SAFETY: `file` is `MISC_RAM_SIZE` bytes of kernel memory, 4-byte aligned
+    // (a `u32` array), borrowed exclusively for as long as the view lives.
+    IoSysMap::Sys(unsafe { SysMem::new(ptr) })
+}
+
+/// The MISC RAM and BAR4 of one simulated device.
 #[pin_data]
 pub(crate) struct SimIo {
-    info: &'static ArchInfo,
-    #[pin]
-    bar0: SparseMem,
     #[pin]
     bar4: SparseMem,
     #[pin]
-    fw: SpinLock<FwState>,
+    misc: SpinLock<MiscRamModel>,
     present: Atomic<bool>,
 }
 
@@ -72,16 +131,16 @@ impl SimIo {
     /// A simulated device of arch `info`, firmware ready, nothing resident.
     pub(crate) fn new(info: &'static ArchInfo) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
-            info,
-            bar0 <- SparseMem::new(info.bar0_size),
             bar4 <- SparseMem::new(info.bar4_size),
-            fw <- new_spinlock!(FwState {
-                script: FwScript::PROMPT,
-                busy: false,
-                polls: 0,
-                bad_left: 0,
-                request: 0,
-                resets: 0,
+            misc <- new_spinlock!(MiscRamModel {
+                file: KBox::zeroed(GFP_KERNEL)?,
+                fw: FwState {
+                    script: FwScript::PROMPT,
+                    busy: false,
+                    polls: 0,
+                    bad_left: 0,
+                    resets: 0,
+                },
             }),
             present: Atomic::new(true),
         })
@@ -90,25 +149,23 @@ impl SimIo {
     /// Sets how the firmware answers the next resets.
     #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn set_fw_script(&self, script: FwScript) {
-        self.fw.lock().script = script;
+        self.misc.lock().fw.script = script;
     }
 
     /// Starts a reset in the firmware model, as a taken mailbox request does.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn begin_reset(&self) {
-        let mut fw = self.fw.lock();
-        fw.busy = true;
-        fw.polls = 0;
-        fw.bad_left = fw.script.bad_reads;
-        fw.resets += 1;
+        self.misc.lock().fw.begin_reset();
     }
 
     /// Resets the firmware has taken so far.
     #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn resets_taken(&self) -> u32 {
-        self.fw.lock().resets
+        self.misc.lock().fw.resets
     }
 
-    /// Simulates surprise removal: every access fails with `ENODEV` from now on.
+    /// Simulates surprise removal: registers read all ones and bulk
+    /// accesses fail with `ENODEV` from now on.
     pub(crate) fn unplug(&self) {
         self.present.store(false, Relaxed);
     }
@@ -119,23 +176,6 @@ impl SimIo {
         self.bar4.resident_pages()
     }
 
-    fn status_read(&self) -> u32 {
-        let mut fw = self.fw.lock();
-        if !fw.busy {
-            return 0;
-        }
-        if fw.bad_left > 0 {
-            fw.bad_left -= 1;
-            return FW_IO_BAD_READ;
-        }
-        fw.polls += 1;
-        if fw.script.ready_on_poll != 0 && fw.polls >= fw.script.ready_on_poll {
-            fw.busy = false;
-            return 0;
-        }
-        u32::from(FW_STATUS::zeroed().with_reset_in_progress(true))
-    }
-
     /// `ENODEV` once the device was unplugged.
     fn check_present(&self) -> Result {
         if self.present.load(Relaxed) {
@@ -144,49 +184,22 @@ impl SimIo {
             Err(ENODEV)
         }
     }
-
-    /// Checks a 32-bit register access at BAR0 offset `off`.
-    fn check_reg(&self, off: u64) -> Result {
-        self.check_present()?;
-        reg_offset(off, self.info.bar0_size).map(|_| ())
-    }
 }
 
 impl DeviceIo for SimIo {
-    fn read32(&self, off: u64) -> Result<u32> {
-        self.check_reg(off)?;
-        if off == FW_STATUS::bar0(self.info) {
-            return Ok(self.status_read());
-        }
-        if off == RESET_REQUEST::bar0(self.info) {
-            return Ok(self.fw.lock().request);
-        }
-        let mut b = [0u8; 4];
-        self.bar0.read(off, &mut b)?;
-        Ok(u32::from_le_bytes(b))
-    }
-
-    fn write32(&self, off: u64, value: u32) -> Result {
-        self.check_reg(off)?;
-        if off == RESET_REQUEST::bar0(self.info) {
-            self.fw.lock().request = value;
-            return Ok(());
-        }
-        if off == RESET_TRIGGER::bar0(self.info) {
-            let takes = {
-                let mut fw = self.fw.lock();
-                let takes = fw.script.takes_requests && fw.request != 0;
-                if takes {
-                    fw.request = 0;
-                }
-                takes
-            };
-            if takes {
-                self.begin_reset();
+    fn with_misc_ram(&self, f: &mut dyn FnMut(MiscRam<'_>)) -> Result {
+        let mut guard = self.misc.lock();
+        let MiscRamModel { file, fw } = &mut *guard;
+        let regs = sys_mem(file);
+        if self.present.load(Relaxed) {
+            fw.step(regs);
+        } else {
+            for i in 0..MISC_RAM_SIZE / 4 {
+                regs.write(i * 4, GONE);
             }
-            return Ok(());
         }
-        self.bar0.write(off, &value.to_le_bytes())
+        f(regs);
+        Ok(())
     }
 
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
