@@ -291,15 +291,12 @@ impl Device {
     /// lock held, so a user buffer that faults slowly stalls only its caller.
     fn bounce(len: u64) -> Result<KVVec<u8>> {
         let n = usize::try_from(len.min(XFER_CHUNK as u64))?;
-        Ok(KVVec::from_elem(0u8, n, GFP_KERNEL_ACCOUNT)?)
+        Ok(KVVec::zeroed(n, GFP_KERNEL_ACCOUNT)?)
     }
 
     /// Copies `len` bytes from user memory to device PA `pa` through BAR4.
-    /// Its bounce buffer is not cleared first: every byte written to the
-    /// device was just copied in from user memory.
     pub(crate) fn write_from_user(&self, pa: u64, src: &mut UserSliceReader, len: u64) -> Result {
-        let n = usize::try_from(len.min(XFER_CHUNK as u64))?;
-        let mut bounce = KVVec::<u8>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
+        let mut bounce = Self::bounce(len)?;
         self.for_each_piece(pa, len, |off, n| {
             self.io().bar4_write_from_user(off, src, n, &mut bounce)
         })

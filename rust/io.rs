@@ -32,15 +32,11 @@ pub(crate) trait DeviceIo: Send + Sync {
         off: u64,
         src: &mut UserSliceReader,
         len: usize,
-        bounce: &mut KVVec<u8>,
+        bounce: &mut [u8],
     ) -> Result {
-        bounce.clear();
-        let spare = bounce.spare_capacity_mut().get_mut(..len).ok_or(EINVAL)?;
-        src.read_raw(spare)?;
-        // SAFETY: `read_raw` succeeded, so the first `len` bytes of the spare
-        // capacity are initialized.
-        unsafe { bounce.inc_len(len) };
-        self.bar4_write(off, bounce)
+        let bytes = bounce.get_mut(..len).ok_or(EINVAL)?;
+        src.read_slice(bytes)?;
+        self.bar4_write(off, bytes)
     }
 
     /// Reads BAR4 offset `off` into `dst`.

@@ -212,7 +212,7 @@ impl DeviceIo for SimIo {
         off: u64,
         src: &mut UserSliceReader,
         len: usize,
-        bounce: &mut KVVec<u8>,
+        bounce: &mut [u8],
     ) -> Result {
         self.check_present()?;
         self.bar4.write_from_user(off, src, len, bounce)

@@ -5,7 +5,6 @@
 //! 256 GiB BAR costs only what tests touch.
 
 use crate::io::check_range;
-use core::mem::MaybeUninit;
 use kernel::{
     new_mutex,
     prelude::*,
@@ -22,6 +21,7 @@ const LOCK_SPAN: usize = 64 * 1024;
 const SIM_PAGE: usize = 16 * 1024;
 
 /// One simulated page.
+#[derive(Zeroable)]
 struct SimPage([u8; SIM_PAGE]);
 
 /// A sparse, page-granular byte store of a fixed size. An access holds
@@ -37,23 +37,7 @@ pub(crate) struct SparseMem {
 
 /// A fresh page of zeros.
 fn zeroed_page() -> Result<KBox<SimPage>> {
-    let page = KBox::<SimPage>::new_uninit(GFP_KERNEL | __GFP_ZERO)?;
-    // SAFETY: `__GFP_ZERO` zeroed the allocation and all-zero bytes are a
-    // valid `SimPage` (a byte array).
-    Ok(unsafe { page.assume_init() })
-}
-
-/// A fresh page filled with the next [`SIM_PAGE`] bytes of `src`.
-fn filled_page(src: &mut UserSliceReader) -> Result<KBox<SimPage>> {
-    let mut page = KBox::<SimPage>::new_uninit(GFP_KERNEL)?;
-    // SAFETY: A `MaybeUninit<SimPage>` is `SIM_PAGE` bytes that may be
-    // uninitialized, which is what `[MaybeUninit<u8>; SIM_PAGE]` is; `page`
-    // is uniquely owned.
-    let bytes = unsafe { &mut *page.as_mut_ptr().cast::<[MaybeUninit<u8>; SIM_PAGE]>() };
-    src.read_raw(bytes)?;
-    // SAFETY: `read_raw` succeeded, so every byte is initialized, and any
-    // bytes are a valid `SimPage` (a byte array).
-    Ok(unsafe { page.assume_init() })
+    Ok(KBox::zeroed(GFP_KERNEL)?)
 }
 
 /// Which way a page access copies.
@@ -132,7 +116,7 @@ impl SparseMem {
         off: u64,
         src: &mut UserSliceReader,
         len: usize,
-        bounce: &mut KVVec<u8>,
+        bounce: &mut [u8],
     ) -> Result {
         check_range(off, len as u64, self.size)?;
         let mut spare: Option<KBox<SimPage>> = None;
@@ -143,21 +127,17 @@ impl SparseMem {
             let in_page = (pos % SIM_PAGE as u64) as usize;
             let n = (SIM_PAGE - in_page).min(len - done);
             if n < SIM_PAGE {
-                bounce.clear();
-                let room = bounce.spare_capacity_mut().get_mut(..n).ok_or(EINVAL)?;
-                src.read_raw(room)?;
-                // SAFETY: `read_raw` succeeded, so the first `n` bytes of the
-                // spare capacity are initialized.
-                unsafe { bounce.inc_len(n) };
-                self.write(pos, bounce)?;
+                let room = bounce.get_mut(..n).ok_or(EINVAL)?;
+                src.read_slice(room)?;
+                self.write(pos, room)?;
             } else {
-                let page = match spare.take() {
-                    Some(mut page) => {
-                        src.read_slice(&mut page.0)?;
-                        page
-                    }
-                    None => filled_page(src)?,
+                // A page of the device's own, replaced whole: zeroed only
+                // when it is new.
+                let mut page = match spare.take() {
+                    Some(page) => page,
+                    None => zeroed_page()?,
                 };
+                src.read_slice(&mut page.0)?;
                 let node = RBTreeNode::new(idx, page, GFP_KERNEL)?;
                 let old = self.pages.lock().insert(node);
                 // The page replaced, if any, takes the next page's bytes.
