@@ -5,8 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use crate::desc::{Io, Model, Tensor};
+use crate::exact::{self, Buffer};
 use crate::model::*;
 
 /// A plan that cannot be made within the constraints.
@@ -26,12 +28,36 @@ pub fn plan_model(model: &Model) -> Result<MemoryPlan, PlannerError> {
     plan(model, model.desc.planner, &model.desc.planner_options)
 }
 
+/// How the exact planner ended in one memory that holds scratch tensors.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ExactOutcome {
+    pub memory: MemoryType,
+    /// The scratch arena's size.
+    pub high_water: u64,
+    /// Bytes of scratch live at once in this memory, at most.
+    pub lower_bound: u64,
+    /// No smaller arena exists for the tensors placed in this memory.
+    pub optimal: bool,
+    /// Search nodes visited.
+    pub nodes: u64,
+}
+
 /// Plans `model` with the given strategy.
 pub fn plan(
     model: &Model,
     kind: MemoryPlannerType,
     opts: &PlannerOptions,
 ) -> Result<MemoryPlan, PlannerError> {
+    plan_with_outcome(model, kind, opts).map(|(mp, _)| mp)
+}
+
+/// Plans `model` with the given strategy; with [`MemoryPlannerType::Exact`]
+/// also says, per memory, whether the scratch arena is proven smallest.
+pub fn plan_with_outcome(
+    model: &Model,
+    kind: MemoryPlannerType,
+    opts: &PlannerOptions,
+) -> Result<(MemoryPlan, Vec<ExactOutcome>), PlannerError> {
     let mut mp = MemoryPlan {
         tensor_lifetimes: model.lifetimes(),
         ..Default::default()
@@ -110,10 +136,12 @@ pub fn plan(
         items: &items,
         budgets: &budgets,
     };
+    let mut outcomes = Vec::new();
     let placement = match kind {
         MemoryPlannerType::Greedy => packer.place(&packer.order_by_start())?,
         MemoryPlannerType::GreedyBySize => packer.place(&packer.order_by_size())?,
         MemoryPlannerType::HillClimb => packer.hill_climb(opts)?,
+        MemoryPlannerType::Exact => packer.exact(opts, &mut outcomes)?,
     };
     for (k, t) in items.iter().enumerate() {
         let (mi, offset) = placement.slots[k];
@@ -144,7 +172,7 @@ pub fn plan(
             b.source_memory,
         );
     }
-    Ok(mp)
+    Ok((mp, outcomes))
 }
 
 fn insert(
@@ -294,6 +322,62 @@ impl Packer<'_> {
             at = at.max(align_up(end, align));
         }
         at
+    }
+
+    /// greedy_by_size decides which memory every item goes to (its spill
+    /// choices fit the budgets); then each memory's items are placed anew
+    /// by [`exact::minimize`], starting from the better of greedy_by_size's
+    /// and hill_climb's packings, so no memory's arena grows. One deadline
+    /// covers every memory.
+    fn exact(
+        &self,
+        opts: &PlannerOptions,
+        outcomes: &mut Vec<ExactOutcome>,
+    ) -> Result<Placement, PlannerError> {
+        let deadline = Instant::now() + Duration::from_millis(opts.time_budget_ms);
+        let mut p = self.place(&self.order_by_size())?;
+        // Local search is cheap next to the budget and often closes most
+        // of the gap; it keeps greedy_by_size's memory choices only when
+        // they are the same, so it can only start the search lower.
+        let hc = self.hill_climb(opts)?;
+        let same_memories = hc.slots.iter().zip(&p.slots).all(|(a, b)| a.0 == b.0);
+        if same_memories && hc.cost() < p.cost() {
+            p = hc;
+        }
+        for (mi, c) in self.model.memories.iter().enumerate() {
+            let ks: Vec<usize> = (0..self.items.len())
+                .filter(|&k| p.slots[k].0 == mi)
+                .collect();
+            if ks.is_empty() {
+                continue;
+            }
+            let bufs: Vec<Buffer> = ks
+                .iter()
+                .map(|&k| {
+                    let lt = self.lifetime(k);
+                    Buffer {
+                        first: lt.start_op,
+                        last: lt.end_op,
+                        size: self.items[k].size,
+                        align: self.model.slot_alignment(self.items[k], c.name),
+                    }
+                })
+                .collect();
+            let known: Vec<u64> = ks.iter().map(|&k| p.slots[k].1).collect();
+            let s = exact::minimize(&bufs, Some(&known), deadline);
+            for (j, &k) in ks.iter().enumerate() {
+                p.slots[k].1 = s.offsets[j];
+            }
+            p.high_water[mi] = s.high_water;
+            outcomes.push(ExactOutcome {
+                memory: c.name,
+                high_water: s.high_water,
+                lower_bound: exact::Instance::new(&bufs).lower_bound(),
+                optimal: s.optimal,
+                nodes: s.nodes,
+            });
+        }
+        Ok(p)
     }
 
     /// Local search over greedy-by-size orders: random swaps and moves,
