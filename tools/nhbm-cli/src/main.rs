@@ -20,7 +20,11 @@ use std::time::{Duration, Instant};
 use nhbm::uapi::*;
 use nhbm::validate::{backing_name, mr_type_name};
 use nhbm::{io_errno_name, Device, Kind, Limits, LoadedPlan, Plan};
-use nhbm_planner::{lower, plan as run_planner, var_ids, Model, PlanReport};
+use nhbm_planner::planner::memory_lower_bounds;
+use nhbm_planner::{
+    lower, plan_with_outcome, var_ids, ExactOutcome, MemoryPlan, MemoryPlannerType, Model,
+    PlanReport, PlannerOptions,
+};
 use serde_json::{json, Value};
 
 use args::{parse_num, Args};
@@ -31,10 +35,12 @@ usage: nhbm COMMAND [ARGS] [-d N] [--json]
   info                          device geometry (DEVICE_INFO)
   stats                         pool usage per channel x region, with bars
   plan MODEL.json               plan a model: arenas, high-water mark vs the
-        [--planner greedy|greedy_by_size|hill_climb] [--iterations N]
-        [--seed N] [--max-stall N] [-o PREFIX] [--format blob|json]
-                                writes PREFIX.hbmN.plan (or .plan.json), one
-                                per memory (PREFIX defaults to the model's name)
+        [--planner greedy|greedy_by_size|hill_climb|exact] [--iterations N]
+        [--seed N] [--max-stall N] [--time-budget MS] [-o PREFIX]
+        [--format blob|json]    lower bound per memory and planner, each
+                                planner's time; writes PREFIX.hbmN.plan (or
+                                .plan.json), one per memory (PREFIX defaults
+                                to the model's name)
   validate PLAN                 check a plan against the kernel's rules
   load PLAN [--channel N|any] [--verify] [--hold]
                                 stage a plan and show where each variable
@@ -89,6 +95,7 @@ fn run(a: &Args) -> R<()> {
             "--iterations",
             "--seed",
             "--max-stall",
+            "--time-budget",
             "--output",
             "--format",
         ],
@@ -202,9 +209,19 @@ fn cmd_plan(a: &Args) -> R<()> {
     if let Some(v) = a.opt_num("--max-stall")? {
         opts.max_stall_iterations = v;
     }
-    let t0 = Instant::now();
-    let mp = run_planner(&model, kind, &opts).map_err(|e| format!("{path}: {e}"))?;
-    let elapsed = t0.elapsed();
+    if let Some(v) = a.opt_num("--time-budget")? {
+        opts.time_budget_ms = v;
+    }
+    let runs = compare_planners(&model, &opts);
+    let chosen = runs
+        .iter()
+        .find(|r| r.kind == kind)
+        .expect("every planner runs");
+    let mp = match &chosen.result {
+        Ok((mp, _)) => mp.clone(),
+        Err(e) => return Err(format!("{path}: {e}")),
+    };
+    let elapsed = chosen.took;
     let report = PlanReport::new(&model, kind, &mp);
     let lowered = lower(&model, &mp).map_err(|e| format!("{path}: {e}"))?;
     let format = a.opt("--format").unwrap_or("blob");
@@ -237,9 +254,11 @@ fn cmd_plan(a: &Args) -> R<()> {
             .iter()
             .map(|(f, m, n, r)| json!({"file": f, "memory": m, "channel": m.channel(), "bytes": n, "records": r}))
             .collect();
+        let planners: Vec<Value> = runs.iter().map(|r| r.to_json()).collect();
         let out = json!({
             "model": model.name(), "report": report, "plan": mp, "files": files,
             "var_ids": var_ids(&model), "planning_ms": elapsed.as_secs_f64() * 1e3,
+            "planners": planners,
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap());
         return Ok(());
@@ -290,6 +309,8 @@ fn cmd_plan(a: &Args) -> R<()> {
         )
     );
     println!();
+    print_comparison(&runs);
+    println!();
     let ids = var_ids(&model);
     let rows: Vec<Vec<String>> = model
         .tensors
@@ -336,6 +357,124 @@ fn cmd_plan(a: &Args) -> R<()> {
         );
     }
     Ok(())
+}
+
+/// One planner's run on the model being planned.
+struct PlannerRun {
+    kind: MemoryPlannerType,
+    took: Duration,
+    result: Result<(MemoryPlan, Vec<ExactOutcome>), String>,
+    /// Per memory with scratch: (scratch arena bytes, its lower bound).
+    memories: Vec<(nhbm_planner::MemoryType, u64, u64)>,
+}
+
+impl PlannerRun {
+    /// Whether exact proved memory `m`'s arena smallest (None: not exact).
+    fn optimal(&self, m: nhbm_planner::MemoryType) -> Option<bool> {
+        let (_, outcomes) = self.result.as_ref().ok()?;
+        outcomes.iter().find(|o| o.memory == m).map(|o| o.optimal)
+    }
+
+    fn to_json(&self) -> Value {
+        let memories: Vec<Value> = self
+            .memories
+            .iter()
+            .map(|&(m, hwm, lb)| {
+                json!({"memory": m, "scratch_high_water_mark": hwm, "lower_bound": lb,
+                       "proven_optimal": self.optimal(m)})
+            })
+            .collect();
+        json!({
+            "planner": self.kind, "ms": self.took.as_secs_f64() * 1e3,
+            "error": self.result.as_ref().err(), "memories": memories,
+        })
+    }
+}
+
+/// Runs every planner with `opts` (exact within its time budget).
+fn compare_planners(model: &Model, opts: &PlannerOptions) -> Vec<PlannerRun> {
+    [
+        MemoryPlannerType::Greedy,
+        MemoryPlannerType::GreedyBySize,
+        MemoryPlannerType::HillClimb,
+        MemoryPlannerType::Exact,
+    ]
+    .into_iter()
+    .map(|kind| {
+        let t0 = Instant::now();
+        let result = plan_with_outcome(model, kind, opts).map_err(|e| e.to_string());
+        let took = t0.elapsed();
+        let memories = match &result {
+            Ok((mp, _)) => {
+                let bounds = memory_lower_bounds(model, mp);
+                mp.arena_usages
+                    .iter()
+                    .map(|(&m, a)| (m, a.total_size, bounds.get(&m).copied().unwrap_or(0)))
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        PlannerRun {
+            kind,
+            took,
+            result,
+            memories,
+        }
+    })
+    .collect()
+}
+
+/// Per planner and memory: scratch arena vs its lower bound, and time.
+fn print_comparison(runs: &[PlannerRun]) {
+    let mut rows = Vec::new();
+    for r in runs {
+        let ms = format!("{:.1}", r.took.as_secs_f64() * 1e3);
+        if let Err(e) = &r.result {
+            rows.push(vec![
+                r.kind.to_string(),
+                "-".into(),
+                e.clone(),
+                String::new(),
+                String::new(),
+                ms,
+                String::new(),
+            ]);
+            continue;
+        }
+        for &(m, hwm, lb) in &r.memories {
+            let ratio = if lb == 0 { 1.0 } else { hwm as f64 / lb as f64 };
+            let proof = match r.optimal(m) {
+                Some(true) => "proven optimal",
+                Some(false) => "not proven",
+                None => "",
+            };
+            rows.push(vec![
+                r.kind.to_string(),
+                m.to_string(),
+                fmt::bytes(hwm),
+                fmt::bytes(lb),
+                format!("{ratio:.3}"),
+                ms.clone(),
+                proof.into(),
+            ]);
+        }
+    }
+    print!(
+        "{}",
+        fmt::table(
+            &[
+                "planner",
+                "memory",
+                "scratch",
+                "lower bound",
+                "ratio",
+                "ms",
+                ""
+            ],
+            &rows,
+            &[4, 5]
+        )
+    );
 }
 
 fn read_plan(path: &str, limits: &Limits) -> R<Plan> {

@@ -480,6 +480,32 @@ impl PlanReport {
     }
 }
 
+/// Per memory holding scratch tensors in `mp`: the most bytes of them live
+/// at any one operator, which no placement of those tensors can go below.
+pub fn memory_lower_bounds(model: &Model, mp: &MemoryPlan) -> BTreeMap<MemoryType, u64> {
+    let n = model.desc.operators.len();
+    let mut delta: BTreeMap<MemoryType, Vec<i128>> = BTreeMap::new();
+    for t in model.tensors.iter().filter(|t| t.is_packed_scratch()) {
+        let (Some(l), Ok(a)) = (t.lifetime.as_ref(), mp.get_allocation(t.id())) else {
+            continue;
+        };
+        let d = delta.entry(a.memory).or_insert_with(|| vec![0; n + 1]);
+        d[l.start_op] += i128::from(t.size);
+        d[l.end_op + 1] -= i128::from(t.size);
+    }
+    delta
+        .into_iter()
+        .map(|(m, d)| {
+            let mut cur = 0i128;
+            let best = d[..n].iter().fold(0i128, |best, x| {
+                cur += x;
+                best.max(cur)
+            });
+            (m, best as u64)
+        })
+        .collect()
+}
+
 /// Every pair of scratch tensors that overlap in both time and memory, which
 /// a correct plan never has. Aliases are checked against their base's users.
 pub fn overlapping_pairs(model: &Model, mp: &MemoryPlan) -> Vec<(String, String)> {
