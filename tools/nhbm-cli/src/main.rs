@@ -34,7 +34,7 @@ usage: nhbm COMMAND [ARGS] [-d N] [--json]
 
   info                          device geometry (DEVICE_INFO)
   stats                         pool usage per channel x region, with bars
-  plan MODEL.json               plan a model: arenas, high-water mark vs the
+  plan MODEL.json|MODEL.onnx    plan a model: arenas, high-water mark vs the
         [--planner greedy|greedy_by_size|hill_climb|exact] [--iterations N]
         [--seed N] [--max-stall N] [--time-budget MS] [-o PREFIX]
         [--format blob|json]    lower bound per memory and planner, each
@@ -194,7 +194,7 @@ fn channel_opt(a: &Args) -> R<Option<u32>> {
 
 fn cmd_plan(a: &Args) -> R<()> {
     let path = a.pos.get(1).ok_or("plan: which model file?")?;
-    let model = Model::load(Path::new(path)).map_err(|e| e.to_string())?;
+    let model = load_model(Path::new(path))?;
     let kind = match a.opt("--planner") {
         Some(p) => p.parse()?,
         None => model.desc.planner,
@@ -357,6 +357,23 @@ fn cmd_plan(a: &Args) -> R<()> {
         );
     }
     Ok(())
+}
+
+/// A model description (JSON), or an ONNX model (`*.onnx`).
+fn load_model(path: &Path) -> R<Model> {
+    if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
+        #[cfg(feature = "onnx")]
+        return nhbm_onnx::load(path).map_err(|e| e.to_string());
+        #[cfg(not(feature = "onnx"))]
+        return Err(format!(
+            "{}: this nhbm is built without ONNX support",
+            path.display()
+        ));
+    }
+    Model::load(path).map_err(|e| e.to_string())
 }
 
 /// One planner's run on the model being planned.

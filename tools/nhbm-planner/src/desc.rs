@@ -195,6 +195,9 @@ pub struct Model {
     pub memories: Vec<MemoryConstraint>,
     /// Directory data files are relative to.
     pub base_dir: PathBuf,
+    /// Bytes of constants that come with the model (imported weights),
+    /// ahead of data files and fills.
+    pub payloads: HashMap<TensorId, Vec<u8>>,
 }
 
 impl Model {
@@ -456,7 +459,38 @@ impl Model {
             tensors,
             memories,
             base_dir,
+            payloads: HashMap::new(),
         })
+    }
+
+    /// Attaches the bytes of constants; each must name a constant without
+    /// a data file or fill and have exactly its size.
+    pub fn with_payloads(
+        mut self,
+        payloads: HashMap<TensorId, Vec<u8>>,
+    ) -> Result<Model, ModelError> {
+        for (id, bytes) in &payloads {
+            let Some(t) = self.tensor(id) else {
+                return err(format!("payload for unknown tensor {id:?}"));
+            };
+            if t.desc.role != ArenaRole::Constant
+                || t.desc.data_file.is_some()
+                || t.desc.fill.is_some()
+            {
+                return err(format!(
+                    "tensor {id:?}: a payload needs a constant without data_file or fill"
+                ));
+            }
+            if bytes.len() as u64 != t.size {
+                return err(format!(
+                    "tensor {id:?}: payload of {} bytes, the tensor {}",
+                    bytes.len(),
+                    t.size
+                ));
+            }
+        }
+        self.payloads = payloads;
+        Ok(self)
     }
 
     pub fn name(&self) -> &str {
@@ -522,6 +556,9 @@ impl Model {
 
     /// The bytes a constant is uploaded with.
     pub fn constant_bytes(&self, t: &Tensor) -> Result<Vec<u8>, ModelError> {
+        if let Some(bytes) = self.payloads.get(t.id()) {
+            return Ok(bytes.clone());
+        }
         if let Some(f) = &t.desc.data_file {
             let path = self.base_dir.join(f);
             let bytes = std::fs::read(&path).map_err(|e| {
