@@ -4,7 +4,8 @@
 #
 #   make            build neuron_hbm.ko (against the cached test kernel or KDIR=)
 #   make setup      install the toolchain and build the test kernel (idempotent)
-#   make check      module + KUnit + userspace tests in QEMU; prints "N passed, N failed"
+#   make check      host userspace tests, then module + KUnit + guest tests in QEMU;
+#                   prints "N passed, N failed"
 #   make demo       boot the module on a simulated device and show what it does
 #   make lint       rustfmt check + clippy build
 #   make clean
@@ -45,8 +46,12 @@ module:
 userspace:
 	@$(REPO)/tools/testing/build-userspace.sh
 
+# The userspace workspace's own tests run on the host first; the closing line
+# counts them with the guest's.
 check: module userspace
-	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh check
+	@$(REPO)/tools/testing/host-tests.sh $(BUILD)/host-tests.log
+	@NHBM_HOST_LOG=$(BUILD)/host-tests.log NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
+		$(REPO)/tools/testing/run-qemu.sh check
 
 # The whole suite on the debug kernel, with a long fuzz run and a kmemleak
 # scan at the end; any report fails it. Rebuilds the module for that kernel.
@@ -55,7 +60,14 @@ check-debug: userspace
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_DEBUG) NHBM_QEMU_MEM=1536 NHBM_QEMU_TIMEOUT=3000 \
 		NHBM_QEMU_APPEND="nhbm_debug=1" $(REPO)/tools/testing/run-qemu.sh check
 
-demo: module userspace
+# The demo prints a progress line per step; the build output goes to
+# build/demo-build.log and the guest's boot and KUnit log to build/qemu-demo.log.
+demo:
+	@NHBM_CACHE=$(NHBM_CACHE) $(SETUP)
+	@mkdir -p $(BUILD)
+	@echo "demo: building neuron_hbm.ko and the userspace tools (log: build/demo-build.log)"
+	@{ $(MAKE) --no-print-directory module && $(MAKE) --no-print-directory userspace; } \
+		>$(BUILD)/demo-build.log 2>&1 || { tail -30 $(BUILD)/demo-build.log; exit 1; }
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo
 
 bench: module userspace

@@ -59,14 +59,8 @@ install_packages() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# The Debian mirror this machine already uses (never hard-coded here).
-debian_mirror() {
-	local uri
-	uri=$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list \
-		2>/dev/null | grep -v -- '-security' | grep -oE 'https?://[^ ]+/debian/?' | head -1)
-	[ -n "$uri" ] || { echo "setup: no Debian mirror found in the apt configuration" >&2; exit 1; }
-	echo "${uri%/}"
-}
+# shellcheck source=tools/debian-mirror.sh
+. "$HERE/debian-mirror.sh"
 
 fetch_kernel_source() {
 	need_root "apt-get download"
@@ -151,11 +145,26 @@ build_kernel() {
 	touch "$out/.nhbm-complete"
 }
 
+# ready KDIR: everything is installed and KDIR's kernel is built.
+ready() {
+	[ -z "$(missing_packages)" ] && command -v cargo >/dev/null && [ -x "$BINDGEN" ] &&
+		[ -f "$CACHE/src/Makefile" ] && [ -f "$1/.nhbm-complete" ]
+}
+
 main() {
-	local miss
-	# One setup at a time: a second caller waits, then finds everything done.
+	local miss kdir
 	mkdir -p "$CACHE"
-	exec 9>"$CACHE/.setup-$VARIANT.lock"
+	# The common case, a warm cache, takes no lock: callers building against
+	# one kernel never wait for a build of another.
+	if [ -f "$CACHE/src/Makefile" ]; then
+		kdir=$(kernel_dir)
+		if ready "$kdir"; then
+			if [ "$QUIET_KDIR" = 1 ]; then echo "$kdir"; else say "kernel ready: $kdir"; fi
+			return 0
+		fi
+	fi
+	# Installing is one at a time: a second caller waits, then finds it done.
+	exec 9>"$CACHE/.setup-install.lock"
 	flock 9
 	miss=$(missing_packages)
 	# shellcheck disable=SC2086
@@ -163,8 +172,12 @@ main() {
 	command -v cargo >/dev/null || { echo "setup: cargo (rustup) is needed for bindgen and the tools" >&2; exit 1; }
 	[ -x "$BINDGEN" ] || step "installing bindgen-cli $BINDGEN_VERSION" install_bindgen
 	[ -f "$CACHE/src/Makefile" ] || step "fetching $KVER_PKG" fetch_kernel_source
-	local kdir
+	exec 9>&-
+	# One build per kernel configuration at a time; builds of different
+	# configurations do not wait for each other.
 	kdir=$(kernel_dir)
+	exec 9>"$kdir.lock"
+	flock 9
 	if [ ! -f "$kdir/.nhbm-complete" ]; then
 		step "building the $VARIANT kernel in $kdir (about 8 minutes on 2 cores)" build_kernel "$kdir"
 	fi

@@ -6,6 +6,11 @@ Reads the QEMU serial log, prints one line per leaf test (suite.test: ok/FAIL/sk
 and a closing line "N passed, N failed[, N skipped]". Exits non-zero when a test
 failed, when no KTAP was found, when the guest did not reach its end marker, or
 when the kernel printed an Oops, BUG, WARNING, panic, KASAN or kmemleak report.
+
+With --show the whole log is printed first; with --brief only the errors and
+the closing line are. With --host LOG it also counts the userspace tests that host-tests.sh ran
+(cargo's "test NAME ... ok|FAILED|ignored" lines, named host.<binary>.NAME);
+a cargo run that failed without naming a failed test counts as one failure.
 """
 import re
 import sys
@@ -55,10 +60,49 @@ def parse(lines):
     return leaves, crashes, done
 
 
+CARGO_RUNNING = re.compile(r"^\s*(?:Running .*?\(.*?deps/([A-Za-z0-9_]+?)-[0-9a-f]+\)|Doc-tests (\S+))")
+CARGO_TEST = re.compile(r"^test (.+?) \.\.\. (ok|FAILED|ignored)")
+CARGO_EXIT = re.compile(r"^cargo-test-exit: (\d+)")
+
+
+def parse_host(lines):
+    """Leaves and problems of a host-tests.sh log."""
+    binary = "?"
+    leaves = []
+    rc = None
+    for line in lines:
+        m = CARGO_RUNNING.match(line)
+        if m:
+            binary = m.group(1) or (m.group(2) + "-doc")
+            continue
+        m = CARGO_TEST.match(line)
+        if m:
+            status = {"ok": "ok", "FAILED": "FAIL", "ignored": "skip"}[m.group(2)]
+            leaves.append((f"host.{binary}.{m.group(1)}", status))
+            continue
+        m = CARGO_EXIT.match(line)
+        if m:
+            rc = int(m.group(1))
+    problems = []
+    if rc is None:
+        problems.append("host tests: the log has no cargo exit status")
+    elif rc != 0 and not any(s == "FAIL" for _, s in leaves):
+        problems.append(f"host tests: cargo test exited {rc} (see the log)")
+    elif not leaves:
+        problems.append("host tests: no test ran")
+    return leaves, problems
+
+
 def main():
     args = sys.argv[1:]
     show = "--show" in args
+    brief = "--brief" in args
     timed_out = "--timeout" in args
+    host_log = None
+    if "--host" in args:
+        i = args.index("--host")
+        host_log = args[i + 1]
+        del args[i : i + 2]
     path = [a for a in args if not a.startswith("--")][0]
     with open(path, errors="replace") as f:
         lines = f.readlines()
@@ -66,14 +110,20 @@ def main():
         for line in lines:
             sys.stdout.write(line)
     leaves, crashes, done = parse(lines)
+    guest_ran = bool(leaves)
+    host_problems = []
+    if host_log:
+        with open(host_log, errors="replace") as f:
+            host_leaves, host_problems = parse_host(f.readlines())
+        leaves = host_leaves + leaves
     passed = sum(1 for _, s in leaves if s == "ok")
     failed = sum(1 for _, s in leaves if s == "FAIL")
     skipped = sum(1 for _, s in leaves if s == "skip")
-    if not show:
+    if not show and not brief:
         for name, status in leaves:
             print(f"{status:>4}  {name}")
-    problems = []
-    if not leaves:
+    problems = list(host_problems)
+    if not guest_ran:
         problems.append("no KTAP results found in the guest log")
     if not done or timed_out:
         problems.append("the guest did not reach its end marker")

@@ -18,6 +18,8 @@ TIMEOUT="${NHBM_QEMU_TIMEOUT:-900}"
 MEM="${NHBM_QEMU_MEM:-512}"
 ROOT="$BUILD/initramfs-$MODE"
 LOG="$BUILD/qemu-$MODE.log"
+# NHBM_HOST_LOG: a host-tests.sh log whose tests join the closing count.
+HOST_ARGS="${NHBM_HOST_LOG:+--host $NHBM_HOST_LOG}"
 
 # One run per mode and checkout: a second one would share its initramfs
 # directory and log. It waits for the first.
@@ -47,7 +49,7 @@ chmod +x "$ROOT/init"
 # the guest kernel copies to and from user memory with `rep movsq`, eight bytes
 # per iteration, as it does on any CPU whose `rep movsb` is slow.
 QEMU_CPU="${NHBM_QEMU_CPU:-max,-erms,-fsrm}"
-echo "qemu: booting ($MODE), serial log in ${LOG#$REPO/}" >&2
+echo "qemu: booting ($MODE) in QEMU (TCG), serial log in ${LOG#$REPO/}" >&2
 t0=$SECONDS
 set +e
 timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -m "$MEM" -smp 2 \
@@ -60,11 +62,11 @@ set -e
 echo "qemu: finished in $((SECONDS - t0))s (exit $rc)" >&2
 if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 	echo "qemu: the guest did not finish within ${TIMEOUT}s" >&2
-	python3 "$HERE/ktap_summary.py" --timeout "$LOG" || true
+	python3 "$HERE/ktap_summary.py" --timeout $HOST_ARGS "$LOG" || true
 	exit 1
 fi
 case "$MODE" in
-check) exec python3 "$HERE/ktap_summary.py" "$LOG" ;;
+check) exec python3 "$HERE/ktap_summary.py" $HOST_ARGS "$LOG" ;;
 bench)
 	# One line per figure; the whole log stays in $LOG.
 	sed -n 's/^\(neuron_hbm: \)\{0,1\}\(bench: .*\)$/\2/p' "$LOG" | tr -d '\r'
@@ -74,5 +76,10 @@ bench)
 		exit 1
 	fi
 	;;
-*) exec python3 "$HERE/ktap_summary.py" --show "$LOG" ;;
+*)
+	# The demo itself; the boot log and the KUnit output stay in $LOG.
+	sed -n '/NHBM-DEMO-BEGIN/,/NHBM-DEMO-END/{/NHBM-DEMO-/d;p}' "$LOG" | tr -d '\r'
+	echo "== the module's KUnit suites, run at insmod (full output in ${LOG#$REPO/}):"
+	exec python3 "$HERE/ktap_summary.py" --brief "$LOG"
+	;;
 esac

@@ -43,9 +43,17 @@ const PROBE_MIN: Duration = Duration::from_millis(16);
 /// How many repetitions of an operation fill `block`: `run(n)` performs `n`
 /// of them. Grows `n` by 4x until a probe lasts [`PROBE_MIN`], then scales.
 pub fn calibrate(block: Duration, mut run: impl FnMut(u64) -> io::Result<()>) -> io::Result<u64> {
+    calibrate_probe(block, |n| try_time_ns(|| run(n)))
+}
+
+/// [`calibrate`] with the probe's duration in nanoseconds given by `probe(n)`.
+fn calibrate_probe(
+    block: Duration,
+    mut probe: impl FnMut(u64) -> io::Result<f64>,
+) -> io::Result<u64> {
     let mut n = 1u64;
     loop {
-        let ns = try_time_ns(|| run(n))?;
+        let ns = probe(n)?;
         if ns >= PROBE_MIN.as_nanos() as f64 || n >= 1 << 30 {
             let want = block.as_nanos() as f64 / ns.max(1.0) * n as f64;
             return Ok((want.ceil() as u64).max(1));
@@ -72,13 +80,21 @@ mod tests {
 
     #[test]
     fn calibrate_fills_the_block() {
-        let spin = |n: u64| {
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_micros(100 * n) {}
-            Ok(())
-        };
-        let n = calibrate(Duration::from_millis(40), spin).unwrap();
-        // 40 ms of 100 us operations, give or take a slow machine.
-        assert!((200..=800).contains(&n), "n = {n}");
+        // Operations of 100 us each: probes of 1, 4, ... 256 operations; the
+        // 256-operation probe (25.6 ms) is the first to last PROBE_MIN.
+        let mut probes = Vec::new();
+        let n = calibrate_probe(Duration::from_millis(40), |n| {
+            probes.push(n);
+            Ok(n as f64 * 100_000.0)
+        })
+        .unwrap();
+        assert_eq!(probes, [1, 4, 16, 64, 256]);
+        assert_eq!(n, 400);
+    }
+
+    #[test]
+    fn calibrate_passes_errors_on() {
+        let r = calibrate(Duration::from_millis(40), |_| Err(io::Error::other("gone")));
+        assert_eq!(r.unwrap_err().to_string(), "gone");
     }
 }

@@ -6,10 +6,11 @@
 //! Nothing printed here may look like a kernel report (the harness scans the
 //! serial log for them), so messages never say "BUG:" or "WARNING:".
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt::Debug;
 use std::io::{self, Write};
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::Once;
 use std::time::Instant;
 
 use nhbm::{errno_name, io_errno_name};
@@ -209,31 +210,48 @@ impl<'w> Ktap<'w> {
 }
 
 thread_local! {
+    /// Whether a panic on this thread is inside [`catch`].
+    static CAPTURING: Cell<bool> = const { Cell::new(false) };
+    /// The message of the last panic [`catch`] saw on this thread.
     static PANIC_MSG: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-/// Records panic messages for [`catch`] instead of printing them.
-pub fn install_panic_hook() {
-    panic::set_hook(Box::new(|info| {
-        let msg = match info.payload().downcast_ref::<&str>() {
-            Some(s) => s.to_string(),
-            None => info
-                .payload()
-                .downcast_ref::<String>()
-                .cloned()
-                .unwrap_or_default(),
-        };
-        let at = info
-            .location()
-            .map(|l| format!(" at {}:{}", l.file(), l.line()))
-            .unwrap_or_default();
-        PANIC_MSG.with(|p| *p.borrow_mut() = Some(format!("panic: {msg}{at}")));
-    }));
+/// Installs, once per process, a panic hook that records the message of a
+/// panic inside [`catch`] and hands every other panic to the hook it
+/// replaced. It is never removed, so tests on parallel threads cannot take
+/// it away from each other.
+fn install_panic_hook() {
+    static HOOK: Once = Once::new();
+    HOOK.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if !CAPTURING.with(Cell::get) {
+                return previous(info);
+            }
+            let msg = match info.payload().downcast_ref::<&str>() {
+                Some(s) => s.to_string(),
+                None => info
+                    .payload()
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .unwrap_or_default(),
+            };
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()))
+                .unwrap_or_default();
+            PANIC_MSG.with(|p| *p.borrow_mut() = Some(format!("panic: {msg}{at}")));
+        }));
+    });
 }
 
 /// Runs `f`, turning a panic into a failure with its message.
 pub fn catch<T>(f: impl FnOnce() -> Result<T, Fail>) -> Result<T, Fail> {
-    panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
+    install_panic_hook();
+    let outer = CAPTURING.with(|c| c.replace(true));
+    let r = panic::catch_unwind(AssertUnwindSafe(f));
+    CAPTURING.with(|c| c.set(outer));
+    r.unwrap_or_else(|_| {
         let msg = PANIC_MSG
             .with(|p| p.borrow_mut().take())
             .unwrap_or_else(|| "panic".into());
@@ -245,7 +263,6 @@ pub fn catch<T>(f: impl FnOnce() -> Result<T, Fail>) -> Result<T, Fail> {
 /// closing count calls them `unit`. Returns whether all of them passed or
 /// were skipped.
 pub fn run_counted(w: &mut dyn Write, suite: &str, unit: &'static str, cases: &[Case]) -> bool {
-    install_panic_hook();
     let mut k = Ktap::begin(w, suite, cases.len()).counting(unit);
     for c in cases {
         let t = Instant::now();
@@ -262,9 +279,7 @@ pub fn run_counted(w: &mut dyn Write, suite: &str, unit: &'static str, cases: &[
         }
         k.result(&c.name, &outcome, &notes.0);
     }
-    let ok = k.end();
-    let _ = panic::take_hook();
-    ok
+    k.end()
 }
 
 /// Runs `cases` in order as the subtest `suite`, printing KTAP to `w`.
@@ -321,6 +336,25 @@ mod tests {
         assert!(lines[13].starts_with("    # nhbm_x: 4 tests in "));
         assert_eq!(lines[14], "not ok 1 nhbm_x");
         assert_eq!(lines.len(), 15);
+    }
+
+    #[test]
+    fn panic_messages_survive_parallel_suites() {
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                std::thread::spawn(|| {
+                    for _ in 0..50 {
+                        let mut buf = Vec::new();
+                        run_to(&mut buf, "p", &[Case::new("panics", |_| panic!("boom"))]);
+                        let text = String::from_utf8(buf).unwrap();
+                        assert!(text.contains("    # panic: boom at "), "{text}");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 
     #[test]

@@ -1,8 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 # `make demo` guest: load the module on a simulated device and show what it does.
+# The host prints what lies between the two demo markers; the kernel's own
+# messages (the module's KUnit suites run at insmod) are kept off the console
+# meanwhile and dumped after the second marker, so the log holds them too.
 . /common.sh
 
+dmesg -n 1
+echo "NHBM-DEMO-BEGIN"
 echo "== insmod neuron_hbm.ko sim_devices=1 sim_arch=v2"
 insmod /neuron_hbm.ko sim_devices=1 sim_arch=v2
 ls -l /dev/neuron_hbm* 2>/dev/null
@@ -14,4 +19,7 @@ fi
 echo "== debugfs: /sys/kernel/debug/neuron_hbm0/pools (ch region start end total used peak live)"
 cat /sys/kernel/debug/neuron_hbm0/pools
 rmmod neuron_hbm
+echo "NHBM-DEMO-END"
+dmesg -n 7
+dmesg
 finish

@@ -23,7 +23,7 @@ use crate::sys::documented;
 use cases::{CaseOut, Oracle};
 use env::Env;
 use nhbm_testkit::fixtures::{one_buffer, usage};
-use nhbm_testkit::ktap::{catch, install_panic_hook, Fail, Ktap, Outcome};
+use nhbm_testkit::ktap::{catch, Fail, Ktap, Outcome};
 
 /// Default seed of `make check` runs.
 pub const DEFAULT_SEED: u64 = 0x6e68_626d_2d66_757a;
@@ -427,7 +427,6 @@ pub fn teardown(env: Env) -> Result<String, String> {
 
 /// The whole `nhbm_fuzz` suite: returns whether it passed.
 pub fn run_suite(cfg: &Config, w: &mut dyn Write) -> bool {
-    install_panic_hook();
     let n = CATEGORIES.len() + 3;
     let mut k = Ktap::begin(w, "nhbm_fuzz", n);
     k.diag(&format!(
@@ -534,9 +533,7 @@ pub fn run_suite(cfg: &Config, w: &mut dyn Write) -> bool {
             k.result("teardown_restores_usage", &Outcome::Fail(m), &[])
         }
     }
-    let ok = k.end();
-    let _ = std::panic::take_hook();
-    ok
+    k.end()
 }
 
 /// Time per case the default time bound allows for long runs (a debug

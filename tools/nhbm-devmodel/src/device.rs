@@ -1,0 +1,315 @@
+//! One Neuron PCI function served over vfio-user: configuration space, BAR0
+//! (trapped: every access is a message to the model) and BAR4 (a sparse
+//! memfd the client maps straight into the guest).
+
+use crate::arch::Arch;
+use crate::bar0::{Bar0, Firmware, Hbm};
+use crate::config::{ConfigSpace, CONFIG_SIZE};
+use std::fs::File;
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
+use vfio_bindings::bindings::vfio::{
+    vfio_region_info, vfio_region_sparse_mmap_area, VFIO_PCI_BAR0_REGION_INDEX,
+    VFIO_PCI_BAR4_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_NUM_IRQS,
+    VFIO_PCI_NUM_REGIONS, VFIO_REGION_INFO_FLAG_MMAP, VFIO_REGION_INFO_FLAG_READ,
+    VFIO_REGION_INFO_FLAG_WRITE,
+};
+use vfio_user::{DmaMapFlags, DmaUnmapFlags, IrqInfo, ServerBackend, ServerRegion, SparseArea};
+
+/// The HBM behind BAR4: a memfd of the BAR's size, sparse until written.
+pub struct Bar4 {
+    arch: &'static Arch,
+    mem: File,
+}
+
+impl Bar4 {
+    /// A zero-filled BAR4 of `arch`'s size.
+    pub fn new(arch: &'static Arch) -> io::Result<Self> {
+        // SAFETY: the name is a NUL-terminated string; the flags are valid.
+        let fd = unsafe { libc::memfd_create(c"nhbm-bar4".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        let mem = unsafe { File::from_raw_fd(fd) };
+        mem.set_len(arch.bar4_size)?;
+        Ok(Bar4 { arch, mem })
+    }
+
+    /// The memfd.
+    pub fn file(&self) -> &File {
+        &self.mem
+    }
+
+    fn check(&self, off: u64, len: usize) -> io::Result<()> {
+        match off.checked_add(len as u64) {
+            Some(end) if end <= self.arch.bar4_size => Ok(()),
+            _ => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        }
+    }
+
+    /// Reads BAR4 at `off`.
+    pub fn read(&self, off: u64, data: &mut [u8]) -> io::Result<()> {
+        self.check(off, data.len())?;
+        self.mem.read_exact_at(data, off)
+    }
+
+    /// Writes BAR4 at `off`.
+    pub fn write(&self, off: u64, data: &[u8]) -> io::Result<()> {
+        self.check(off, data.len())?;
+        self.mem.write_all_at(data, off)
+    }
+
+    /// Bytes of BAR4 backed by memory.
+    pub fn resident_bytes(&self) -> io::Result<u64> {
+        use std::os::unix::fs::MetadataExt;
+        self.mem.metadata().map(|m| m.blocks() * 512)
+    }
+}
+
+impl Hbm for Bar4 {
+    fn read_pa(&self, pa: u64) -> Option<u32> {
+        let off = self.arch.bar4_offset(pa, 4)?;
+        let mut b = [0u8; 4];
+        self.read(off, &mut b).ok()?;
+        Some(u32::from_le_bytes(b))
+    }
+
+    fn write_pa(&self, pa: u64, value: u32) -> bool {
+        self.arch
+            .bar4_offset(pa, 4)
+            .is_some_and(|off| self.write(off, &value.to_le_bytes()).is_ok())
+    }
+}
+
+/// One function: what the vfio-user server asks the model.
+pub struct NeuronFunction {
+    arch: &'static Arch,
+    config: ConfigSpace,
+    bar0: Bar0,
+    bar4: Bar4,
+    /// The reset delay the model was started with (restored on device reset).
+    delay: Option<Duration>,
+}
+
+impl NeuronFunction {
+    /// A function of `arch` whose firmware resets take `delay` (`None`: never).
+    pub fn new(arch: &'static Arch, delay: Option<Duration>) -> io::Result<Self> {
+        Ok(NeuronFunction {
+            arch,
+            config: ConfigSpace::new(arch),
+            bar0: Bar0::new(arch.bar0_size, Firmware::new(delay)),
+            bar4: Bar4::new(arch)?,
+            delay,
+        })
+    }
+
+    /// BAR4.
+    pub fn bar4(&self) -> &Bar4 {
+        &self.bar4
+    }
+
+    /// The regions announced to the client: config space, BAR0 (trapped) and
+    /// BAR4 (mmap-able over its whole size through the memfd).
+    pub fn regions(&self) -> Vec<ServerRegion> {
+        let rw = VFIO_REGION_INFO_FLAG_READ | VFIO_REGION_INFO_FLAG_WRITE;
+        (0..VFIO_PCI_NUM_REGIONS)
+            .map(|index| {
+                let (size, flags) = match index {
+                    VFIO_PCI_CONFIG_REGION_INDEX => (CONFIG_SIZE, rw),
+                    VFIO_PCI_BAR0_REGION_INDEX => (self.arch.bar0_size, rw),
+                    VFIO_PCI_BAR4_REGION_INDEX => {
+                        (self.arch.bar4_size, rw | VFIO_REGION_INFO_FLAG_MMAP)
+                    }
+                    _ => (0, 0),
+                };
+                let mmap = index == VFIO_PCI_BAR4_REGION_INDEX;
+                ServerRegion {
+                    region_info: vfio_region_info {
+                        argsz: size_of::<vfio_region_info>() as u32,
+                        index,
+                        size,
+                        flags,
+                        ..Default::default()
+                    },
+                    sparse_areas: if mmap {
+                        vec![SparseArea {
+                            area: vfio_region_sparse_mmap_area { offset: 0, size },
+                        }]
+                    } else {
+                        Vec::new()
+                    },
+                    mmap_fd: mmap.then(|| self.bar4.file().as_raw_fd()),
+                }
+            })
+            .collect()
+    }
+
+    /// No interrupts of any kind.
+    pub fn irqs() -> Vec<IrqInfo> {
+        (0..VFIO_PCI_NUM_IRQS)
+            .map(|index| IrqInfo {
+                index,
+                count: 0,
+                flags: 0,
+            })
+            .collect()
+    }
+
+    fn bar0_read(&mut self, off: u64, data: &mut [u8]) {
+        if data.len() == 4 {
+            let v = self.bar0.read32(off, Instant::now(), &self.bar4);
+            data.copy_from_slice(&v.to_le_bytes());
+        } else {
+            data.fill(0xff);
+        }
+    }
+
+    fn bar0_write(&mut self, off: u64, data: &[u8]) {
+        if let Ok(b) = <[u8; 4]>::try_from(data) {
+            self.bar0
+                .write32(off, u32::from_le_bytes(b), Instant::now(), &self.bar4);
+        }
+    }
+}
+
+fn unsupported() -> io::Error {
+    io::Error::from_raw_os_error(libc::EINVAL)
+}
+
+impl ServerBackend for NeuronFunction {
+    fn region_read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> io::Result<()> {
+        match region {
+            VFIO_PCI_CONFIG_REGION_INDEX => self.config.read(offset, data),
+            VFIO_PCI_BAR0_REGION_INDEX => self.bar0_read(offset, data),
+            VFIO_PCI_BAR4_REGION_INDEX => self.bar4.read(offset, data)?,
+            _ => return Err(unsupported()),
+        }
+        Ok(())
+    }
+
+    fn region_write(&mut self, region: u32, offset: u64, data: &[u8]) -> io::Result<()> {
+        match region {
+            VFIO_PCI_CONFIG_REGION_INDEX => self.config.write(offset, data),
+            VFIO_PCI_BAR0_REGION_INDEX => self.bar0_write(offset, data),
+            VFIO_PCI_BAR4_REGION_INDEX => self.bar4.write(offset, data)?,
+            _ => return Err(unsupported()),
+        }
+        Ok(())
+    }
+
+    // The function never masters DMA: guest memory is announced and ignored.
+    fn dma_map(
+        &mut self,
+        _flags: DmaMapFlags,
+        _offset: u64,
+        _address: u64,
+        _size: u64,
+        _fd: Option<File>,
+    ) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn dma_unmap(&mut self, _flags: DmaUnmapFlags, _address: u64, _size: u64) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// A function-level reset: configuration and firmware state start over;
+    /// HBM keeps its contents, as device memory does across a reset.
+    fn reset(&mut self) -> io::Result<()> {
+        self.config = ConfigSpace::new(self.arch);
+        self.bar0 = Bar0::new(self.arch.bar0_size, Firmware::new(self.delay));
+        Ok(())
+    }
+
+    fn set_irqs(
+        &mut self,
+        _index: u32,
+        _flags: u32,
+        _start: u32,
+        count: u32,
+        _fds: Vec<File>,
+    ) -> io::Result<()> {
+        if count == 0 {
+            Ok(())
+        } else {
+            Err(unsupported())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arch::V2;
+    use crate::bar0::{CTRL_HBM_DATA, CTRL_HBM_PA_HI, CTRL_HBM_PA_LO, FW_STATUS};
+
+    const GIB: u64 = 1 << 30;
+
+    fn read32(f: &mut NeuronFunction, region: u32, off: u64) -> u32 {
+        let mut b = [0u8; 4];
+        f.region_read(region, off, &mut b).unwrap();
+        u32::from_le_bytes(b)
+    }
+
+    fn write32(f: &mut NeuronFunction, region: u32, off: u64, v: u32) {
+        f.region_write(region, off, &v.to_le_bytes()).unwrap();
+    }
+
+    #[test]
+    fn regions_announce_bar0_bar4_and_no_bar2() {
+        let f = NeuronFunction::new(&V2, Some(Duration::ZERO)).unwrap();
+        let r = f.regions();
+        assert_eq!(r.len(), 9);
+        assert_eq!(r[0].region_info.size, GIB);
+        assert!(r[0].mmap_fd.is_none() && r[0].sparse_areas.is_empty());
+        assert_eq!(r[2].region_info.size, 0, "BAR2");
+        assert_eq!(r[4].region_info.size, 32 * GIB);
+        assert_ne!(r[4].region_info.flags & VFIO_REGION_INFO_FLAG_MMAP, 0);
+        assert_eq!(r[4].sparse_areas[0].area.size, 32 * GIB);
+        assert!(r[4].mmap_fd.is_some());
+        assert_eq!(r[7].region_info.size, 256);
+    }
+
+    #[test]
+    fn bar4_is_sparse_and_follows_the_remap() {
+        let mut f = NeuronFunction::new(&V2, Some(Duration::ZERO)).unwrap();
+        assert_eq!(f.bar4().resident_bytes().unwrap(), 0);
+        // The guest writes BAR4 at 16 GiB + 0x100 (the memfd mapping) ...
+        f.bar4()
+            .write(16 * GIB + 0x100, &0x5eed_u32.to_le_bytes())
+            .unwrap();
+        // ... which is device address 64 GiB + 0x100 to the control port.
+        write32(&mut f, 0, CTRL_HBM_PA_HI, 0x10);
+        write32(&mut f, 0, CTRL_HBM_PA_LO, 0x100);
+        assert_eq!(read32(&mut f, 0, CTRL_HBM_DATA), 0x5eed);
+        assert_eq!(read32(&mut f, 4, 16 * GIB + 0x100), 0x5eed);
+        assert!(f.bar4().resident_bytes().unwrap() <= 64 * 1024);
+        let mut b = [0u8; 4];
+        assert!(f.region_read(4, 32 * GIB - 2, &mut b).is_err());
+    }
+
+    #[test]
+    fn device_reset_restarts_the_firmware_and_keeps_hbm() {
+        let mut f = NeuronFunction::new(&V2, None).unwrap();
+        write32(&mut f, 0, crate::bar0::RESET_REQUEST, 1);
+        write32(&mut f, 0, crate::bar0::RESET_TRIGGER, 1);
+        assert_eq!(read32(&mut f, 0, FW_STATUS), 0x8);
+        f.bar4().write(0, &[1, 2, 3, 4]).unwrap();
+        f.reset().unwrap();
+        assert_eq!(read32(&mut f, 0, FW_STATUS), 0);
+        assert_eq!(read32(&mut f, 4, 0), 0x0403_0201);
+        assert_eq!(read32(&mut f, 7, 0), 0x7164_1d0f);
+    }
+
+    #[test]
+    fn bar0_accesses_other_than_32_bit_read_ones() {
+        let mut f = NeuronFunction::new(&V2, None).unwrap();
+        let mut b = [0u8; 2];
+        f.region_read(0, FW_STATUS, &mut b).unwrap();
+        assert_eq!(b, [0xff, 0xff]);
+    }
+}

@@ -1,0 +1,9 @@
+//! Device model of one AWS Neuron PCI function (V2: 1d0f:7164), served to
+//! QEMU's vfio-user client. The kernel's real PCI core enumerates it and
+//! neuron_hbm's PCI driver binds it like hardware: BAR0 carries the MISC RAM
+//! firmware mailbox, BAR4 the HBM window, BAR2 is absent.
+
+pub mod arch;
+pub mod bar0;
+pub mod config;
+pub mod device;

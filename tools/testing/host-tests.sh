@@ -1,0 +1,26 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Run the userspace workspace's own tests (library, plan format, planner,
+# CLI, test kit) on the host. The whole cargo output goes to the log given as
+# the first argument, closed by a line "cargo-test-exit: N"; ktap_summary.py
+# reads it and counts these tests with the guest's in one closing line.
+#
+#   tools/testing/host-tests.sh build/host-tests.log
+set -uo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+LOG="${1:?usage: host-tests.sh LOG}"
+
+# Like build-userspace.sh: rustup's toolchain, not the kernel's rustc.
+unset RUSTC RUSTDOC RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER CARGO_TARGET_DIR
+command -v cargo >/dev/null 2>&1 || PATH="$HOME/.cargo/bin:$PATH"
+
+mkdir -p "$(dirname "$LOG")"
+echo "host-tests: cargo test --workspace, log in ${LOG#"$REPO"/}" >&2
+t0=$SECONDS
+(cd "$REPO/tools" && cargo test --workspace --locked --target-dir "$REPO/tools/target") >"$LOG" 2>&1
+rc=$?
+echo "cargo-test-exit: $rc" >>"$LOG"
+echo "host-tests: finished in $((SECONDS - t0))s (exit $rc)" >&2
