@@ -4,13 +4,18 @@
 #
 #   make            build neuron_hbm.ko (against the cached test kernel or KDIR=)
 #   make setup      install the toolchain and build the test kernel (idempotent)
-#   make check      host userspace tests, then module + KUnit + guest tests in QEMU;
-#                   prints "N passed, N failed"
+#   make check      host userspace tests, then module + KUnit + guest tests in QEMU
+#                   on simulated devices, then check-pci; prints "N passed, N failed"
+#                   for each guest run
+#   make check-pci  the guest suites on two emulated Neuron PCI functions (QEMU 11)
+#   make check-distro  the same guest tests on Debian 13's own 7.3 kernel (module
+#                   built as a Debian 13 host builds it, KDIR and DKMS)
 #   make demo       boot the module on a simulated device and show what it does
 #   make lint       rustfmt check + clippy build
 #   make clean
 
-ifneq ($(KERNELRELEASE),)
+# Kbuild reads ./Kbuild, never this file; $(src) is set only there.
+ifneq ($(src),)
 include $(src)/Kbuild
 else
 
@@ -19,21 +24,31 @@ NHBM_CACHE ?= /var/cache/neuron_hbm
 BUILD      := $(REPO)/build
 SETUP      := $(REPO)/tools/setup.sh
 BINDGEN    := $(NHBM_CACHE)/bindgen-0.73.2/bin/bindgen
-KMAKE_ARGS ?= LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
-              BINDGEN=$(BINDGEN) LIBCLANG_PATH=/usr/lib/llvm-19/lib
 
 # KDIR: a user's own Rust-enabled kernel build; otherwise the cached test kernel
-# (built by `make setup` on first use).
+# (built by `make setup` on first use). KMAKE_ARGS carries the kernel's own
+# make variables: for the test kernel its clang, rustc and bindgen; for KDIR=
+# the C compiler its configuration names (CONFIG_CC_VERSION_TEXT of a gcc
+# build, LLVM=1 for a clang build), with rustc and bindgen from PATH.
+TEST_KMAKE := LLVM=-19 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc \
+              BINDGEN=$(BINDGEN) LIBCLANG_PATH=/usr/lib/llvm-19/lib
 ifeq ($(KDIR),)
 KDIR_AUTO  = $(shell NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
+KMAKE_ARGS ?= $(TEST_KMAKE)
 else
 KDIR_AUTO  = $(KDIR)
+KDIR_CC    := $(shell sed -n 's/^CONFIG_CC_VERSION_TEXT="\([^ ]*\) .*/\1/p' $(KDIR)/.config 2>/dev/null)
+ifneq ($(shell grep -sx CONFIG_CC_IS_CLANG=y $(KDIR)/.config),)
+KMAKE_ARGS ?= LLVM=1
+else ifneq ($(KDIR_CC),)
+KMAKE_ARGS ?= CC=$(KDIR_CC)
+endif
 endif
 
 # The debug kernel (KASAN, lockdep, kmemleak, fault injection) for check-debug.
 KDIR_DEBUG = $(shell VARIANT=debug NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
 
-.PHONY: all module setup check check-debug demo bench lint fmt clean userspace dkms-install
+.PHONY: all module setup check check-pci devmodel check-debug check-distro demo bench lint fmt clean userspace dkms-install
 
 all: module
 
@@ -47,18 +62,41 @@ userspace:
 	@$(REPO)/tools/testing/build-userspace.sh
 
 # The userspace workspace's own tests run on the host first; the closing line
-# counts them with the guest's.
-check: module userspace
+# of the simulated run counts them with the guest's. Then the same guest suites
+# on emulated PCI functions; either run failing fails the check.
+check: module userspace devmodel
 	@$(REPO)/tools/testing/host-tests.sh $(BUILD)/host-tests.log
 	@NHBM_HOST_LOG=$(BUILD)/host-tests.log NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
-		$(REPO)/tools/testing/run-qemu.sh check
+		$(REPO)/tools/testing/run-qemu.sh check; \
+	sim=$$?; \
+	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
+		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
+		$(REPO)/tools/testing/run-qemu.sh check-pci; \
+	pci=$$?; \
+	[ $$sim = 0 ] && [ $$pci = 0 ]
+
+# The device model of a Neuron PCI function (a host program, not static).
+devmodel:
+	@cd $(REPO)/tools && env -u RUSTC -u RUSTDOC cargo build --release --locked --quiet -p nhbm-devmodel
+
+# The guest suites on emulated PCI functions instead of simulated devices:
+# QEMU 11 from the Debian 13 root, the module bound through its PCI driver.
+check-pci: module userspace devmodel
+	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
+		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
+		$(REPO)/tools/testing/run-qemu.sh check-pci
 
 # The whole suite on the debug kernel, with a long fuzz run and a kmemleak
 # scan at the end; any report fails it. Rebuilds the module for that kernel.
 check-debug: userspace
-	@$(MAKE) -C $(KDIR_DEBUG) M=$(REPO) $(KMAKE_ARGS) modules
+	@$(MAKE) -C $(KDIR_DEBUG) M=$(REPO) $(TEST_KMAKE) modules
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_DEBUG) NHBM_QEMU_MEM=1536 NHBM_QEMU_TIMEOUT=3000 \
 		NHBM_QEMU_APPEND="nhbm_debug=1" $(REPO)/tools/testing/run-qemu.sh check
+
+# Debian 13's own 7.3 kernel: builds the module in a Debian 13 root (KDIR and
+# DKMS) and runs the guest suites on Debian's unmodified vmlinuz.
+check-distro: userspace
+	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/testing/check-distro.sh
 
 # The demo prints a progress line per step; the build output goes to
 # build/demo-build.log and the guest's boot and KUnit log to build/qemu-demo.log.
@@ -70,9 +108,14 @@ demo:
 		>$(BUILD)/demo-build.log 2>&1 || { tail -30 $(BUILD)/demo-build.log; exit 1; }
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo
 
-bench: module userspace
+# Two guests: the simulated device on the machine's QEMU, then MEM_WRITE
+# into an emulated PCI function against a simulated device on QEMU 11.
+bench: module userspace devmodel
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
 		$(REPO)/tools/testing/run-qemu.sh bench
+	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
+		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
+		$(REPO)/tools/testing/run-qemu.sh bench-pci
 
 # rustfmt with the kernel's own configuration, following the crate's modules.
 RUSTFMT_CFG = $(firstword $(wildcard $(KDIR_AUTO)/source/.rustfmt.toml $(KDIR_AUTO)/.rustfmt.toml))

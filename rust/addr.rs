@@ -3,24 +3,21 @@
 //! Pure address math: device APB address to BAR0 offset, BAR4 remap of HBM
 //! ranges, and the SBUF range predicates. No state, no I/O.
 
-use crate::arch::{ArchInfo, Bar4Layout, SBUF_SIZE, TPB_TILE_STRIDE};
+use crate::arch::{ArchInfo, Bar4Layout, SBUF_SIZE};
 use kernel::prelude::*;
 
 /// Position of the APB aperture inside BAR0 (`V2_PCIE_BAR0_APB_OFFSET`, seed 001 §1).
+#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) const BAR0_APB_OFFSET: u64 = 0x3000_0000;
 /// Device address of the APB space (`V2_APB_BASE`, seed 001 §1).
+#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) const APB_BASE: u64 = 0x0fff_f000_0000;
 /// Bytes of APB space windowed into BAR0 (the aperture runs to the 1 GiB BAR0 end).
+#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) const APB_APERTURE_SIZE: u64 = 0x1000_0000;
-/// IOFAB block within APB (`V2_APB_IOFAB_RELBASE`).
-pub(crate) const APB_IOFAB_RELBASE: u64 = 0x00e0_0000;
-/// MISC RAM within IOFAB (`V2_APB_IOFAB_MISC_RAM_RELBASE`).
-pub(crate) const APB_IOFAB_MISC_RAM_RELBASE: u64 = 0x001a_0000;
-/// BAR0 offset of the MISC RAM / FW-IO mailbox (`MMAP_BAR0_APB_MISC_RAM_OFFSET`).
-pub(crate) const BAR0_MISC_RAM: u64 =
-    BAR0_APB_OFFSET + APB_IOFAB_RELBASE + APB_IOFAB_MISC_RAM_RELBASE;
 
 /// BAR0 host offset of the device APB address `addr`, `None` outside the aperture.
+#[cfg(CONFIG_KUNIT = "y")]
 pub(crate) fn apb_to_bar0(addr: u64) -> Option<u64> {
     let rel = addr.checked_sub(APB_BASE)?;
     (rel < APB_APERTURE_SIZE).then_some(BAR0_APB_OFFSET + rel)
@@ -55,9 +52,10 @@ pub(crate) fn bar4_offset(info: &ArchInfo, pa: u64, size: u64) -> Result<u64> {
     Err(EINVAL)
 }
 
-/// SBUF window `[base, base + SBUF_SIZE)` of NeuronCore `nc`.
+/// SBUF window `[base, base + SBUF_SIZE)` of NeuronCore `nc` in the device
+/// address map: the start of the core's TPB tile.
 pub(crate) fn sbuf_window(info: &ArchInfo, nc: usize) -> Option<(u64, u64)> {
-    (nc < info.nr_cores).then(|| (info.sbuf_base + nc as u64 * TPB_TILE_STRIDE, SBUF_SIZE))
+    (nc < info.nr_cores).then(|| (info.tpb_base[nc], SBUF_SIZE))
 }
 
 /// Whether `addr` lies in the SBUF of NeuronCore `nc` (`is_address_in_my_sbuf`).
@@ -73,6 +71,19 @@ pub(crate) fn is_address_in_sbuf(info: &ArchInfo, addr: u64) -> bool {
     (0..info.nr_cores).any(|nc| is_address_in_my_sbuf(info, nc, addr))
 }
 
+/// Whether any byte of `[pa, pa + len)` lies in a NeuronCore's SBUF. A range
+/// that wraps past the end of the address space counts as touching.
+pub(crate) fn range_touches_sbuf(info: &ArchInfo, pa: u64, len: u64) -> bool {
+    let Some(last) = pa.checked_add(len.max(1) - 1) else {
+        return true;
+    };
+    is_address_in_sbuf(info, pa)
+        || (0..info.nr_cores).any(|nc| match sbuf_window(info, nc) {
+            Some((base, _)) => pa <= base && base <= last,
+            None => false,
+        })
+}
+
 #[kunit_tests(neuron_hbm_addr)]
 mod tests {
     use super::*;
@@ -86,7 +97,8 @@ mod tests {
         assert_eq!(apb_to_bar0(APB_BASE - 1), None);
         assert_eq!(apb_to_bar0(APB_BASE + APB_APERTURE_SIZE), None);
         assert_eq!(apb_to_bar0(u64::MAX), None);
-        assert_eq!(BAR0_MISC_RAM, 0x30fa_0000);
+        // `V2_APB_MISC_RAM_OFFSET` (v2/address_map.h) is V2's MISC RAM in BAR0.
+        assert_eq!(apb_to_bar0(0x0fff_f0fa_0000), Some(V2.bar0_misc_ram));
     }
 
     #[test]
@@ -153,11 +165,51 @@ mod tests {
                 }
             }
             assert!(sbuf_window(info, info.nr_cores).is_none());
-            assert!(!is_address_in_my_sbuf(info, info.nr_cores, info.sbuf_base));
+            assert!(!is_address_in_my_sbuf(
+                info,
+                info.nr_cores,
+                info.tpb_base[0]
+            ));
         }
-        assert_eq!(
-            sbuf_window(&V3, 7),
-            Some((0xd000_0000 + 7 * (64 << 20), 32 << 20))
-        );
+        assert_eq!(sbuf_window(&V2, 1), Some((0x0fff_c400_0000, 32 << 20)));
+        assert_eq!(sbuf_window(&V3, 7), Some((0x8070_0000_0000, 32 << 20)));
+    }
+
+    #[test]
+    fn sbuf_never_meets_hbm() {
+        for info in [&V2, &V3, &V4] {
+            for nc in 0..info.nr_cores {
+                let (base, size) = sbuf_window(info, nc).unwrap();
+                let end = base + size;
+                for ch in 0..info.nr_channels {
+                    let hbm = info.channel_base[ch];
+                    let hbm_end = hbm + info.channel_size;
+                    assert!(end <= hbm || hbm_end <= base);
+                    // Nothing of the window reaches the host through BAR4.
+                    assert!(bar4_offset(info, base, 1).is_err());
+                    assert!(bar4_offset(info, end - 1, 1).is_err());
+                }
+                for other in 0..info.nr_cores {
+                    if other != nc {
+                        let (b, s) = sbuf_window(info, other).unwrap();
+                        assert!(end <= b || b + s <= base);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ranges_touching_sbuf() {
+        let (base, size) = sbuf_window(&V2, 1).unwrap();
+        assert!(range_touches_sbuf(&V2, base, 1));
+        assert!(range_touches_sbuf(&V2, base - 4096, 4097));
+        assert!(range_touches_sbuf(&V2, base + size - 1, 4096));
+        assert!(range_touches_sbuf(&V2, 0, u64::MAX));
+        assert!(range_touches_sbuf(&V2, u64::MAX, 2));
+        assert!(!range_touches_sbuf(&V2, base - 4096, 4096));
+        assert!(!range_touches_sbuf(&V2, base + size, 4096));
+        assert!(!range_touches_sbuf(&V2, 0, 16 * GIB));
+        assert!(!range_touches_sbuf(&V3, 0, 24 * GIB));
     }
 }

@@ -3,8 +3,11 @@
 //! Per-generation constants: PCI ids, HBM channels, BAR sizes, NeuronCores, SBUF.
 //!
 //! Sources: seed 001 §1 (BAR windows, MISC RAM), §2 (HBM map, BAR4 remap),
-//! §3 (SBUF geometry, BAR0 TPB tiles). Values the seeds do not give are marked
-//! as assumptions where they are defined.
+//! §3 (SBUF geometry, BAR0 TPB tiles), and for what the seeds leave out the
+//! reference driver's public address maps (aws-neuron-driver v2/address_map.h,
+//! v3/address_map.h, v3/neuron_dhal_v3.c), cited beside each value. No public
+//! V4 map exists: V4 takes V3's map except for its channel size, and every V4
+//! value so taken is marked as assumed.
 
 use kernel::prelude::*;
 
@@ -21,10 +24,18 @@ pub(crate) const MIB: u64 = 1 << 20;
 /// Amazon's PCI vendor id.
 pub(crate) const PCI_VENDOR_AMAZON: u16 = 0x1d0f;
 
-/// State Buffer bytes per NeuronCore (`V2_SBUF_SIZE`, seed 001 §3).
+/// Most NeuronCores of any arch (`V3_NC_PER_DEVICE`, v3/address_map.h).
+pub(crate) const MAX_CORES: usize = 8;
+
+/// State Buffer bytes per NeuronCore, at the start of the core's TPB tile
+/// (`V2_MMAP_NC_SBUF_SIZE`, v2/address_map.h; `V3_PCIE_BAR0_TPB_SBUF_SIZE`,
+/// v3/address_map.h; seed 001 §3).
 pub(crate) const SBUF_SIZE: u64 = 32 * MIB;
-/// Stride between NeuronCore TPB tiles in BAR0 (`V2_PCIE_BAR0_TPB_0_SIZE`, seed 001 §3).
-pub(crate) const TPB_TILE_STRIDE: u64 = 64 * MIB;
+/// Bytes of one TPB tile in the device address map (`V2_MMAP_TPB_SIZE`,
+/// v2/address_map.h).
+pub(crate) const V2_TPB_TILE_SIZE: u64 = 64 * MIB;
+/// Device address of V2's first TPB tile (`V2_MMAP_TPB_OFFSET`, v2/address_map.h).
+pub(crate) const V2_TPB_BASE: u64 = 0x0fff_c000_0000;
 
 /// Firmware carve-out at the start of each channel, never handed out.
 pub(crate) const FW_CARVEOUT: u64 = 16 * MIB;
@@ -70,63 +81,117 @@ pub(crate) struct ArchInfo {
     /// BAR4 (HBM window) size.
     pub(crate) bar4_size: u64,
     /// BAR0 (APB/CSR window) size. Assumption: large enough for every window
-    /// the seeds place in it (V2 MISC RAM at 0x30fa0000; the V4 atlas to 4 GiB).
+    /// the maps place in it (V2 APB aperture to 1 GiB; V3 TOP_SP to 0xf3000000).
     pub(crate) bar0_size: u64,
-    /// Device address of core 0's SBUF; core `n` is `TPB_TILE_STRIDE * n` above.
-    /// Assumption: the seeds give no device address for SBUF, so it follows the
-    /// BAR0 TPB tile layout they do give (V2 tile 0 at 0x0, mariana at 0xd0000000).
-    pub(crate) sbuf_base: u64,
+    /// BAR0 offset of the MISC RAM / FW-IO mailbox.
+    pub(crate) bar0_misc_ram: u64,
+    /// Device address of each NeuronCore's TPB tile, whose first
+    /// [`SBUF_SIZE`] bytes are the core's State Buffer (entries past
+    /// `nr_cores` unused).
+    pub(crate) tpb_base: [u64; MAX_CORES],
     /// Firmware carve-out at each channel start (0 = none).
     pub(crate) carveout: u64,
 }
 
-/// Trn1 / Inf2: two 16 GiB stacks at device PA 0 and 64 GiB (v2/address_map.h).
+/// Trn1 / Inf2 (v2/address_map.h unless noted).
 pub(crate) static V2: ArchInfo = ArchInfo {
     arch: Arch::V2,
     name: "v2",
+    // `V2_MAX_DRAM_CHANNELS`.
     nr_channels: 2,
+    // `V2_HBM_0_BASE`, `V2_HBM_1_BASE`.
     channel_base: [0x0, 0x10_0000_0000, 0, 0],
+    // `V2_HBM_0_SIZE`, `V2_HBM_1_SIZE`.
     channel_size: 16 * GIB,
+    // `V2_NC_PER_DEVICE`.
     nr_cores: 2,
+    // `mmap_get_bar4_offset_v2` (v2/neuron_dhal_v2.c; seed 001 §2).
     bar4: Bar4Layout::Packed,
     bar4_size: 32 * GIB,
     bar0_size: GIB,
-    sbuf_base: 0x0,
+    // `V2_MMAP_BAR0_APB_MISC_RAM_OFFSET` = 0x30000000 + 0xe00000 + 0x1a0000.
+    bar0_misc_ram: 0x30fa_0000,
+    // `V2_MMAP_TPB_OFFSET + V2_MMAP_TPB_SIZE * n` (the SBUF entries of
+    // `dm_mmap_special_v2`, v2/neuron_dhal_v2.c).
+    tpb_base: [
+        V2_TPB_BASE,
+        V2_TPB_BASE + V2_TPB_TILE_SIZE,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ],
     carveout: FW_CARVEOUT,
 };
 
-/// Trn2: four 24 GiB channels, two per die.
+/// `V3_MMAP_TPB_0_BASE` .. `V3_MMAP_TPB_7_BASE` (v3/address_map.h).
+const V3_TPB_BASES: [u64; MAX_CORES] = [
+    0x0020_0000_0000,
+    0x0030_0000_0000,
+    0x0060_0000_0000,
+    0x0070_0000_0000,
+    0x8020_0000_0000,
+    0x8030_0000_0000,
+    0x8060_0000_0000,
+    0x8070_0000_0000,
+];
+
+/// `V3_HBM_0_BASE` .. `V3_HBM_3_BASE` (v3/address_map.h).
+const V3_HBM_BASES: [u64; MAX_CHANNELS] =
+    [0x0, 0x0040_0000_0000, 0x8000_0000_0000, 0x8040_0000_0000];
+
+/// V3's BAR4 window per channel: channel `i` at `V3_HBM_SIZE * i` (the HBM
+/// entries of `dm_mmap_special_v3`, v3/neuron_dhal_v3.c).
+const V3_BAR4_STRIDE: u64 = 64 * GIB;
+
+/// V3's MISC RAM: `V3_MMAP_BAR0_APB_IO_0_MISC_RAM_OFFSET` =
+/// `V3_PCIE_BAR0_APB_IO_0_OFFSET` (0) + `V3_APB_IO_0_USER_IO_RELBASE`
+/// (0x6800000) + `V3_APB_IO_0_USER_IO_MISC_RAM_RELBASE` (0x484000)
+/// (v3/address_map.h; read by `nr_wait_for_reset_completion_v3`).
+const V3_BAR0_MISC_RAM: u64 = 0x680_0000 + 0x48_4000;
+
+/// Trn2: four channels, two per die (v3/address_map.h unless noted).
 pub(crate) static V3: ArchInfo = ArchInfo {
     arch: Arch::V3,
     name: "v3",
+    // `V3_MAX_DRAM_CHANNELS`.
     nr_channels: 4,
-    channel_base: [0x0, 0x40_0000_0000, 0x8000_0000_0000, 0x8040_0000_0000],
+    channel_base: V3_HBM_BASES,
+    // `V3_HBM_ACTIVE_SIZE` (24 GiB of each 64 GiB `V3_HBM_SIZE` span).
     channel_size: 24 * GIB,
+    // `V3_NC_PER_DEVICE`.
     nr_cores: 8,
-    bar4: Bar4Layout::Strided(64 * GIB),
-    bar4_size: 256 * GIB,
+    bar4: Bar4Layout::Strided(V3_BAR4_STRIDE),
+    bar4_size: 4 * V3_BAR4_STRIDE,
     bar0_size: 4 * GIB,
-    sbuf_base: 0xd000_0000,
+    bar0_misc_ram: V3_BAR0_MISC_RAM,
+    tpb_base: V3_TPB_BASES,
     carveout: FW_CARVEOUT,
 };
 
-/// Trn3: four 36 GiB channels at the V3 bases.
+/// Trn3: 36 GiB channels (seed 001 §2). Assumed as V3, for want of a public
+/// V4 map: channel bases, BAR4 stride, MISC RAM offset, TPB tile addresses
+/// and the core count.
 pub(crate) static V4: ArchInfo = ArchInfo {
     arch: Arch::V4,
     name: "v4",
     nr_channels: 4,
-    channel_base: [0x0, 0x40_0000_0000, 0x8000_0000_0000, 0x8040_0000_0000],
+    channel_base: V3_HBM_BASES,
     channel_size: 36 * GIB,
     nr_cores: 8,
-    bar4: Bar4Layout::Strided(64 * GIB),
-    bar4_size: 256 * GIB,
+    bar4: Bar4Layout::Strided(V3_BAR4_STRIDE),
+    bar4_size: 4 * V3_BAR4_STRIDE,
     bar0_size: 4 * GIB,
-    sbuf_base: 0xd000_0000,
+    bar0_misc_ram: V3_BAR0_MISC_RAM,
+    tpb_base: V3_TPB_BASES,
     carveout: 0,
 };
 
 impl ArchInfo {
     /// Arch from its number (2, 3, 4).
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn from_number(n: u32) -> Option<&'static ArchInfo> {
         match n {
             2 => Some(&V2),
@@ -214,5 +279,19 @@ mod tests {
             assert!(a.nr_channels <= MAX_CHANNELS);
         }
         assert_eq!(V2.channel_base[1], 64 * GIB);
+    }
+
+    #[test]
+    fn reference_map_values() {
+        assert_eq!(V2.bar0_misc_ram, 0x30fa_0000);
+        assert_eq!(V3.bar0_misc_ram, 0x6c8_4000);
+        assert_eq!(V2.tpb_base[1], 0x0fff_c400_0000);
+        assert_eq!(V3.tpb_base[0], 0x20_0000_0000);
+        assert_eq!(V3.tpb_base[7], 0x8070_0000_0000);
+        assert_eq!(V3.channel_base[3], 0x8040_0000_0000);
+        for a in [&V2, &V3, &V4] {
+            assert!(a.nr_cores <= MAX_CORES);
+            assert!(a.bar0_misc_ram + 0x1000 <= a.bar0_size);
+        }
     }
 }

@@ -17,6 +17,7 @@ use crate::{
         parse::{parse, Placement},
         stage::{stage, Plan},
     },
+    resched,
     telemetry::Telemetry,
     uapi::{self, *},
 };
@@ -58,8 +59,10 @@ const NODE_NAMES: [&CStr; 16] = [
 ];
 
 extern "C" {
-    /// The attribute groups of a device node (sysfs.c).
-    static nhbm_attr_groups: [*const bindings::attribute_group; 2];
+    /// The attribute groups of a device node (sysfs.c): pointers to
+    /// `struct attribute_group`, opaque here (some configurations make its
+    /// members zero-sized, which `improper_ctypes` refuses in an extern block).
+    static nhbm_attr_groups: [*const core::ffi::c_void; 2];
 }
 
 /// The value of sysfs attribute `which` (`enum nhbm_attr` in helpers.h) of the
@@ -206,7 +209,7 @@ impl FileState {
 }
 
 /// One open file of a device node: its own plans, invisible to other files.
-#[pin_data]
+#[pin_data(PinnedDrop)]
 pub(crate) struct OpenFile {
     dev: Arc<Device>,
     #[pin]
@@ -229,6 +232,13 @@ fn user_slice(addr: u64, len: u64) -> Result<UserSlice> {
     let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
     let len = usize::try_from(len).map_err(|_| EINVAL)?;
     Ok(UserSlice::new(UserPtr::from_addr(addr), len))
+}
+
+#[pinned_drop]
+impl PinnedDrop for OpenFile {
+    fn drop(self: Pin<&mut Self>) {
+        self.dev.file_closed();
+    }
 }
 
 impl OpenFile {
@@ -295,7 +305,9 @@ impl OpenFile {
             let mut k = 0;
             for rec in parsed.records.iter() {
                 if let Placement::Remote { var_id, plan_id } = rec.placement {
-                    let v = st.entry(plan_id)?.plan.var(var_id).copied()?;
+                    let target = &st.entry(plan_id)?.plan;
+                    target.check_live()?;
+                    let v = target.var(var_id).copied()?;
                     remotes[k] = (v.pa, v.size);
                     pins[k] = plan_id;
                     k += 1;
@@ -384,12 +396,12 @@ impl OpenFile {
     fn resolve(&self, arg: usize) -> Result {
         let mut req: Resolve = reader(arg)?;
         self.dev.check_present()?;
-        req.addr = self
-            .state
-            .lock()
-            .entry(req.plan_id)?
-            .plan
-            .resolve(req.var_id, req.offset, req.size)?;
+        req.addr = {
+            let st = self.state.lock();
+            let plan = &st.entry(req.plan_id)?.plan;
+            plan.check_live()?;
+            plan.resolve(req.var_id, req.offset, req.size)?
+        };
         writeback(arg, &req)
     }
 
@@ -400,11 +412,13 @@ impl OpenFile {
         }
         self.dev.check_present()?;
         let plan = self.plan(req.plan_id)?;
+        plan.check_live()?;
         let qsize = size_of::<ResolveQuery>() as u64;
         let (mut r, mut w) = user_slice(req.queries, u64::from(req.count) * qsize)?.reader_writer();
         let mut piece = KVec::from_elem(ResolveQuery::default(), BATCH_PIECE, GFP_KERNEL)?;
         let mut left = req.count as usize;
         while left > 0 {
+            resched::checkpoint()?;
             let n = left.min(BATCH_PIECE);
             r.read_slice(piece[..n].as_bytes_mut())?;
             for q in piece[..n].iter_mut() {
@@ -429,7 +443,8 @@ impl OpenFile {
         let req: MemXfer = reader(arg)?;
         self.dev.check_present()?;
         let plan = self.plan(req.plan_id)?;
-        let pa = plan.resolve(req.var_id, req.offset, req.len)?;
+        plan.check_live()?;
+        let pa = plan.resolve_hbm(req.var_id, req.offset, req.len)?;
         let user = user_slice(req.buf, req.len)?;
         self.dev.fault.point(EFAULT)?;
         if write {
@@ -472,6 +487,13 @@ impl OpenFile {
             return Err(EINVAL);
         }
         let kind = ResetKind::from_u32(req.r#type).ok_or(EINVAL)?;
+        // SAFETY: `capable` only reads the current task's credentials.
+        let admin = unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as i32) };
+        // One tenant may not wipe the others: only an administrator or the
+        // device's only open file (a runtime that owns it) may reset.
+        if !admin && self.dev.open_files() != 1 {
+            return Err(EPERM);
+        }
         let res = self.dev.reset(kind, req.nc_map);
         req.status = match &res {
             Ok(_) => 0,
@@ -494,7 +516,7 @@ impl MiscDevice for OpenFile {
         let node = unsafe { &*kernel::container_of!(raw, Node, misc) };
         let dev = node.dev.clone();
         dev.check_present()?;
-        KBox::try_pin_init(
+        let file = KBox::try_pin_init(
             try_pin_init!(Self {
                 dev,
                 state <- new_mutex!(FileState {
@@ -504,7 +526,10 @@ impl MiscDevice for OpenFile {
                 }),
             }),
             GFP_KERNEL,
-        )
+        )?;
+        // Counted once the file exists: its drop uncounts it.
+        file.dev.file_opened();
+        Ok(file)
     }
 
     fn ioctl(me: Pin<&OpenFile>, _file: &File, cmd: u32, arg: usize) -> Result<isize> {

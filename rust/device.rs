@@ -11,12 +11,16 @@ use crate::{
     fw::{self, ResetKind, WaitReport},
     io::{DeviceIo, XFER_CHUNK},
     mempool::{Geometry, Grid},
+    resched,
     sim::SimIo,
 };
 use kernel::{
-    new_mutex,
+    new_condvar, new_mutex,
     prelude::*,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{Acquire, Atomic, Relaxed, Release},
+        Arc, CondVar, Mutex,
+    },
     uaccess::{UserSliceReader, UserSliceWriter},
 };
 
@@ -42,8 +46,17 @@ pub(crate) struct Device {
     backend: Backend,
     /// The HBM pools.
     pub(crate) grid: Grid,
+    /// Whether a reset is under way; held only to test and flip it.
     #[pin]
-    reset_lock: Mutex<()>,
+    resetting: Mutex<bool>,
+    /// Signalled when a reset ends.
+    #[pin]
+    reset_done: CondVar,
+    /// Device resets begun plus device resets ended: odd while one runs. A
+    /// plan staged at another value has lost its HBM contents.
+    reset_epoch: Atomic<u64>,
+    /// Open files of the device node.
+    open_files: Atomic<u32>,
     /// Test-only fault injection (debugfs `fail_nth`).
     pub(crate) fault: FaultInjector,
     /// What each live plan holds, for telemetry.
@@ -85,7 +98,10 @@ impl Device {
                 pci_device: pci.1,
                 backend,
                 grid,
-                reset_lock <- new_mutex!(()),
+                resetting <- new_mutex!(false),
+                reset_done <- new_condvar!(),
+                reset_epoch: Atomic::new(0),
+                open_files: Atomic::new(0),
                 fault: FaultInjector::new(),
                 plans <- new_mutex!(KVec::new()),
             }),
@@ -118,19 +134,75 @@ impl Device {
         }
     }
 
-    /// Resets the device (or the TPBs in `nc_map`) and waits for the
-    /// firmware. Concurrent requests are serialized, never interleaved.
+    /// Counts an open file of the device node.
+    pub(crate) fn file_opened(&self) {
+        self.open_files.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a closed file of the device node.
+    pub(crate) fn file_closed(&self) {
+        self.open_files.fetch_sub(1, Relaxed);
+    }
+
+    /// Open files of the device node.
+    pub(crate) fn open_files(&self) -> u32 {
+        self.open_files.load(Relaxed)
+    }
+
+    /// The reset epoch a plan staged now records (see [`Device::check_epoch`]).
+    pub(crate) fn reset_epoch(&self) -> u64 {
+        self.reset_epoch.load(Acquire)
+    }
+
+    /// `EIO` when a device reset began or ended since epoch `staged_at`: the
+    /// HBM contents of a plan staged then are gone.
+    #[inline(always)]
+    pub(crate) fn check_epoch(&self, staged_at: u64) -> Result {
+        if self.reset_epoch.load(Acquire) == staged_at {
+            Ok(())
+        } else {
+            Err(EIO)
+        }
+    }
+
+    /// Resets the device (`nc_map` 0) or the TPBs in `nc_map` and waits for
+    /// the firmware. Concurrent requests are serialized, never interleaved;
+    /// every wait ends with `EINTR` when a signal arrives. A device reset
+    /// moves the reset epoch when it begins and when it ends.
     pub(crate) fn reset(&self, kind: ResetKind, nc_map: u32) -> Result<WaitReport> {
         self.check_present()?;
-        if kind == ResetKind::Tpb && (nc_map == 0 || u64::from(nc_map) >> self.info.nr_cores != 0) {
+        let map_ok = match kind {
+            ResetKind::Device => nc_map == 0,
+            ResetKind::Tpb => nc_map != 0 && u64::from(nc_map) >> self.info.nr_cores == 0,
+        };
+        if !map_ok {
             return Err(EINVAL);
         }
-        let _serial = self.reset_lock.lock();
-        fw::reset(self.io(), kind, nc_map)
+        {
+            let mut busy = self.resetting.lock();
+            while *busy {
+                if self.reset_done.wait_interruptible(&mut busy) {
+                    return Err(EINTR);
+                }
+            }
+            *busy = true;
+        }
+        let device = kind == ResetKind::Device;
+        if device {
+            self.reset_epoch.fetch_add(1, Release);
+        }
+        let res = fw::reset(self.io(), self.info, kind, nc_map);
+        if device {
+            self.reset_epoch.fetch_add(1, Release);
+        }
+        *self.resetting.lock() = false;
+        self.reset_done.notify_one();
+        res
     }
 
     /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces of at most
-    /// [`XFER_CHUNK`] bytes, each remapped to BAR4 on its own.
+    /// [`XFER_CHUNK`] bytes, each remapped to BAR4 on its own and preceded by
+    /// a preemption point (`EINTR` once the caller is killed).
     fn for_each_piece(
         &self,
         pa: u64,
@@ -139,8 +211,13 @@ impl Device {
     ) -> Result {
         self.check_present()?;
         pa.checked_add(len).ok_or(EINVAL)?;
+        // SBUF is on-core SRAM, never HBM: no transfer may reach it.
+        if addr::range_touches_sbuf(self.info, pa, len) {
+            return Err(EINVAL);
+        }
         let mut done = 0u64;
         while done < len {
+            resched::checkpoint()?;
             self.fault.point(EIO)?;
             let n = (len - done).min(XFER_CHUNK as u64);
             let off = addr::bar4_offset(self.info, pa + done, n)?;
@@ -171,6 +248,7 @@ impl Device {
     }
 
     /// Reads device PA `pa` into `dst` through BAR4.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn read(&self, pa: u64, dst: &mut [u8]) -> Result {
         let mut done = 0usize;
         self.for_each_piece(pa, dst.len() as u64, |off, n| {
@@ -270,6 +348,42 @@ mod tests {
         assert_eq!(dev.reset(ResetKind::Tpb, 0).err(), Some(EINVAL));
         assert_eq!(dev.reset(ResetKind::Tpb, 0b100).err(), Some(EINVAL));
         assert!(dev.reset(ResetKind::Tpb, 0b11).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn device_reset_takes_no_core_map() -> Result {
+        let dev = sim_device()?;
+        assert_eq!(dev.reset(ResetKind::Device, 0b1).err(), Some(EINVAL));
+        assert_eq!(dev.sim().map(|s| s.resets_taken()), Some(0));
+        assert!(dev.reset(ResetKind::Device, 0).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn device_reset_moves_the_epoch() -> Result {
+        let dev = sim_device()?;
+        let before = dev.reset_epoch();
+        assert!(dev.check_epoch(before).is_ok());
+        dev.reset(ResetKind::Tpb, 0b1)?;
+        assert!(dev.check_epoch(before).is_ok());
+        dev.reset(ResetKind::Device, 0)?;
+        assert_eq!(dev.check_epoch(before), Err(EIO));
+        assert!(dev.check_epoch(dev.reset_epoch()).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn sbuf_is_never_behind_bar4() -> Result {
+        for info in [&crate::arch::V2, &crate::arch::V3, &crate::arch::V4] {
+            let dev = Device::new_test_sim_of(info, 1)?;
+            for nc in 0..info.nr_cores {
+                let (base, size) = addr::sbuf_window(info, nc).ok_or(EINVAL)?;
+                let mut b = [0u8; 8];
+                assert_eq!(dev.read(base, &mut b), Err(EINVAL));
+                assert_eq!(dev.write(base + size - 8, &b), Err(EINVAL));
+            }
+        }
         Ok(())
     }
 }

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Firmware reset: the MISC RAM mailbox request and the reset-wait poll
-//! (reference `nr_wait_for_reset_completion_v2`, neuron_dhal_v2.c:188-208).
+//! (reference `nr_wait_for_reset_completion_v2`, neuron_dhal_v2.c:188-208,
+//! and its V3 twin in neuron_dhal_v3.c). Every sleep ends early with `EINTR`
+//! when a signal arrives.
 
 use crate::{
+    arch::ArchInfo,
     io::DeviceIo,
-    regs::{RegOffset, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER},
+    regs::{MiscRamReg, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER},
 };
-use kernel::{
-    prelude::*,
-    time::{delay::fsleep, Delta},
-};
+use kernel::{bindings, prelude::*};
 
 /// Status polls before giving up (`NR_RESET_RETRY_COUNT`).
 pub(crate) const RESET_RETRIES: u32 = 5;
@@ -51,11 +51,23 @@ pub(crate) struct WaitReport {
     pub(crate) slept_ms: u32,
 }
 
+/// Sleeps `ms` milliseconds, `EINTR` as soon as a signal is pending.
+fn sleep_interruptible(ms: u32) -> Result {
+    // SAFETY: `msleep_interruptible` only needs a context that may sleep, which
+    // every caller here is (ioctl or KUnit thread, no lock held).
+    let left = unsafe { bindings::msleep_interruptible(ms) };
+    if left == 0 {
+        Ok(())
+    } else {
+        Err(EINTR)
+    }
+}
+
 /// Reads FW_STATUS, re-reading a bad read up to [`BAD_READ_RETRIES`] times.
 /// `None` when every read was bad.
-fn read_status(io: &dyn DeviceIo) -> Result<Option<FW_STATUS>> {
+fn read_status(io: &dyn DeviceIo, info: &ArchInfo) -> Result<Option<FW_STATUS>> {
     for _ in 0..=BAD_READ_RETRIES {
-        let raw = io.read32(FW_STATUS::OFFSET_U64)?;
+        let raw = io.read32(FW_STATUS::bar0(info))?;
         if raw != FW_IO_BAD_READ {
             return Ok(Some(FW_STATUS::from(raw)));
         }
@@ -65,20 +77,26 @@ fn read_status(io: &dyn DeviceIo) -> Result<Option<FW_STATUS>> {
 
 /// Waits for the firmware to finish a reset: up to [`RESET_RETRIES`] tries,
 /// sleeping `100 ms * i` before try `i`; done when the in-progress bit is clear.
-/// `ETIMEDOUT` when it never clears, `ENODEV` as soon as the device is gone.
-pub(crate) fn wait_for_reset_completion(io: &dyn DeviceIo) -> (Result, WaitReport) {
+/// `ETIMEDOUT` when it never clears, `ENODEV` as soon as the device is gone,
+/// `EINTR` when a signal interrupts a sleep.
+pub(crate) fn wait_for_reset_completion(
+    io: &dyn DeviceIo,
+    info: &ArchInfo,
+) -> (Result, WaitReport) {
     let mut report = WaitReport::default();
     for i in 0..RESET_RETRIES {
         if i > 0 {
             let ms = RESET_BACKOFF_MS * i;
-            fsleep(Delta::from_millis(i64::from(ms)));
             report.slept_ms += ms;
+            if let Err(e) = sleep_interruptible(ms) {
+                return (Err(e), report);
+            }
         }
         if !io.is_present() {
             return (Err(ENODEV), report);
         }
         report.tries += 1;
-        match read_status(io) {
+        match read_status(io, info) {
             Ok(Some(st)) if !st.reset_in_progress() => return (Ok(()), report),
             Ok(_) => {}
             Err(e) => return (Err(e), report),
@@ -91,27 +109,32 @@ pub(crate) fn wait_for_reset_completion(io: &dyn DeviceIo) -> (Result, WaitRepor
 /// it: the request is taken when RESET_REQUEST reads 0 again (bounded by
 /// [`MAILBOX_POLLS`] ms), then [`wait_for_reset_completion`] runs. Callers
 /// serialize resets of one device.
-pub(crate) fn reset(io: &dyn DeviceIo, kind: ResetKind, nc_map: u32) -> Result<WaitReport> {
+pub(crate) fn reset(
+    io: &dyn DeviceIo,
+    info: &ArchInfo,
+    kind: ResetKind,
+    nc_map: u32,
+) -> Result<WaitReport> {
     if kind == ResetKind::Tpb {
-        io.write32(RESET_TPB_MAP::OFFSET_U64, nc_map)?;
+        io.write32(RESET_TPB_MAP::bar0(info), nc_map)?;
     }
-    io.write32(RESET_REQUEST::OFFSET_U64, kind as u32)?;
-    io.write32(RESET_TRIGGER::OFFSET_U64, 1)?;
+    io.write32(RESET_REQUEST::bar0(info), kind as u32)?;
+    io.write32(RESET_TRIGGER::bar0(info), 1)?;
     let mut taken = false;
     for _ in 0..MAILBOX_POLLS {
         if !io.is_present() {
             return Err(ENODEV);
         }
-        if io.read32(RESET_REQUEST::OFFSET_U64)? == 0 {
+        if io.read32(RESET_REQUEST::bar0(info))? == 0 {
             taken = true;
             break;
         }
-        fsleep(Delta::from_millis(1));
+        sleep_interruptible(1)?;
     }
     if !taken {
         return Err(ETIMEDOUT);
     }
-    let (res, report) = wait_for_reset_completion(io);
+    let (res, report) = wait_for_reset_completion(io, info);
     res.map(|()| report)
 }
 
@@ -119,12 +142,16 @@ pub(crate) fn reset(io: &dyn DeviceIo, kind: ResetKind, nc_map: u32) -> Result<W
 mod tests {
     use super::*;
     use crate::{
-        arch::V2,
+        arch::{V2, V3},
         sim::{FwScript, SimIo},
     };
 
     fn sim(script: FwScript) -> Result<Pin<KBox<SimIo>>> {
-        let s = KBox::pin_init(SimIo::new(&V2), GFP_KERNEL)?;
+        sim_of(&V2, script)
+    }
+
+    fn sim_of(info: &'static ArchInfo, script: FwScript) -> Result<Pin<KBox<SimIo>>> {
+        let s = KBox::pin_init(SimIo::new(info), GFP_KERNEL)?;
         s.set_fw_script(script);
         Ok(s)
     }
@@ -141,7 +168,7 @@ mod tests {
     fn wait(script: FwScript) -> Result<(Result, WaitReport)> {
         let s = sim(script)?;
         s.begin_reset();
-        Ok(wait_for_reset_completion(&*s))
+        Ok(wait_for_reset_completion(&*s, &V2))
     }
 
     fn report(tries: u32, slept_ms: u32) -> WaitReport {
@@ -182,7 +209,7 @@ mod tests {
         let s = sim(script(0, 0))?;
         s.begin_reset();
         s.unplug();
-        let (res, rep) = wait_for_reset_completion(&*s);
+        let (res, rep) = wait_for_reset_completion(&*s, &V2);
         assert_eq!(res, Err(ENODEV));
         assert_eq!(rep.tries, 0);
         Ok(())
@@ -191,10 +218,27 @@ mod tests {
     #[test]
     fn mailbox_reset_device_and_tpb() -> Result {
         let s = sim(script(2, 0))?;
-        assert_eq!(reset(&*s, ResetKind::Device, 0), Ok(report(2, 100)));
-        assert_eq!(reset(&*s, ResetKind::Tpb, 0b11).map(|r| r.tries), Ok(2));
-        assert_eq!(s.read32(RESET_TPB_MAP::OFFSET_U64), Ok(0b11));
+        assert_eq!(reset(&*s, &V2, ResetKind::Device, 0), Ok(report(2, 100)));
+        assert_eq!(
+            reset(&*s, &V2, ResetKind::Tpb, 0b11).map(|r| r.tries),
+            Ok(2)
+        );
+        assert_eq!(s.read32(RESET_TPB_MAP::bar0(&V2)), Ok(0b11));
         assert_eq!(s.resets_taken(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn v3_mailbox_is_at_its_own_misc_ram() -> Result {
+        let s = sim_of(&V3, script(1, 0))?;
+        assert_eq!(reset(&*s, &V3, ResetKind::Tpb, 0x81), Ok(report(1, 0)));
+        assert_eq!(s.read32(0x6c8_41d8), Ok(0x81));
+        // V2's mailbox offset is plain BAR0 memory on a V3 device.
+        assert_eq!(s.read32(RESET_TPB_MAP::bar0(&V2)), Ok(0));
+        assert_eq!(s.resets_taken(), 1);
+        // Requests rung at V2's offsets reach no firmware.
+        assert_eq!(reset(&*s, &V2, ResetKind::Device, 0), Err(ETIMEDOUT));
+        assert_eq!(s.resets_taken(), 1);
         Ok(())
     }
 
@@ -204,7 +248,7 @@ mod tests {
             takes_requests: false,
             ..FwScript::PROMPT
         })?;
-        assert_eq!(reset(&*s, ResetKind::Device, 0), Err(ETIMEDOUT));
+        assert_eq!(reset(&*s, &V2, ResetKind::Device, 0), Err(ETIMEDOUT));
         assert_eq!(s.resets_taken(), 0);
         Ok(())
     }

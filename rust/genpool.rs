@@ -23,7 +23,9 @@ struct RawGenPool {
 extern "C" {
     fn gen_pool_create(min_alloc_order: c_int, nid: c_int) -> *mut RawGenPool;
     fn gen_pool_destroy(pool: *mut RawGenPool);
+    #[cfg(CONFIG_KUNIT = "y")]
     fn gen_pool_virt_to_phys(pool: *mut RawGenPool, va: c_ulong) -> u64;
+    #[cfg(CONFIG_KUNIT = "y")]
     fn gen_pool_avail(pool: *mut RawGenPool) -> usize;
     fn nhbm_gen_pool_add_virt(pool: *mut RawGenPool, va: c_ulong, pa: u64, size: usize) -> c_int;
     fn nhbm_gen_pool_alloc_align(pool: *mut RawGenPool, size: usize, align: c_int) -> c_ulong;
@@ -176,6 +178,7 @@ impl GenPool {
     }
 
     /// Physical address of virtual address `va` (`None` outside the pool).
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn virt_to_phys(&self, va: u64) -> Option<u64> {
         if !self.contains(va) {
             return None;
@@ -185,6 +188,7 @@ impl GenPool {
     }
 
     /// Bytes still free.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn avail(&self) -> u64 {
         // SAFETY: `self.raw` is valid (invariant).
         unsafe { gen_pool_avail(self.raw) as u64 }

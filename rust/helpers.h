@@ -13,6 +13,8 @@ unsigned long nhbm_gen_pool_alloc_fixed(struct gen_pool *pool, size_t size, unsi
 void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
 size_t nhbm_gen_pool_reclaim(struct gen_pool *pool);
 const char *nhbm_sim_arch(void);
+void nhbm_cond_resched(void);
+bool nhbm_fatal_signal_pending(void);
 
 /* sysfs attributes of a device node (values from nhbm_sysfs_value, Rust). */
 enum nhbm_attr {

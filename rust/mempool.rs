@@ -82,6 +82,7 @@ impl Chunk {
     }
 
     /// Tagged pool VA (`pa | DEVMEM_TAG`), the key genalloc frees by.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn va(&self) -> u64 {
         self.gen.va()
     }
@@ -97,6 +98,7 @@ impl Chunk {
     }
 
     /// Whether this is a scratchpad chunk.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn is_scratch(&self) -> bool {
         self.scratch
     }
@@ -153,6 +155,7 @@ impl Pool {
         )
     }
 
+    #[cfg(CONFIG_KUNIT = "y")]
     fn contains(&self, pa: u64) -> bool {
         pa >= self.pa_base && pa - self.pa_base < self.size
     }
@@ -393,6 +396,7 @@ impl Grid {
     }
 
     /// The live chunk `(pa, size)` containing device PA `pa`, if any.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn lookup(&self, pa: u64) -> Option<(u64, u64)> {
         let pool = self.pools.iter().find(|p| p.contains(pa))?;
         let state = pool.state.lock();

@@ -5,7 +5,7 @@
 //!
 //! Rooms, lowest first: `arch` and `addr` (constants and pure math),
 //! `genpool` and `mempool` (the HBM grid), `regs`, `io`, `sparse`,
-//! `sim` and `pci` (device access), `fw` (reset), `device`, `plan`
+//! `sim`, `pci` and `wc_bar` (device access), `fw` (reset), `device`, `plan`
 //! (parse and stage mem_ref plans) and `chardev` (the ioctl surface).
 
 use kernel::{ffi::c_char, prelude::*};
@@ -23,10 +23,12 @@ mod mempool;
 mod pci;
 mod plan;
 mod regs;
+mod resched;
 mod sim;
 mod sparse;
 mod telemetry;
 mod uapi;
+mod wc_bar;
 
 use arch::ArchInfo;
 use chardev::{Node, MAX_NODES};

@@ -6,18 +6,21 @@
 //! after unbind every access answers `ENODEV` while open files still hold the
 //! [`Device`].
 //!
-//! The Rust PCI abstraction maps BARs uncached; write-combining BAR4 has no
-//! safe binding yet, so bulk transfers use 64-bit MMIO accesses.
+//! BAR0 is mapped uncached (registers); BAR4 write-combining ([`WcBar`]),
+//! as the reference driver maps its HBM window. Bulk transfers use 64-bit
+//! MMIO accesses.
 
 use crate::{
-    arch::{ArchInfo, PCI_VENDOR_AMAZON},
+    arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON},
     chardev::{next_index, Node},
     device::{Backend, Device},
     geometry,
     io::{check_range, DeviceIo, XFER_CHUNK},
+    wc_bar::WcBar,
 };
 use kernel::{
     device::Core,
+    devres::Devres,
     io::Io,
     pci::{self, Bar, DevresBar},
     prelude::*,
@@ -35,18 +38,26 @@ const BAR_DRAM: u32 = 4;
 /// BAR0 and BAR4 of one bound PCI function.
 pub(crate) struct PciIo {
     bar0: DevresBar,
-    bar4: DevresBar,
+    bar4: Devres<WcBar>,
     bar0_size: u64,
     bar4_size: u64,
     present: Atomic<bool>,
 }
 
 impl PciIo {
-    fn with_bar<R>(&self, bar: &DevresBar, f: impl FnOnce(&Bar<'_>) -> Result<R>) -> Result<R> {
+    fn with_bar0<R>(&self, f: impl FnOnce(&Bar<'_>) -> Result<R>) -> Result<R> {
         if !self.present.load(Relaxed) {
             return Err(ENODEV);
         }
-        let guard = bar.try_access().ok_or(ENODEV)?;
+        let guard = self.bar0.try_access().ok_or(ENODEV)?;
+        f(&guard)
+    }
+
+    fn with_bar4<R>(&self, f: impl FnOnce(&WcBar) -> Result<R>) -> Result<R> {
+        if !self.present.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        let guard = self.bar4.try_access().ok_or(ENODEV)?;
         f(&guard)
     }
 
@@ -62,17 +73,17 @@ impl PciIo {
 impl DeviceIo for PciIo {
     fn read32(&self, off: u64) -> Result<u32> {
         let off = self.reg_offset(off)?;
-        self.with_bar(&self.bar0, |b| b.try_read32(off))
+        self.with_bar0(|b| b.try_read32(off))
     }
 
     fn write32(&self, off: u64, value: u32) -> Result {
         let off = self.reg_offset(off)?;
-        self.with_bar(&self.bar0, |b| b.try_write32(value, off))
+        self.with_bar0(|b| b.try_write32(value, off))
     }
 
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
         check_range(off, src.len() as u64, self.bar4_size)?;
-        self.with_bar(&self.bar4, |b| {
+        self.with_bar4(|b| {
             let mut i = 0usize;
             while i < src.len() {
                 let at = off as usize + i;
@@ -92,7 +103,7 @@ impl DeviceIo for PciIo {
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {
         check_range(off, dst.len() as u64, self.bar4_size)?;
-        self.with_bar(&self.bar4, |b| {
+        self.with_bar4(|b| {
             let mut i = 0usize;
             while i < dst.len() {
                 let at = off as usize + i;
@@ -178,8 +189,19 @@ impl PciDriver {
         pdev.set_master();
         let bar0_size = pdev.resource_len(BAR_APB)?;
         let bar4_size = pdev.resource_len(BAR_DRAM)?;
+        // The mailbox must be in BAR0 and every channel reachable through BAR4.
+        if bar0_size < info.bar0_misc_ram + MIB || bar4_size < info.bar4_size {
+            dev_err!(
+                pdev,
+                "BAR0 ({:#x}) or BAR4 ({:#x}) smaller than the {} layout\n",
+                bar0_size,
+                bar4_size,
+                info.name
+            );
+            return Err(ENODEV);
+        }
         let bar0 = pdev.iomap_region(BAR_APB, c"neuron_hbm")?.into_devres()?;
-        let bar4 = pdev.iomap_region(BAR_DRAM, c"neuron_hbm")?.into_devres()?;
+        let bar4 = WcBar::map(pdev, BAR_DRAM, c"neuron_hbm")?;
         let io = Arc::new(
             PciIo {
                 bar0,
@@ -196,7 +218,16 @@ impl PciDriver {
             Backend::Pci(io.clone()),
             geometry(info),
         )?;
-        dev_info!(pdev, "neuron_hbm{}: {} device\n", dev.index, info.name);
+        dev_info!(
+            pdev,
+            "neuron_hbm{}: {:04x}:{:04x} {}, BAR0 {} MiB uncached, BAR4 {} GiB write-combining\n",
+            dev.index,
+            PCI_VENDOR_AMAZON,
+            device_id,
+            info.name,
+            bar0_size / MIB,
+            bar4_size / crate::arch::GIB
+        );
         Ok(PciBinding {
             _node: Node::new(dev)?,
             io,

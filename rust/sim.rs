@@ -2,12 +2,13 @@
 
 //! The simulated device: a [`DeviceIo`] backend with the real arch's BAR sizes
 //! and addresses, BAR0 and BAR4 in sparse kernel memory, and a scriptable
-//! model of the firmware's status register and reset mailbox.
+//! model of the firmware's status register and reset mailbox at the arch's
+//! own MISC RAM offset.
 
 use crate::{
     arch::ArchInfo,
     io::{check_range, DeviceIo},
-    regs::{RegOffset, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TRIGGER},
+    regs::{MiscRamReg, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TRIGGER},
     sparse::SparseMem,
 };
 use kernel::{
@@ -87,6 +88,7 @@ impl SimIo {
     }
 
     /// Sets how the firmware answers the next resets.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn set_fw_script(&self, script: FwScript) {
         self.fw.lock().script = script;
     }
@@ -101,6 +103,7 @@ impl SimIo {
     }
 
     /// Resets the firmware has taken so far.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn resets_taken(&self) -> u32 {
         self.fw.lock().resets
     }
@@ -111,6 +114,7 @@ impl SimIo {
     }
 
     /// BAR4 pages materialized so far.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn bar4_resident_pages(&self) -> usize {
         self.bar4.resident_pages()
     }
@@ -155,10 +159,10 @@ impl SimIo {
 impl DeviceIo for SimIo {
     fn read32(&self, off: u64) -> Result<u32> {
         self.check_reg(off)?;
-        if off == FW_STATUS::OFFSET_U64 {
+        if off == FW_STATUS::bar0(self.info) {
             return Ok(self.status_read());
         }
-        if off == RESET_REQUEST::OFFSET_U64 {
+        if off == RESET_REQUEST::bar0(self.info) {
             return Ok(self.fw.lock().request);
         }
         let mut b = [0u8; 4];
@@ -168,11 +172,11 @@ impl DeviceIo for SimIo {
 
     fn write32(&self, off: u64, value: u32) -> Result {
         self.check_reg(off)?;
-        if off == RESET_REQUEST::OFFSET_U64 {
+        if off == RESET_REQUEST::bar0(self.info) {
             self.fw.lock().request = value;
             return Ok(());
         }
-        if off == RESET_TRIGGER::OFFSET_U64 {
+        if off == RESET_TRIGGER::bar0(self.info) {
             let takes = {
                 let mut fw = self.fw.lock();
                 let takes = fw.script.takes_requests && fw.request != 0;

@@ -50,6 +50,7 @@ impl SparseMem {
     }
 
     /// Number of pages currently materialized.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn resident_pages(&self) -> usize {
         self.pages.lock().iter().count()
     }

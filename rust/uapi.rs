@@ -10,7 +10,7 @@ use kernel::{
 };
 
 /// `NHBM_ABI_VERSION`.
-pub(crate) const ABI_VERSION: u32 = 1;
+pub(crate) const ABI_VERSION: u32 = 2;
 /// `NHBM_IOC_MAGIC`.
 pub(crate) const IOC_MAGIC: u32 = 0xBB;
 /// `NHBM_PA_UNSTAGED`: device PA 0 is legal, so "not placed" is all ones.
@@ -25,6 +25,32 @@ pub(crate) const MAX_LIST_COUNT: u32 = 1 << 20;
 pub(crate) const MAX_BATCH: u32 = 1 << 16;
 /// `NHBM_MAX_ALIGNMENT`.
 pub(crate) const MAX_ALIGNMENT: u64 = 1 << 30;
+
+// `enum nhbm_mr_type`: the numbers of the runtime's `kbin_mr_type_t`.
+/// `NHBM_MR_INVALID`: never a valid record.
+pub(crate) const MR_INVALID: u32 = 0;
+/// `NHBM_MR_SB`: window of a NeuronCore's State Buffer.
+pub(crate) const MR_SB: u32 = 1;
+/// `NHBM_MR_BUFFER_STAGED`: constant staged from the host.
+pub(crate) const MR_BUFFER_STAGED: u32 = 2;
+/// `NHBM_MR_BUFFER`: weights or persistent data.
+pub(crate) const MR_BUFFER: u32 = 3;
+/// `NHBM_MR_TMP_BUF`: temporary buffer.
+pub(crate) const MR_TMP_BUF: u32 = 4;
+/// `NHBM_MR_INPUT`: graph input.
+pub(crate) const MR_INPUT: u32 = 5;
+/// `NHBM_MR_OUTPUT`: graph output.
+pub(crate) const MR_OUTPUT: u32 = 6;
+/// `NHBM_MR_PTR`: alias of another variable.
+pub(crate) const MR_PTR: u32 = 7;
+/// `NHBM_MR_VIRTUAL_TMP_BUF`: window of a scratchpad.
+pub(crate) const MR_VIRTUAL_TMP_BUF: u32 = 8;
+/// `NHBM_MR_LIST`: table of variable addresses.
+pub(crate) const MR_LIST: u32 = 9;
+/// `NHBM_MR_PTR_TABLE`: table of list-table addresses.
+pub(crate) const MR_PTR_TABLE: u32 = 10;
+/// `NHBM_MR_REMOTE`: variable of another plan.
+pub(crate) const MR_REMOTE: u32 = 11;
 
 /// `struct nhbm_plan_header`.
 #[repr(C)]

@@ -112,6 +112,8 @@ main() {
 		esac
 	done
 	say "installing into the root: ${miss[*]}"
+	# An earlier run cut short may have left packages unpacked, not set up.
+	in_root "$ROOT" dpkg --configure -a >&2
 	in_root "$ROOT" apt-get update -qq >&2
 	# Backports packages take their dependencies from backports too (-t), in
 	# a call of their own so that the plain names stay on trixie.

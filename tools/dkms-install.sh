@@ -7,7 +7,10 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 KVER="${KVER:-$(uname -r)}"
-KBUILD="/lib/modules/$KVER/build"
+# Where dkms.conf builds: the Rust metadata tools/prepare-kernel.sh prepared
+# for a distribution kernel, else the kernel's own build directory.
+KBUILD="/var/cache/neuron_hbm/kbuild/$KVER"
+[ -f "$KBUILD/rust/libkernel.rmeta" ] || KBUILD="/lib/modules/$KVER/build"
 VERSION=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$REPO/dkms.conf")
 SRC="/usr/src/neuron_hbm-$VERSION"
 
@@ -15,19 +18,21 @@ die() { echo "dkms-install: $*" >&2; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "run as root"
 command -v dkms >/dev/null || die "dkms is not installed (apt-get install dkms)"
-[ -d "$KBUILD" ] || die "no kernel headers for $KVER at $KBUILD (apt-get install linux-headers-$KVER)"
+[ -d "$KBUILD" ] || die "no kernel headers for $KVER at $KBUILD (Debian: apt-get install linux-headers-$KVER)"
 conf="$KBUILD/include/config/auto.conf"
 [ -f "$conf" ] || die "$KBUILD has no include/config/auto.conf: not a configured kernel tree"
 grep -q '^CONFIG_RUST=y' "$conf" || die "kernel $KVER is built without CONFIG_RUST=y: it cannot load Rust modules"
 [ -f "$KBUILD/rust/libkernel.rmeta" ] || [ -f "$KBUILD/rust/kernel.o" ] ||
-	die "headers of $KVER lack the Rust metadata (rust/libkernel.rmeta): install the full build tree"
+	die "headers of $KVER lack the Rust metadata (rust/libkernel.rmeta): run tools/prepare-kernel.sh $KVER first"
 grep -q '^CONFIG_GENERIC_ALLOCATOR=y' "$conf" || die "kernel $KVER lacks CONFIG_GENERIC_ALLOCATOR (genalloc)"
 
 rm -rf "$SRC"
 mkdir -p "$SRC"
-cp -r "$REPO/Kbuild" "$REPO/dkms.conf" "$REPO/rust" "$REPO/include" "$SRC/"
-printf 'include $(src)/Kbuild\n' >"$SRC/Makefile"
-dkms add -m neuron_hbm -v "$VERSION" 2>/dev/null || true
+cp -r "$REPO/Kbuild" "$REPO/Makefile" "$REPO/dkms.conf" "$REPO/rust" "$REPO/include" "$SRC/"
+find "$SRC" \( -name '*.o' -o -name '*.ko' -o -name '.*.cmd' -o -name '*.mod*' \) -delete
+# A previous registration of this version is replaced by these sources.
+dkms remove -m neuron_hbm -v "$VERSION" --all >/dev/null 2>&1 || true
+dkms add -m neuron_hbm -v "$VERSION"
 dkms build -m neuron_hbm -v "$VERSION" -k "$KVER"
 dkms install -m neuron_hbm -v "$VERSION" -k "$KVER"
 if [ -d /etc/udev/rules.d ]; then

@@ -1,32 +1,65 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `var_id -> record` index, built once at load and read-only afterwards.
-//! Lookups allocate nothing and take O(1): compilers number variables
-//! densely, and such ids index a table directly; any other id set goes to
-//! open addressing over a table twice the number of records.
+//! Compilers number variables densely, and such ids index a table directly
+//! (O(1)); any other id set is kept sorted and searched by bisection, so that
+//! no choice of ids costs more than O(log n) per lookup or O(n log n) to
+//! build (a hash table would let crafted ids collide into one probe run).
 
+use crate::resched;
 use kernel::prelude::*;
 
 const EMPTY: u32 = u32::MAX;
 
-/// How ids map to slots.
+/// How ids map to records.
 enum Layout {
-    /// Slot `id - base`: used when the ids span at most twice their count.
-    Direct { base: u32 },
-    /// Fibonacci-hashed, linear probing; `ids` holds the var id of the
-    /// record at each position so that a probe needs no other memory.
-    Hashed { mask: usize, ids: KVVec<u32> },
+    /// Slot `id - base` holds the record position (or `EMPTY`): used when the
+    /// ids span at most twice their count.
+    Direct { base: u32, slots: KVVec<u32> },
+    /// `(id, position)` pairs sorted by id.
+    Sorted { pairs: KVVec<(u32, u32)> },
 }
 
 /// Immutable map from var id to record position.
 pub(crate) struct VarIndex {
-    /// Record position per slot, or `EMPTY`.
-    slots: KVVec<u32>,
     layout: Layout,
 }
 
-fn hash(id: u32) -> usize {
-    (id.wrapping_mul(0x9e37_79b9) as usize) ^ (id as usize >> 16)
+/// Sorts `(id, position)` pairs by id in place: heapsort, O(n log n) and no
+/// memory whatever the input, with a preemption point every
+/// [`resched::EVERY`] sift-downs.
+fn heapsort(v: &mut [(u32, u32)]) -> Result {
+    fn sift_down(v: &mut [(u32, u32)], mut root: usize, end: usize) {
+        loop {
+            let mut child = 2 * root + 1;
+            if child >= end {
+                return;
+            }
+            if child + 1 < end && v[child].0 < v[child + 1].0 {
+                child += 1;
+            }
+            if v[root].0 >= v[child].0 {
+                return;
+            }
+            v.swap(root, child);
+            root = child;
+        }
+    }
+    let n = v.len();
+    for (k, root) in (0..n / 2).rev().enumerate() {
+        if k % resched::EVERY == 0 {
+            resched::checkpoint()?;
+        }
+        sift_down(v, root, n);
+    }
+    for (k, end) in (1..n).rev().enumerate() {
+        if k % resched::EVERY == 0 {
+            resched::checkpoint()?;
+        }
+        v.swap(0, end);
+        sift_down(v, 0, end);
+    }
+    Ok(())
 }
 
 impl VarIndex {
@@ -40,7 +73,7 @@ impl VarIndex {
         if span <= 2 * count as u64 {
             Self::direct(ids, min, span as usize)
         } else {
-            Self::hashed(ids, count)
+            Self::sorted(ids, count)
         }
     }
 
@@ -55,71 +88,49 @@ impl VarIndex {
             *slot = pos as u32;
         }
         Ok(Self {
-            slots,
-            layout: Layout::Direct { base },
+            layout: Layout::Direct { base, slots },
         })
     }
 
-    fn hashed(ids: impl Iterator<Item = u32> + Clone, count: usize) -> Result<Self> {
-        let cap = (count.max(1) * 2).next_power_of_two();
-        let mask = cap - 1;
-        let mut slots = KVVec::with_capacity(cap, GFP_KERNEL)?;
-        slots.resize(cap, EMPTY, GFP_KERNEL)?;
-        let mut copy = KVVec::with_capacity(count, GFP_KERNEL)?;
-        for id in ids.clone() {
-            copy.push(id, GFP_KERNEL)?;
-        }
+    fn sorted(ids: impl Iterator<Item = u32>, count: usize) -> Result<Self> {
+        let mut pairs = KVVec::with_capacity(count, GFP_KERNEL)?;
         for (pos, id) in ids.enumerate() {
-            let mut slot = hash(id) & mask;
-            loop {
-                let cur = slots[slot];
-                if cur == EMPTY {
-                    slots[slot] = pos as u32;
-                    break;
-                }
-                if copy[cur as usize] == id {
-                    return Err(EINVAL);
-                }
-                slot = (slot + 1) & mask;
-            }
+            pairs.push((id, pos as u32), GFP_KERNEL)?;
+        }
+        resched::checkpoint()?;
+        heapsort(&mut pairs)?;
+        if pairs.windows(2).any(|w| w[0].0 == w[1].0) {
+            return Err(EINVAL);
         }
         Ok(Self {
-            slots,
-            layout: Layout::Hashed { mask, ids: copy },
+            layout: Layout::Sorted { pairs },
         })
     }
 
     /// Bytes this index holds.
     pub(crate) fn footprint(&self) -> usize {
-        let arr = |n: usize| (n * size_of::<u32>()).next_power_of_two();
-        arr(self.slots.capacity())
-            + match &self.layout {
-                Layout::Direct { .. } => 0,
-                Layout::Hashed { ids, .. } => arr(ids.capacity()),
+        match &self.layout {
+            Layout::Direct { slots, .. } => {
+                (slots.capacity() * size_of::<u32>()).next_power_of_two()
             }
+            Layout::Sorted { pairs } => {
+                (pairs.capacity() * size_of::<(u32, u32)>()).next_power_of_two()
+            }
+        }
     }
 
     /// Position of the record with var id `id`.
     #[inline(always)]
     pub(crate) fn get(&self, id: u32) -> Option<usize> {
         match &self.layout {
-            Layout::Direct { base } => {
-                let pos = *self.slots.get(id.wrapping_sub(*base) as usize)?;
+            Layout::Direct { base, slots } => {
+                let pos = *slots.get(id.wrapping_sub(*base) as usize)?;
                 (pos != EMPTY).then_some(pos as usize)
             }
-            Layout::Hashed { mask, ids } => {
-                let mut slot = hash(id) & mask;
-                loop {
-                    let cur = self.slots[slot];
-                    if cur == EMPTY {
-                        return None;
-                    }
-                    if ids[cur as usize] == id {
-                        return Some(cur as usize);
-                    }
-                    slot = (slot + 1) & mask;
-                }
-            }
+            Layout::Sorted { pairs } => pairs
+                .binary_search_by_key(&id, |&(k, _)| k)
+                .ok()
+                .map(|i| pairs[i].1 as usize),
         }
     }
 
@@ -183,6 +194,35 @@ mod tests {
         assert!(top.is_direct());
         assert_eq!(top.get(u32::MAX), Some(0));
         assert_eq!(top.get(0), None);
+        Ok(())
+    }
+
+    #[test]
+    fn heapsort_sorts_any_order() -> Result {
+        for n in [0usize, 1, 2, 3, 1000, 4097] {
+            let mut v = KVec::new();
+            for i in 0..n as u32 {
+                v.push((i.wrapping_mul(0x9e37_79b1) ^ 0x5bd1, i), GFP_KERNEL)?;
+            }
+            heapsort(&mut v)?;
+            assert!(v.windows(2).all(|w| w[0].0 <= w[1].0));
+            assert_eq!(v.len(), n);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn ids_sharing_low_bits_stay_distinct() -> Result {
+        // Ids that differ only above bit 16: one bucket for many simple hashes.
+        let n = 4096u32;
+        let idx = VarIndex::new((0..n).rev().map(|i| i << 17 | 5), n as usize)?;
+        assert!(!idx.is_direct());
+        assert_eq!(idx.footprint(), 8 * n as usize);
+        for i in 0..n {
+            assert_eq!(idx.get(i << 17 | 5), Some((n - 1 - i) as usize));
+            assert_eq!(idx.get(i << 17 | 4), None);
+        }
+        assert_eq!(idx.get(u32::MAX), None);
         Ok(())
     }
 

@@ -10,7 +10,12 @@
 use super::{blob::BlobSource, index::VarIndex};
 use crate::{
     arch::{ArchInfo, SBUF_SIZE},
-    uapi::{MemRef, PlanHeader, MAX_ALIGNMENT, MAX_LIST_COUNT, MAX_PLAN_RECORDS},
+    resched,
+    uapi::{
+        MemRef, PlanHeader, MAX_ALIGNMENT, MAX_LIST_COUNT, MAX_PLAN_RECORDS, MR_BUFFER,
+        MR_BUFFER_STAGED, MR_INPUT, MR_INVALID, MR_LIST, MR_OUTPUT, MR_PTR, MR_PTR_TABLE,
+        MR_REMOTE, MR_SB, MR_TMP_BUF, MR_VIRTUAL_TMP_BUF,
+    },
 };
 use core::mem::size_of;
 use kernel::{
@@ -23,48 +28,49 @@ pub(crate) const NAME_MAX: usize = 256;
 /// Records read from the blob per user copy.
 const RECORD_BATCH: usize = 64;
 
-/// `kbin_mr_type_t` (seed 000 §3; 0, 7 and 11 fixed by the format).
+/// `kbin_mr_type_t`, numbered as the runtime numbers it (`enum nhbm_mr_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
+#[repr(u32)]
 pub(crate) enum MrType {
-    /// Graph input.
-    Input = 1,
-    /// Graph output.
-    Output = 2,
-    /// Weights or persistent data.
-    Buffer = 3,
-    /// Staged constant.
-    BufferStaged = 4,
-    /// Temporary buffer.
-    TmpBuf = 5,
-    /// Window of a scratchpad.
-    VirtualTmpBuf = 6,
-    /// Alias of another variable.
-    Ptr = 7,
-    /// Table of variable addresses.
-    List = 8,
-    /// Table of list-table addresses.
-    PtrTable = 9,
     /// Window of a NeuronCore's State Buffer.
-    Sb = 10,
+    Sb = MR_SB,
+    /// Staged constant.
+    BufferStaged = MR_BUFFER_STAGED,
+    /// Weights or persistent data.
+    Buffer = MR_BUFFER,
+    /// Temporary buffer.
+    TmpBuf = MR_TMP_BUF,
+    /// Graph input.
+    Input = MR_INPUT,
+    /// Graph output.
+    Output = MR_OUTPUT,
+    /// Alias of another variable.
+    Ptr = MR_PTR,
+    /// Window of a scratchpad.
+    VirtualTmpBuf = MR_VIRTUAL_TMP_BUF,
+    /// Table of variable addresses.
+    List = MR_LIST,
+    /// Table of list-table addresses.
+    PtrTable = MR_PTR_TABLE,
     /// Variable of another plan.
-    Remote = 11,
+    Remote = MR_REMOTE,
 }
 
 impl MrType {
     fn from_u32(v: u32) -> Result<Self> {
         Ok(match v {
-            1 => Self::Input,
-            2 => Self::Output,
-            3 => Self::Buffer,
-            4 => Self::BufferStaged,
-            5 => Self::TmpBuf,
-            6 => Self::VirtualTmpBuf,
-            7 => Self::Ptr,
-            8 => Self::List,
-            9 => Self::PtrTable,
-            10 => Self::Sb,
-            11 => Self::Remote,
+            MR_SB => Self::Sb,
+            MR_BUFFER_STAGED => Self::BufferStaged,
+            MR_BUFFER => Self::Buffer,
+            MR_TMP_BUF => Self::TmpBuf,
+            MR_INPUT => Self::Input,
+            MR_OUTPUT => Self::Output,
+            MR_PTR => Self::Ptr,
+            MR_VIRTUAL_TMP_BUF => Self::VirtualTmpBuf,
+            MR_LIST => Self::List,
+            MR_PTR_TABLE => Self::PtrTable,
+            MR_REMOTE => Self::Remote,
+            MR_INVALID => return Err(EINVAL),
             _ => return Err(EINVAL),
         })
     }
@@ -287,6 +293,7 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
     let mut batch = KVec::from_elem(MemRef::default(), RECORD_BATCH, GFP_KERNEL)?;
     let mut pos = 0usize;
     while pos < nmem {
+        resched::checkpoint()?;
         let n = (nmem - pos).min(RECORD_BATCH);
         let off = size_of::<PlanHeader>() as u64 + pos as u64 * rec_size;
         src.read_at(off, batch[..n].as_bytes_mut())?;
@@ -349,18 +356,26 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
             records[i].placement = Placement::Ptr { target: t as u32 };
         }
     }
+    // Each chain is walked to its end once, then every pointer on it is
+    // pointed straight at that end: later walks through it take one step, so
+    // all chains together cost O(n). A walk longer than the plan is a cycle.
     for i in 0..nmem {
-        let mut cur = i;
+        if i % resched::EVERY == 0 {
+            resched::checkpoint()?;
+        }
+        let mut end = i;
         let mut steps = 0;
-        while let Placement::Ptr { target } = records[cur].placement {
-            cur = target as usize;
+        while let Placement::Ptr { target } = records[end].placement {
+            end = target as usize;
             steps += 1;
             if steps > nmem {
-                return Err(EINVAL); // a cycle of pointers
+                return Err(EINVAL);
             }
         }
-        if cur != i {
-            records[i].placement = Placement::Ptr { target: cur as u32 };
+        let mut cur = i;
+        while let Placement::Ptr { target } = records[cur].placement {
+            records[cur].placement = Placement::Ptr { target: end as u32 };
+            cur = target as usize;
         }
     }
 
@@ -376,6 +391,7 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
         let table = records[i].mr_type == MrType::PtrTable;
         let mut done = 0u32;
         while done < count {
+            resched::checkpoint()?;
             let n = (count - done).min(256) as usize;
             src.read_at(
                 ids_off + u64::from(done) * 4,
@@ -407,7 +423,7 @@ mod tests {
     use super::*;
     use crate::{arch::V2, plan::test_blob::TestBlob};
 
-    const BUF: u32 = MrType::Buffer as u32;
+    const BUF: MrType = MrType::Buffer;
 
     fn parse_blob(b: &TestBlob) -> Result<ParsedPlan> {
         let bytes = b.build()?;
@@ -429,20 +445,27 @@ mod tests {
     #[test]
     fn every_kind_parses() -> Result {
         let mut b = TestBlob::new(1 << 20, 1 << 20);
-        for (i, ty) in [1u32, 2, 3, 4, 5].into_iter().enumerate() {
+        let allocating = [
+            MrType::Input,
+            MrType::Output,
+            MrType::Buffer,
+            MrType::BufferStaged,
+            MrType::TmpBuf,
+        ];
+        for (i, ty) in allocating.into_iter().enumerate() {
             b.rec(ty, i as u32 + 1, 4096)?;
         }
-        let v = b.rec(6, 10, 4096)?;
+        let v = b.rec(MrType::VirtualTmpBuf, 10, 4096)?;
         b.recs[v].u = [8192, 1];
-        let p = b.rec(7, 11, 0)?;
+        let p = b.rec(MrType::Ptr, 11, 0)?;
         b.recs[p].u = [3, 0];
-        let l = b.rec(8, 12, 64)?;
+        let l = b.rec(MrType::List, 12, 64)?;
         b.list(l, &[1, 2, 11])?;
-        let t = b.rec(9, 13, 8)?;
+        let t = b.rec(MrType::PtrTable, 13, 8)?;
         b.list(t, &[12])?;
-        let s = b.rec(10, 14, 4096)?;
+        let s = b.rec(MrType::Sb, 14, 4096)?;
         b.recs[s].u = [1, 1 << 20];
-        let r = b.rec(11, 15, 0)?;
+        let r = b.rec(MrType::Remote, 15, 0)?;
         b.recs[r].u = [7 | (3 << 32), 0];
         b.name(0, b"input0")?;
         b.payload(2, &[1, 2, 3])?;
@@ -506,8 +529,8 @@ mod tests {
         type Break = fn(&mut MemRef);
         let cases: [(Break, Error); 12] = [
             (|m| m.flags = 1, EINVAL),
-            (|m| m.mr_type = 0, EINVAL),
-            (|m| m.mr_type = 12, EINVAL),
+            (|m| m.mr_type = MR_INVALID, EINVAL),
+            (|m| m.mr_type = MR_REMOTE + 1, EINVAL),
             (|m| m.dtype = [b'a'; 16], EINVAL),
             (|m| m.ndim = 9, EINVAL),
             (|m| m.shape[0] = 4, EINVAL), // past ndim 0
@@ -546,7 +569,7 @@ mod tests {
         b.recs[0].data_len = 65; // past the end of the blob
         assert_eq!(errno(&b), Some(EINVAL));
         let mut b = base()?;
-        let s = b.rec(10, 3, 64)?;
+        let s = b.rec(MrType::Sb, 3, 64)?;
         b.payload(s, &[1])?; // no payload on a State Buffer window
         assert_eq!(errno(&b), Some(EINVAL));
         // A name must end inside the blob.
@@ -571,14 +594,14 @@ mod tests {
     #[test]
     fn pointer_rules() -> Result {
         let mut b = base()?;
-        let p = b.rec(7, 3, 0)?;
+        let p = b.rec(MrType::Ptr, 3, 0)?;
         b.recs[p].u = [99, 0];
         assert_eq!(errno(&b), Some(ENOENT));
         b.recs[p].u = [3, 0];
         assert_eq!(errno(&b), Some(EINVAL)); // itself
                                              // A chain 4 -> 3 -> 1 resolves to record 0; a cycle 3 <-> 4 is refused.
         b.recs[p].u = [1, 0];
-        let q = b.rec(7, 4, 0)?;
+        let q = b.rec(MrType::Ptr, 4, 0)?;
         b.recs[q].u = [3, 0];
         let plan = parse_blob(&b)?;
         assert_eq!(plan.records[q].placement, Placement::Ptr { target: 0 });
@@ -590,7 +613,7 @@ mod tests {
     #[test]
     fn list_rules() -> Result {
         let mut b = base()?;
-        let l = b.rec(8, 3, 16)?;
+        let l = b.rec(MrType::List, 3, 16)?;
         b.list(l, &[1, 2])?;
         assert!(parse_blob(&b).is_ok());
         b.recs[l].size = 15; // smaller than its entries
@@ -603,18 +626,18 @@ mod tests {
         b.recs[l].u[0] = 3; // ids run past the blob
         assert_eq!(errno(&b), Some(EINVAL));
         let mut b = base()?;
-        let l = b.rec(8, 3, 16)?;
+        let l = b.rec(MrType::List, 3, 16)?;
         b.list(l, &[1, 9])?;
         assert_eq!(errno(&b), Some(ENOENT));
         let mut b = base()?;
-        let l = b.rec(8, 3, 16)?;
+        let l = b.rec(MrType::List, 3, 16)?;
         b.list(l, &[1, 3])?;
         assert_eq!(errno(&b), Some(EINVAL)); // lists itself
                                              // A pointer table lists lists only.
         let mut b = base()?;
-        let l = b.rec(8, 3, 16)?;
+        let l = b.rec(MrType::List, 3, 16)?;
         b.list(l, &[1, 2])?;
-        let t = b.rec(9, 4, 16)?;
+        let t = b.rec(MrType::PtrTable, 4, 16)?;
         b.list(t, &[3, 1])?;
         assert_eq!(errno(&b), Some(EINVAL));
         b.list(t, &[3])?;
@@ -625,7 +648,7 @@ mod tests {
     #[test]
     fn scratch_and_sbuf_windows() -> Result {
         let mut b = base()?;
-        let v = b.rec(6, 3, 4096)?;
+        let v = b.rec(MrType::VirtualTmpBuf, 3, 4096)?;
         b.recs[v].u = [(1 << 20) - 4096, 0];
         assert!(parse_blob(&b).is_ok());
         b.recs[v].u = [(1 << 20) - 4095, 0]; // past the local scratchpad
@@ -641,7 +664,7 @@ mod tests {
         b.recs[v].u = [u64::MAX, 0];
         assert_eq!(errno(&b), Some(EINVAL));
         let mut b = base()?;
-        let s = b.rec(10, 3, 4096)?;
+        let s = b.rec(MrType::Sb, 3, 4096)?;
         b.recs[s].u = [1, SBUF_SIZE - 4096];
         assert!(parse_blob(&b).is_ok());
         b.recs[s].u = [1, SBUF_SIZE - 4095];

@@ -15,6 +15,7 @@ use crate::{
     addr::sbuf_window,
     device::{Device, PlanSummary},
     mempool::Chunk,
+    resched,
     uapi::PA_UNSTAGED,
 };
 use kernel::{
@@ -57,6 +58,8 @@ pub(crate) struct Plan {
     pub(crate) bytes: u64,
     /// Telemetry serial, 0 until registered with the device.
     serial: u64,
+    /// The device's reset epoch when staging began.
+    reset_epoch: u64,
 }
 
 impl Plan {
@@ -78,6 +81,22 @@ impl Plan {
             return Err(EINVAL);
         }
         v.pa.checked_add(offset).ok_or(EINVAL)
+    }
+
+    /// `EIO` once a device reset began after this plan was staged: its HBM
+    /// contents are gone, so nothing of it resolves or moves any more.
+    #[inline(always)]
+    pub(crate) fn check_live(&self) -> Result {
+        self.dev.check_epoch(self.reset_epoch)
+    }
+
+    /// Resolves like [`Plan::resolve`] for a transfer through BAR4: `EINVAL`
+    /// for a State Buffer variable, which is on-core SRAM and not HBM.
+    pub(crate) fn resolve_hbm(&self, var_id: u32, offset: u64, len: u64) -> Result<u64> {
+        if self.var(var_id)?.mr_type == MrType::Sb {
+            return Err(EINVAL);
+        }
+        self.resolve(var_id, offset, len)
     }
 
     /// The variable `var_id`.
@@ -160,7 +179,10 @@ impl Drop for Plan {
             self.dev.plans.lock().retain(|s| s.serial != self.serial);
         }
         let grid = &self.dev.grid;
-        for c in self.chunks.drain_all() {
+        for (i, c) in self.chunks.drain_all().enumerate() {
+            if i % resched::EVERY == 0 {
+                resched::yield_now();
+            }
             if let Err((e, c)) = grid.free(c) {
                 pr_err!("chunk at {:#x} not freed: {:?}\n", c.pa(), e);
                 grid.retire(c);
@@ -226,6 +248,7 @@ pub(crate) fn stage(
     plan_id: u32,
 ) -> Result<Plan> {
     dev.fault.point(ENOMEM)?;
+    let reset_epoch = dev.reset_epoch();
     let n = parsed.records.len();
     let mut vars = KVVec::with_capacity(n, GFP_KERNEL)?;
     let mut plan = Plan {
@@ -238,6 +261,7 @@ pub(crate) fn stage(
         shared_scratch_pa: PA_UNSTAGED,
         bytes: 0,
         serial: 0,
+        reset_epoch,
     };
     if parsed.local_scratch > 0 {
         plan.local_scratch_pa = plan.alloc_scratch(channel, parsed.local_scratch)?;
@@ -269,7 +293,10 @@ pub(crate) fn stage(
     let mut arena_done = 0u64;
     let mut scrub = Scrub::new(dev);
     let mut remote = remotes.iter();
-    for rec in parsed.records.iter() {
+    for (i, rec) in parsed.records.iter().enumerate() {
+        if i % resched::EVERY == 0 {
+            resched::checkpoint()?;
+        }
         let (pa, size) = match rec.placement {
             Placement::Alloc | Placement::List { .. } => {
                 let (pa, gap_from, end) = match arena_base {
@@ -339,6 +366,9 @@ pub(crate) fn stage(
     // List tables: the PAs of what they list, written through BAR4.
     let mut table = KVec::from_elem(0u8, 512 * 8, GFP_KERNEL)?;
     for (i, rec) in parsed.records.iter().enumerate() {
+        if i % resched::EVERY == 0 {
+            resched::checkpoint()?;
+        }
         if let Placement::List { first, count } = rec.placement {
             let targets = &parsed.list_targets[first as usize..(first + count) as usize];
             for (k, piece) in targets.chunks(512).enumerate() {
@@ -448,21 +478,21 @@ mod tests {
     fn every_kind_is_placed() -> Result {
         let dev = device()?;
         let mut b = TestBlob::new(MIB, 2 * MIB);
-        let w = b.rec(3, 1, 10_000)?;
+        let w = b.rec(MrType::Buffer, 1, 10_000)?;
         b.recs[w].alignment = 2 * MIB;
         b.payload(w, b"weights!")?;
-        b.rec(1, 2, 4096)?;
-        let v = b.rec(6, 3, 4096)?;
+        b.rec(MrType::Input, 2, 4096)?;
+        let v = b.rec(MrType::VirtualTmpBuf, 3, 4096)?;
         b.recs[v].u = [8192, 1];
-        let p = b.rec(7, 4, 0)?;
+        let p = b.rec(MrType::Ptr, 4, 0)?;
         b.recs[p].u = [1, 0];
-        let l = b.rec(8, 5, 24)?;
+        let l = b.rec(MrType::List, 5, 24)?;
         b.list(l, &[1, 3, 4])?;
-        let t = b.rec(9, 6, 8)?;
+        let t = b.rec(MrType::PtrTable, 6, 8)?;
         b.list(t, &[5])?;
-        let s = b.rec(10, 7, 4096)?;
+        let s = b.rec(MrType::Sb, 7, 4096)?;
         b.recs[s].u = [1, 4096];
-        let r = b.rec(11, 8, 0)?;
+        let r = b.rec(MrType::Remote, 8, 0)?;
         b.recs[r].u = [1 | (9 << 32), 0];
         let plan = load(&dev, &b, 1, &[(0x42_0000, 8192)])?;
 
@@ -495,8 +525,8 @@ mod tests {
     fn resolve_is_bounds_checked() -> Result {
         let dev = device()?;
         let mut b = TestBlob::new(0, 0);
-        b.rec(3, 1, 4096)?;
-        let p = b.rec(7, 2, 0)?;
+        b.rec(MrType::Buffer, 1, 4096)?;
+        let p = b.rec(MrType::Ptr, 2, 0)?;
         b.recs[p].u = [1, 0];
         let plan = load(&dev, &b, 0, &[])?;
         let base = plan.resolve(1, 0, 0)?;
@@ -516,15 +546,15 @@ mod tests {
         let dev = device()?;
         let before = used(&dev);
         let mut b = TestBlob::new(MIB, 0);
-        b.rec(3, 1, 4096)?;
+        b.rec(MrType::Buffer, 1, 4096)?;
         b.payload(0, &[1; 100])?;
-        b.rec(3, 2, 20 * GIB)?; // larger than any region
+        b.rec(MrType::Buffer, 2, 20 * GIB)?; // larger than any region
         assert_eq!(load(&dev, &b, 0, &[]).err(), Some(ENOMEM));
         assert_eq!(used(&dev), before);
         // An alias larger than its target fails after everything is placed.
         let mut b = TestBlob::new(MIB, 0);
-        b.rec(3, 1, 4096)?;
-        let p = b.rec(7, 2, 8192)?;
+        b.rec(MrType::Buffer, 1, 4096)?;
+        let p = b.rec(MrType::Ptr, 2, 8192)?;
         b.recs[p].u = [1, 0];
         assert_eq!(load(&dev, &b, 0, &[]).err(), Some(EINVAL));
         assert_eq!(used(&dev), before);
@@ -536,8 +566,8 @@ mod tests {
         let dev = device()?;
         let before = used(&dev);
         let mut b = TestBlob::new(MIB, MIB);
-        b.rec(3, 1, 3 * MIB)?;
-        b.rec(5, 2, 4096)?;
+        b.rec(MrType::Buffer, 1, 3 * MIB)?;
+        b.rec(MrType::TmpBuf, 2, 4096)?;
         let plan = load(&dev, &b, 0, &[])?;
         assert_eq!(plan.bytes, 5 * MIB + 4096);
         assert_eq!(used(&dev), before + plan.bytes);
@@ -552,7 +582,7 @@ mod tests {
     fn plans_unloaded_out_of_order_free_their_scratchpads() -> Result {
         let dev = device()?;
         let mut b = TestBlob::new(MIB, 0);
-        b.rec(3, 1, 4096)?;
+        b.rec(MrType::Buffer, 1, 4096)?;
         let first = load(&dev, &b, 0, &[])?;
         let second = load(&dev, &b, 0, &[])?;
         assert_eq!(second.local_scratch_pa, first.local_scratch_pa - MIB);
@@ -567,13 +597,13 @@ mod tests {
     fn fresh_memory_never_shows_old_bytes() -> Result {
         let dev = device()?;
         let mut b = TestBlob::new(0, 0);
-        let w = b.rec(3, 1, 4096)?;
+        let w = b.rec(MrType::Buffer, 1, 4096)?;
         b.payload(w, &[0xa5; 4096])?;
         let plan = load(&dev, &b, 0, &[])?;
         let pa = plan.resolve(1, 0, 0)?;
         drop(plan);
         let mut b = TestBlob::new(0, 0);
-        b.rec(3, 1, 4096)?;
+        b.rec(MrType::Buffer, 1, 4096)?;
         let plan = load(&dev, &b, 0, &[])?;
         assert_eq!(plan.resolve(1, 0, 0)?, pa); // the same place, scrubbed
         let mut back = [0xffu8; 64];
@@ -587,7 +617,7 @@ mod tests {
         let dev = device()?;
         // Dirty the place where the next plan's arena lands.
         let mut b = TestBlob::new(0, 0);
-        let w = b.rec(3, 1, 64 * 1024)?;
+        let w = b.rec(MrType::Buffer, 1, 64 * 1024)?;
         b.payload(w, &KVec::from_elem(0xa5u8, 64 * 1024, GFP_KERNEL)?)?;
         let plan = load(&dev, &b, 0, &[])?;
         let base = plan.resolve(1, 0, 0)?;
@@ -595,11 +625,11 @@ mod tests {
         // Records without payload around one with: padding, the payload's
         // tail and the arena's tail are all scrubbed, the payload kept.
         let mut b = TestBlob::new(0, 0);
-        b.rec(3, 1, 100)?;
-        let p = b.rec(3, 2, 8192)?;
+        b.rec(MrType::Buffer, 1, 100)?;
+        let p = b.rec(MrType::Buffer, 2, 8192)?;
         b.payload(p, b"weights")?;
-        b.rec(3, 3, 5000)?;
-        b.rec(3, 4, 3)?;
+        b.rec(MrType::Buffer, 3, 5000)?;
+        b.rec(MrType::Buffer, 4, 3)?;
         let plan = load(&dev, &b, 0, &[])?;
         assert_eq!(plan.resolve(1, 0, 0)?, base);
         assert!(plan.bytes <= 64 * 1024);
@@ -619,10 +649,10 @@ mod tests {
     fn records_share_one_arena() -> Result {
         let dev = device()?;
         let mut b = TestBlob::new(0, 0);
-        b.rec(3, 1, 100)?;
-        let big = b.rec(3, 2, 3 * MIB)?;
+        b.rec(MrType::Buffer, 1, 100)?;
+        let big = b.rec(MrType::Buffer, 2, 3 * MIB)?;
         b.recs[big].alignment = 2 * MIB;
-        b.rec(1, 3, 4096)?;
+        b.rec(MrType::Input, 3, 4096)?;
         let plan = load(&dev, &b, 0, &[])?;
         assert_eq!(plan.chunk_count(), 1);
         let (a, c) = (plan.resolve(1, 0, 0)?, plan.resolve(2, 0, 0)?);
@@ -637,8 +667,8 @@ mod tests {
     fn plan_larger_than_a_region_falls_back_to_chunks() -> Result {
         let dev = device()?; // 8 GiB regions
         let mut b = TestBlob::new(0, 0);
-        b.rec(3, 1, 5 * GIB)?;
-        b.rec(3, 2, 5 * GIB)?;
+        b.rec(MrType::Buffer, 1, 5 * GIB)?;
+        b.rec(MrType::Buffer, 2, 5 * GIB)?;
         let plan = load(&dev, &b, 0, &[])?;
         assert_eq!(plan.chunk_count(), 2);
         let (a, c) = (plan.resolve(1, 0, 0)?, plan.resolve(2, 0, 0)?);
@@ -651,9 +681,9 @@ mod tests {
         for info in [&crate::arch::V3, &crate::arch::V4] {
             let dev = Device::new_test_sim_of(info, 2)?;
             let mut b = TestBlob::new(MIB, 0);
-            let w = b.rec(3, 1, 8192)?;
+            let w = b.rec(MrType::Buffer, 1, 8192)?;
             b.payload(w, b"far away")?;
-            let s = b.rec(10, 2, 4096)?;
+            let s = b.rec(MrType::Sb, 2, 4096)?;
             b.recs[s].u = [7, 0]; // the eighth NeuronCore
             let plan = load(&dev, &b, 3, &[])?;
             let pa = plan.resolve(1, 0, 0)?;
@@ -674,8 +704,8 @@ mod tests {
     fn twelve_gib_stays_sparse() -> Result {
         let dev = device_with(1)?;
         let mut b = TestBlob::new(0, 0);
-        b.rec(3, 1, 12 * GIB)?;
-        b.rec(3, 2, 4096)?;
+        b.rec(MrType::Buffer, 1, 12 * GIB)?;
+        b.rec(MrType::Buffer, 2, 4096)?;
         let plan = load(&dev, &b, 1, &[])?;
         assert_eq!(plan.var(1)?.size, 12 * GIB);
         assert_eq!(dev.sim().map(|s| s.bar4_resident_pages()), Some(0));

@@ -3,6 +3,7 @@
 //! Builds plan blobs in kernel memory for the KUnit suites, in exactly the
 //! layout userspace sends: header, records, then a data area.
 
+use super::parse::MrType;
 use crate::uapi::{MemRef, PlanHeader};
 use core::mem::size_of;
 use kernel::{prelude::*, transmute::AsBytes};
@@ -34,9 +35,9 @@ impl TestBlob {
     }
 
     /// Adds a record and returns its position.
-    pub(crate) fn rec(&mut self, mr_type: u32, var_id: u32, size: u64) -> Result<usize> {
+    pub(crate) fn rec(&mut self, mr_type: MrType, var_id: u32, size: u64) -> Result<usize> {
         let mut m = MemRef {
-            mr_type,
+            mr_type: mr_type as u32,
             var_id,
             size,
             ..MemRef::default()

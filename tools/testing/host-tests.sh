@@ -20,7 +20,7 @@ command -v cargo >/dev/null 2>&1 || PATH="$HOME/.cargo/bin:$PATH"
 mkdir -p "$(dirname "$LOG")"
 echo "host-tests: cargo test --workspace, log in ${LOG#"$REPO"/}" >&2
 t0=$SECONDS
-(cd "$REPO/tools" && cargo test --workspace --locked --target-dir "$REPO/tools/target") >"$LOG" 2>&1
+(cd "$REPO/tools" && cargo test --workspace --locked --no-fail-fast --target-dir "$REPO/tools/target") >"$LOG" 2>&1
 rc=$?
 echo "cargo-test-exit: $rc" >>"$LOG"
 echo "host-tests: finished in $((SECONDS - t0))s (exit $rc)" >&2

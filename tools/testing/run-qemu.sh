@@ -4,8 +4,14 @@
 # Boot the test kernel in QEMU (TCG) with neuron_hbm.ko and the userspace
 # programs in a busybox initramfs, then summarise the KTAP it printed.
 #
-#   run-qemu.sh check|demo|bench
+#   run-qemu.sh check|check-pci|demo|bench|bench-pci|distro
 #
+# The *-pci modes boot QEMU 11 from the Debian 13 root (tools/debian13-root.sh)
+# with emulated Neuron PCI functions (tools/nhbm-devmodel, vfio-user): two for
+# check-pci (instead of simulated devices), one beside a simulated device for
+# bench-pci. NHBM_DEVMODEL names the device model binary.
+# Mode distro is the check guest on another kernel: NHBM_KERNEL_IMAGE names its
+# image and NHBM_KO the module built for it.
 # The serial log is kept in build/qemu-<mode>.log.
 set -euo pipefail
 
@@ -18,6 +24,10 @@ TIMEOUT="${NHBM_QEMU_TIMEOUT:-900}"
 MEM="${NHBM_QEMU_MEM:-512}"
 ROOT="$BUILD/initramfs-$MODE"
 LOG="$BUILD/qemu-$MODE.log"
+GUEST="$MODE"
+[ "$MODE" = distro ] && GUEST=check
+KO="${NHBM_KO:-$REPO/neuron_hbm.ko}"
+KERNEL_IMAGE="${NHBM_KERNEL_IMAGE:-$KDIR/arch/x86/boot/bzImage}"
 # NHBM_HOST_LOG: a host-tests.sh log whose tests join the closing count.
 HOST_ARGS="${NHBM_HOST_LOG:+--host $NHBM_HOST_LOG}"
 
@@ -34,11 +44,11 @@ for app in sh mount insmod rmmod cat echo ls reboot sleep grep mkdir chmod chown
 	stat dmesg head tail wc date seq printf test true false cmp dd rm; do
 	ln -sf busybox "$ROOT/bin/$app"
 done
-cp "$REPO/neuron_hbm.ko" "$ROOT/neuron_hbm.ko"
+cp "$KO" "$ROOT/neuron_hbm.ko"
 if [ -d "$BUILD/userspace" ]; then
 	cp "$BUILD"/userspace/* "$ROOT/tests/" 2>/dev/null || true
 fi
-cp "$HERE/guest/init-$MODE.sh" "$ROOT/init"
+cp "$HERE/guest/init-$GUEST.sh" "$ROOT/init"
 cp "$HERE/guest/common.sh" "$ROOT/common.sh"
 cp "$HERE"/guest/*-test "$ROOT/tests/"
 chmod +x "$ROOT/init"
@@ -52,11 +62,24 @@ QEMU_CPU="${NHBM_QEMU_CPU:-max,-erms,-fsrm}"
 echo "qemu: booting ($MODE) in QEMU (TCG), serial log in ${LOG#$REPO/}" >&2
 t0=$SECONDS
 set +e
-timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -m "$MEM" -smp 2 \
-	-nographic -no-reboot -cpu "$QEMU_CPU" \
-	-kernel "$KDIR/arch/x86/boot/bzImage" -initrd "$BUILD/initramfs-$MODE.cpio.gz" \
-	-append "console=ttyS0 panic=-1 oops=panic loglevel=7 ${NHBM_QEMU_APPEND:-}" \
-	</dev/null >"$LOG" 2>&1
+case "$MODE" in
+*-pci)
+	functions=2
+	[ "$MODE" = bench-pci ] && functions=1
+	D13="$("$REPO/tools/debian13-root.sh" qemu-system-x86/trixie-backports | tail -n 1)" || exit 1
+	python3 "$HERE/qemu-pci.py" --root "$D13" --devmodel "${NHBM_DEVMODEL:?}" \
+		--kernel "$KERNEL_IMAGE" --initrd "$BUILD/initramfs-$MODE.cpio.gz" \
+		--log "$LOG" --mem "$MEM" --timeout "$TIMEOUT" --cpu "$QEMU_CPU" \
+		--functions "$functions" --append "${NHBM_QEMU_APPEND:-}"
+	;;
+*)
+	timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -m "$MEM" -smp 2 \
+		-nographic -no-reboot -cpu "$QEMU_CPU" \
+		-kernel "$KERNEL_IMAGE" -initrd "$BUILD/initramfs-$MODE.cpio.gz" \
+		-append "console=ttyS0 panic=-1 oops=panic loglevel=7 ${NHBM_QEMU_APPEND:-}" \
+		</dev/null >"$LOG" 2>&1
+	;;
+esac
 rc=$?
 set -e
 echo "qemu: finished in $((SECONDS - t0))s (exit $rc)" >&2
@@ -66,8 +89,8 @@ if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 	exit 1
 fi
 case "$MODE" in
-check) exec python3 "$HERE/ktap_summary.py" $HOST_ARGS "$LOG" ;;
-bench)
+check | check-pci | distro) exec python3 "$HERE/ktap_summary.py" $HOST_ARGS "$LOG" ;;
+bench | bench-pci)
 	# One line per figure; the whole log stays in $LOG.
 	sed -n 's/^\(neuron_hbm: \)\{0,1\}\(bench: .*\)$/\2/p' "$LOG" | tr -d '\r'
 	grep -q NHBM-GUEST-DONE "$LOG" || { echo "bench: the guest did not finish" >&2; exit 1; }

@@ -15,7 +15,7 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define NHBM_ABI_VERSION 1
+#define NHBM_ABI_VERSION 2
 
 /* Ioctl magic, free in Documentation/userspace-api/ioctl/ioctl-number.rst. */
 #define NHBM_IOC_MAGIC 0xBB
@@ -44,19 +44,23 @@ enum nhbm_arch {
 	NHBM_ARCH_V4 = 4, /* Trn3 */
 };
 
-/* kbin_mr_type_t: the kind of a mem_ref record (0, 7 and 11 fixed by the format). */
+/*
+ * kbin_mr_type_t: the kind of a mem_ref record, with the numbers of the
+ * runtime's own enum, so that a record of the real toolchain means the same
+ * thing here.
+ */
 enum nhbm_mr_type {
 	NHBM_MR_INVALID = 0,
-	NHBM_MR_INPUT = 1,
-	NHBM_MR_OUTPUT = 2,
+	NHBM_MR_SB = 1,
+	NHBM_MR_BUFFER_STAGED = 2,
 	NHBM_MR_BUFFER = 3,
-	NHBM_MR_BUFFER_STAGED = 4,
-	NHBM_MR_TMP_BUF = 5,
-	NHBM_MR_VIRTUAL_TMP_BUF = 6,
+	NHBM_MR_TMP_BUF = 4,
+	NHBM_MR_INPUT = 5,
+	NHBM_MR_OUTPUT = 6,
 	NHBM_MR_PTR = 7,
-	NHBM_MR_LIST = 8,
-	NHBM_MR_PTR_TABLE = 9,
-	NHBM_MR_SB = 10,
+	NHBM_MR_VIRTUAL_TMP_BUF = 8,
+	NHBM_MR_LIST = 9,
+	NHBM_MR_PTR_TABLE = 10,
 	NHBM_MR_REMOTE = 11,
 };
 
@@ -82,24 +86,40 @@ struct nhbm_plan_header {
 	__u32 rsvd;
 };
 
-/* One mem_ref record (152 bytes); offsets are from the start of the blob. */
+/*
+ * One mem_ref record (152 bytes); offsets are from the start of the blob.
+ *
+ * The layout is the runtime's on-disk kbin_mem_ref, field for field, except
+ * where the format holds a pointer (an address in the process that wrote
+ * it, which cannot cross into the kernel: here a blob offset instead) or
+ * padding (here a field of its own). At the left, each field's offset; where
+ * the format differs, what it holds there:
+ */
 struct nhbm_mem_ref {
-	__u32 mr_type;   /* enum nhbm_mr_type */
-	__u32 flags;     /* 0 */
-	__u64 name_off;  /* NUL-terminated name in the blob, 0 = none */
-	__u64 size;      /* bytes */
-	__u64 alignment; /* power of two, 0 = pool minimum */
-	__u32 var_id;    /* unique in the plan */
-	char dtype[16];  /* at most 15 characters + NUL */
-	__u32 ndim;      /* 0..8 */
-	__u64 shape[8];  /* entries past ndim are 0 */
-	__u64 data_off;  /* payload to upload at load */
-	__u64 data_len;  /* 0 = allocate only; <= size */
-	union {
+	__u32 mr_type;   /* +0x00 enum nhbm_mr_type */
+	__u32 flags;     /* +0x04 0; the format pads */
+	__u64 name_off;  /* +0x08 NUL-terminated name in the blob, 0 = none;
+			  *       the format: char *name */
+	__u64 size;      /* +0x10 bytes */
+	__u64 alignment; /* +0x18 power of two, 0 = pool minimum */
+	__u32 var_id;    /* +0x20 unique in the plan */
+	char dtype[16];  /* +0x24 at most 15 characters + NUL */
+	__u32 ndim;      /* +0x34 0..8; the format pads (its shape has no
+			  *       count, and a dimension may be 0) */
+	__u64 shape[8];  /* +0x38 entries past ndim are 0 */
+	__u64 data_off;  /* +0x78 payload to upload at load, a blob offset;
+			  *       the format: the debug-metadata pointer
+			  *       (device-print prefix and pipe id, which
+			  *       nothing here consumes) */
+	__u64 data_len;  /* +0x80 0 = allocate only; <= size, the rest is
+			  *       zeroed; the format: the payload pointer (its
+			  *       payload is always size bytes) */
+	union {          /* +0x88 the format's 16-byte union, per kind */
 		struct { /* MR_LIST, MR_PTR_TABLE */
 			__u32 count;
 			__u32 rsvd;
-			__u64 ids_off; /* count __u32 var ids */
+			__u64 ids_off; /* count __u32 var ids, a blob offset;
+					* the format: a pointer to them */
 		} list;
 		struct { /* MR_PTR */
 			__u32 target_var_id;
@@ -108,7 +128,9 @@ struct nhbm_mem_ref {
 		} ptr;
 		struct { /* MR_REMOTE */
 			__u32 remote_var_id;
-			__u32 remote_plan_id;
+			__u32 remote_plan_id; /* a plan of the same open file;
+					       * the format: a relative
+					       * subgraph id */
 			__u64 rsvd;
 		} remote;
 		struct { /* MR_VIRTUAL_TMP_BUF */

@@ -2,7 +2,11 @@
 //!
 //! ```text
 //! nhbm-bench [DEVICE] [--models DIR] [--no-device] [--no-planner]
+//! nhbm-bench DEVICE --pci-write PCI_DEVICE
 //! ```
+//!
+//! With `--pci-write` only figure 7 runs, DEVICE being a simulated device
+//! and PCI_DEVICE an emulated PCI function.
 //!
 //! DEVICE defaults to `/dev/neuron_hbm0`, DIR (the model descriptions) to
 //! `/tests`. Every figure is a ratio of two things measured in the same run,
@@ -65,6 +69,12 @@
 //!    options, exact's 10 s budget): exact 1.000, hill_climb <= 1.05, and
 //!    neither above greedy_by_size on any instance.
 //!
+//! 7. `pci_mem_write`: NHBM_IOC_MEM_WRITE of 16 MiB into an emulated PCI
+//!    function's write-combining BAR4 / into the simulated device, 6 rounds
+//!    each in ABBA order after one untimed write of each; both in one guest
+//!    (`make bench`'s second run, QEMU 11 with tools/nhbm-devmodel). Target
+//!    >= 0.02.
+//!
 //! Diagnostics (`#` lines) that locate a cost without being figures: a
 //! 1-entry RESOLVE_BATCH (fixed against per-entry cost); a 10,000-variable
 //! load with 90,000 variables already staged in the same channel (cost of
@@ -78,6 +88,7 @@
 //! simulated device pages, which are slab memory too. Exit status: 0 when
 //! every figure passes, 1 when one fails, 2 on a usage error.
 
+mod adversarial;
 mod device;
 mod measure;
 mod planner;
@@ -98,10 +109,12 @@ struct Args {
     models: PathBuf,
     run_device: bool,
     run_planner: bool,
+    pci_write: Option<PathBuf>,
 }
 
 fn usage() -> ExitCode {
     eprintln!("usage: nhbm-bench [DEVICE] [--models DIR] [--no-device] [--no-planner]");
+    eprintln!("       nhbm-bench DEVICE --pci-write PCI_DEVICE");
     ExitCode::from(2)
 }
 
@@ -111,6 +124,7 @@ fn parse_args() -> Option<Args> {
         models: PathBuf::from("/tests"),
         run_device: true,
         run_planner: true,
+        pci_write: None,
     };
     let mut it = std::env::args().skip(1);
     let mut positional = false;
@@ -119,6 +133,7 @@ fn parse_args() -> Option<Args> {
             "--models" => a.models = PathBuf::from(it.next()?),
             "--no-device" => a.run_device = false,
             "--no-planner" => a.run_planner = false,
+            "--pci-write" => a.pci_write = Some(PathBuf::from(it.next()?)),
             "-h" | "--help" => return None,
             s if s.starts_with('-') => return None,
             s if !positional => {
@@ -168,6 +183,8 @@ fn device_figures(path: &Path, out: &mut Out) {
         "staging_scale",
         "upload_bandwidth",
         "kmem_per_var",
+        "pointer_chain",
+        "crafted_ids",
     ];
     let dev = match Device::open_path(path) {
         Ok(d) => d,
@@ -209,6 +226,22 @@ fn device_figures(path: &Path, out: &mut Out) {
     match device::upload_figure(&dev) {
         Ok(f) => out.figure(&f),
         Err(e) => out.error(&["upload_bandwidth"], &e),
+    }
+    match adversarial::adversarial_figures(&dev) {
+        Ok((c, i)) => {
+            out.figure(&c);
+            out.figure(&i);
+        }
+        Err(e) => out.error(&["pointer_chain", "crafted_ids"], &e),
+    }
+}
+
+fn pci_figure(sim: &Path, pci: &Path, out: &mut Out) {
+    let opened = Device::open_path(sim).and_then(|s| Ok((s, Device::open_path(pci)?)));
+    let r = opened.and_then(|(s, p)| device::pci_write_figure(&s, &p));
+    match r {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(&["pci_mem_write"], &e),
     }
 }
 
@@ -294,6 +327,9 @@ fn main() -> ExitCode {
     };
     let mut out = Out::default();
     let (_, ns) = measure::time_ns(|| {
+        if let Some(pci) = &args.pci_write {
+            return pci_figure(&args.device, pci, &mut out);
+        }
         if args.run_device {
             device_figures(&args.device, &mut out);
         }

@@ -21,6 +21,7 @@ const WITH_VALUE: &[&str] = &[
     "--output",
     "--format",
     "--tpb",
+    "--arch",
 ];
 
 impl Args {

@@ -8,8 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use nhbm::Kind;
-use nhbm_planner::{lower, plan as run_planner, MemoryPlannerType, Model, PlanReport};
+use nhbm_planner::{lower, plan as run_planner, MemoryPlannerType, Model, PlanReport, Target};
 
 use crate::{fmt, Session, R};
 
@@ -57,8 +56,14 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
     s.stats()?;
     let start = s.io("MEM_STATS", s.dev.mem_stats())?;
 
+    // Plans are made for this device: its channels, pools and minimum
+    // allocation, so that what the planner says PLAN_LOAD allocates is what
+    // it allocates.
+    let target = Target::from_device(&s.dev.path().display().to_string(), &s.info, &start);
     for path in &models {
-        let model = Model::load(path).map_err(|e| e.to_string())?;
+        let model = Model::load(path)
+            .and_then(|m| m.for_target(target.clone()))
+            .map_err(|e| e.to_string())?;
         section(&format!(
             "model {} ({})",
             model.name(),
@@ -104,11 +109,24 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
         let mp = run_planner(&model, model.desc.planner, &model.desc.planner_options)
             .map_err(|e| e.to_string())?;
         let lowered = lower(&model, &mp).map_err(|e| e.to_string())?;
+        let report = PlanReport::new(&model, model.desc.planner, &mp);
         let mut ids = Vec::new();
         for l in &lowered {
             println!();
             let label = format!("{}.{}", model.name(), l.memory);
-            ids.push((s.load_plan(l.plan.clone(), &label, l.channel(), true)?, l));
+            let loaded = s.load_plan(l.plan.clone(), &label, l.channel(), true)?;
+            let predicted = report.device_bytes.get(&l.memory).copied();
+            if predicted != Some(loaded.bytes_allocated) {
+                return Err(format!(
+                    "{label}: PLAN_LOAD allocated {} bytes, the planner said {predicted:?}",
+                    loaded.bytes_allocated
+                ));
+            }
+            println!(
+                "{label}: {} allocated, as the planner said",
+                fmt::bytes(loaded.bytes_allocated)
+            );
+            ids.push((loaded.plan_id, l));
         }
         println!();
         s.stats()?;
@@ -157,12 +175,9 @@ fn show_some_variables(s: &Session, id: u32, plan: &nhbm::Plan) -> R<()> {
             &format!("RESOLVE {name}"),
             s.dev.resolve(id, r.var_id, 0, 0),
         )?;
-        let offsets: &[u64] = if matches!(r.kind, Kind::Ptr { .. }) {
-            &[0]
-        } else {
-            &[0, r.size / 2]
-        };
-        for &off in offsets {
+        // Every byte of every variable resolves, views included: the first,
+        // the middle and the last.
+        for off in [0, r.size / 2, r.size - 1] {
             let a = s.io(
                 &format!("RESOLVE {name} + {off:#x}"),
                 s.dev.resolve(id, r.var_id, off, 1),

@@ -23,7 +23,7 @@ use nhbm::{io_errno_name, Device, Kind, Limits, LoadedPlan, Plan};
 use nhbm_planner::planner::memory_lower_bounds;
 use nhbm_planner::{
     lower, plan_with_outcome, var_ids, ExactOutcome, MemoryPlan, MemoryPlannerType, Model,
-    PlanReport, PlannerOptions,
+    PlanReport, PlannerOptions, Target,
 };
 use serde_json::{json, Value};
 
@@ -37,10 +37,15 @@ usage: nhbm COMMAND [ARGS] [-d N] [--json]
   plan MODEL.json|MODEL.onnx    plan a model: arenas, high-water mark vs the
         [--planner greedy|greedy_by_size|hill_climb|exact] [--iterations N]
         [--seed N] [--max-stall N] [--time-budget MS] [-o PREFIX]
-        [--format blob|json]    lower bound per memory and planner, each
+        [--format blob|json] [-d N | --arch v2|v3|v4]
+                                lower bound per memory and planner, each
                                 planner's time; writes PREFIX.hbmN.plan (or
                                 .plan.json), one per memory (PREFIX defaults
-                                to the model's name)
+                                to the model's name); plans for device N's
+                                channels and pools (DEVICE_INFO, MEM_STATS),
+                                or an arch's with the module defaults
+                                (default: --arch v2), and shows the bytes
+                                PLAN_LOAD will allocate per memory
   validate PLAN                 check a plan against the kernel's rules
   load PLAN [--channel N|any] [--verify] [--hold]
                                 stage a plan and show where each variable
@@ -98,6 +103,7 @@ fn run(a: &Args) -> R<()> {
             "--time-budget",
             "--output",
             "--format",
+            "--arch",
         ],
         "load" | "stage" => &["--channel", "--verify", "--hold"],
         "resolve" | "read" | "write" => &["--channel"],
@@ -194,7 +200,8 @@ fn channel_opt(a: &Args) -> R<Option<u32>> {
 
 fn cmd_plan(a: &Args) -> R<()> {
     let path = a.pos.get(1).ok_or("plan: which model file?")?;
-    let model = load_model(Path::new(path))?;
+    let target = plan_target(a)?;
+    let model = load_model(Path::new(path), target)?;
     let kind = match a.opt("--planner") {
         Some(p) => p.parse()?,
         None => model.desc.planner,
@@ -252,7 +259,7 @@ fn cmd_plan(a: &Args) -> R<()> {
     if a.flag("--json") {
         let files: Vec<Value> = written
             .iter()
-            .map(|(f, m, n, r)| json!({"file": f, "memory": m, "channel": m.channel(), "bytes": n, "records": r}))
+            .map(|(f, m, n, r)| json!({"file": f, "memory": m, "channel": m.channel(), "bytes": n, "records": r, "device_bytes": report.device_bytes.get(m)}))
             .collect();
         let planners: Vec<Value> = runs.iter().map(|r| r.to_json()).collect();
         let out = json!({
@@ -269,6 +276,13 @@ fn cmd_plan(a: &Args) -> R<()> {
         model.tensors.len(),
         model.desc.operators.len(),
         elapsed.as_secs_f64() * 1e3
+    );
+    println!(
+        "target {}: {} channels of {}, minimum allocation {}",
+        model.target.name,
+        model.target.channels(),
+        fmt::bytes(model.target.channel_bytes(0)),
+        fmt::bytes(model.target.min_alloc)
     );
     let over = report
         .scratch_high_water_mark
@@ -350,30 +364,41 @@ fn cmd_plan(a: &Args) -> R<()> {
     println!();
     for (f, m, n, r) in &written {
         println!(
-            "wrote {f}: {r} records, {} ({}), load on channel {}",
+            "wrote {f}: {r} records, {} ({}), load on channel {}: allocates {}",
             fmt::bytes(*n as u64),
             format,
-            m.channel().unwrap()
+            m.channel().unwrap(),
+            report
+                .device_bytes
+                .get(m)
+                .map_or("-".into(), |&b| format!("{b} bytes ({})", fmt::bytes(b)))
         );
     }
     Ok(())
 }
 
-/// A model description (JSON), or an ONNX model (`*.onnx`).
-fn load_model(path: &Path) -> R<Model> {
-    if path
+/// A model description (JSON), or an ONNX model (`*.onnx`), planned for
+/// `target`.
+fn load_model(path: &Path, target: Target) -> R<Model> {
+    let model = if path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
     {
         #[cfg(feature = "onnx")]
-        return nhbm_onnx::load(path).map_err(|e| e.to_string());
+        {
+            nhbm_onnx::load(path)
+        }
         #[cfg(not(feature = "onnx"))]
         return Err(format!(
             "{}: this nhbm is built without ONNX support",
             path.display()
         ));
-    }
-    Model::load(path).map_err(|e| e.to_string())
+    } else {
+        Model::load(path)
+    };
+    model
+        .and_then(|m| m.for_target(target))
+        .map_err(|e| e.to_string())
 }
 
 /// One planner's run on the model being planned.
@@ -492,6 +517,31 @@ fn print_comparison(runs: &[PlannerRun]) {
             &[4, 5]
         )
     );
+}
+
+/// The device `plan` plans for: `-d N` (its DEVICE_INFO and MEM_STATS),
+/// `--arch NAME` (the arch table with the module's defaults), else V2.
+fn plan_target(a: &Args) -> R<Target> {
+    match (a.opt("--device"), a.opt("--arch")) {
+        (Some(_), Some(_)) => Err("plan: -d and --arch exclude each other".into()),
+        (Some(d), None) => {
+            let path = device_path_arg(Some(d))?;
+            let dev = Device::open_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let info = dev
+                .device_info()
+                .map_err(|e| format!("{}: DEVICE_INFO: {e}", path.display()))?;
+            let stats = dev
+                .mem_stats()
+                .map_err(|e| format!("{}: MEM_STATS: {e}", path.display()))?;
+            Ok(Target::from_device(
+                &path.display().to_string(),
+                &info,
+                &stats,
+            ))
+        }
+        (None, Some(arch)) => Target::for_arch_name(arch),
+        (None, None) => Ok(Target::default()),
+    }
 }
 
 fn read_plan(path: &str, limits: &Limits) -> R<Plan> {
@@ -736,11 +786,12 @@ impl Session {
         let channel = channel
             .or_else(|| channel_from_name(path))
             .unwrap_or(CHANNEL_ANY);
-        self.load_plan(plan, path, channel, verify)
+        Ok(self.load_plan(plan, path, channel, verify)?.plan_id)
     }
 
-    /// Stages `plan` (named `label` in messages) on `channel`; returns its id.
-    fn load_plan(&mut self, plan: Plan, label: &str, channel: u32, verify: bool) -> R<u32> {
+    /// Stages `plan` (named `label` in messages) on `channel`; returns what
+    /// PLAN_LOAD answered.
+    fn load_plan(&mut self, plan: Plan, label: &str, channel: u32, verify: bool) -> R<LoadedPlan> {
         let limits = Limits::from_device_info(&self.info);
         let blob = plan
             .to_blob_for(&limits)
@@ -759,7 +810,7 @@ impl Session {
         }
         self.plans.insert(id, plan);
         self.last = Some(id);
-        Ok(id)
+        Ok(loaded)
     }
 
     fn show_loaded(

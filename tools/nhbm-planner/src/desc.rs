@@ -24,7 +24,8 @@
 //! ```
 //!
 //! `memories` lists the writable memories in spill order with their budgets
-//! (default: hbm0 and hbm1 of 16 GiB, the V2 geometry). A tensor's `memory`
+//! (default: every HBM channel of the [`Target`], each with the bytes its
+//! pools manage; a listed budget is capped at that). A tensor's `memory`
 //! pins a scratch or persistent tensor, and is the source memory of a
 //! constant; `destination` is a constant's runtime memory when it differs
 //! (a staged constant). Constants take their bytes from `data_file` (relative
@@ -38,6 +39,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::model::*;
+use crate::target::Target;
 
 /// Default platform alignment: a 64-byte DMA line.
 pub const DEFAULT_MIN_ALIGNMENT: u64 = 64;
@@ -198,6 +200,8 @@ pub struct Model {
     /// Bytes of constants that come with the model (imported weights),
     /// ahead of data files and fills.
     pub payloads: HashMap<TensorId, Vec<u8>>,
+    /// The device the model is planned for.
+    pub target: Target,
 }
 
 impl Model {
@@ -217,24 +221,60 @@ impl Model {
         Model::new(desc, PathBuf::from("."))
     }
 
-    /// Checks a description and derives sizes, alignments and lifetimes.
+    /// The same model (with its payloads) planned for the device `target`.
+    pub fn for_target(&self, target: Target) -> Result<Model, ModelError> {
+        Model::new_for(self.desc.clone(), self.base_dir.clone(), target)?
+            .with_payloads(self.payloads.clone())
+    }
+
+    /// Checks a description and derives sizes, alignments and lifetimes, for
+    /// the default [`Target`].
     pub fn new(desc: ModelDesc, base_dir: PathBuf) -> Result<Model, ModelError> {
-        let memories = if desc.memories.is_empty() {
-            (0..2)
+        Model::new_for(desc, base_dir, Target::default())
+    }
+
+    /// Checks a description for the device `target` and derives sizes,
+    /// alignments and lifetimes.
+    pub fn new_for(
+        desc: ModelDesc,
+        base_dir: PathBuf,
+        target: Target,
+    ) -> Result<Model, ModelError> {
+        let channel_bytes =
+            |m: MemoryType| m.channel().map_or(0, |c| target.channel_bytes(c as usize));
+        let memories: Vec<MemoryConstraint> = if desc.memories.is_empty() {
+            (0..target.channels() as u32)
                 .map(|c| MemoryConstraint {
                     name: MemoryType::Hbm(c),
-                    max_size: Some(16 << 30),
+                    max_size: Some(channel_bytes(MemoryType::Hbm(c))),
                     arena_alignment: None,
                 })
                 .collect()
         } else {
-            desc.memories.clone()
+            desc.memories
+                .iter()
+                .map(|m| MemoryConstraint {
+                    max_size: Some(
+                        m.max_size
+                            .map_or(channel_bytes(m.name), |s| s.min(channel_bytes(m.name))),
+                    ),
+                    ..m.clone()
+                })
+                .collect()
         };
         for (k, m) in memories.iter().enumerate() {
             if !m.name.is_device() {
                 return err(format!(
                     "memories[{k}]: {} is not writable by the device",
                     m.name
+                ));
+            }
+            if channel_bytes(m.name) == 0 {
+                return err(format!(
+                    "memories[{k}]: {} is not a channel of {} ({} channels)",
+                    m.name,
+                    target.name,
+                    target.channels()
                 ));
             }
             if memories[..k].iter().any(|o| o.name == m.name) {
@@ -460,6 +500,7 @@ impl Model {
             memories,
             base_dir,
             payloads: HashMap::new(),
+            target,
         })
     }
 

@@ -12,8 +12,10 @@ pub mod hard;
 pub mod lower;
 pub mod model;
 pub mod planner;
+pub mod target;
 
 pub use desc::{synthetic_bytes, Model, ModelDesc, ModelError};
 pub use lower::{lower, var_ids, LoweredPlan};
 pub use model::*;
 pub use planner::{plan, plan_model, plan_with_outcome, ExactOutcome, PlanReport, PlannerError};
+pub use target::Target;

@@ -2,7 +2,10 @@
 //! loaded onto one channel):
 //! - scratch tensors: MR_VIRTUAL_TMP_BUF at their planned offsets in the local
 //!   scratchpad, whose size is that memory's scratch high-water mark;
-//! - aliases: MR_PTR to their base;
+//! - views (`alias_of`): MR_VIRTUAL_TMP_BUF at their base's offset with
+//!   their own size, a window inside the base's window. Every byte of a view
+//!   resolves; an MR_PTR would only resolve at offset 0 (the runtime's
+//!   `mem_ref_to_addr` asserts it, and so does NHBM_IOC_RESOLVE);
 //! - persistent tensors: MR_BUFFER, allocation only;
 //! - constants: MR_BUFFER (cold) or MR_BUFFER_STAGED (staged from the host),
 //!   with their bytes as payload;
@@ -63,8 +66,8 @@ pub fn lower(model: &Model, mp: &MemoryPlan) -> Result<Vec<LoweredPlan>, ModelEr
         let mut r = match (b.role, t.desc.io, &t.desc.alias_of) {
             (_, Some(Io::Input), _) => Record::input(var, t.size),
             (_, Some(Io::Output), _) => Record::output(var, t.size),
-            (ArenaRole::Scratch, None, Some(base)) => Record::ptr(var, ids[base], t.size),
-            (ArenaRole::Scratch, None, None) => {
+            // A view's allocation is its base's slot (planner::plan).
+            (ArenaRole::Scratch, None, _) => {
                 Record::virtual_tmp_buf(var, t.size, Backing::Local, a.offset)
             }
             (ArenaRole::Persistent, None, _) => Record::buffer(var, t.size),

@@ -2,6 +2,10 @@
 //! memory; scratch tensors are packed by first fit over their lifetimes in an
 //! order each strategy chooses, spilling an unpinned tensor to the next
 //! writable memory when the current one would exceed its budget.
+//!
+//! Budgets count what the kernel allocates ([`crate::target`]): the arena it
+//! packs constants, persistent tensors and graph I/O into at its minimum
+//! allocation, and the scratchpad rounded up to it, in one region.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -106,14 +110,21 @@ pub fn plan_with_outcome(
         insert(&mut mp, t, m, offset, align, ArenaRole::Persistent, m);
     }
 
-    // What each memory's budget leaves for scratch.
+    // What each memory's budget leaves for scratch: the kernel's arena is
+    // fixed by now; the scratchpad must also fit in one region.
     let mut budgets = Vec::with_capacity(model.memories.len());
     for c in &model.memories {
-        let fixed: u64 = [&mp.constant_arenas, &mp.persistent_arenas]
-            .iter()
-            .filter_map(|arenas| arenas.get(&c.name))
-            .map(|a| align_up(a.total_size, model.arena_alignment(c.name)))
-            .sum();
+        let ch = c.name.channel().unwrap_or(u32::MAX) as usize;
+        let fixed = model
+            .target
+            .allocation_bytes(ch, &device_records(model, &mp, c.name), 0)
+            .ok_or_else(|| {
+                PlannerError(format!(
+                    "{}: constants and persistent tensors fit in no region of {}",
+                    c.name, model.target.name
+                ))
+            })?;
+        let region = model.target.largest_region(ch);
         budgets.push(match c.max_size {
             Some(max) if fixed > max => {
                 return Err(PlannerError(format!(
@@ -121,8 +132,8 @@ pub fn plan_with_outcome(
                 c.name
             )))
             }
-            Some(max) => Some(max - fixed),
-            None => None,
+            Some(max) => Some((max - fixed).min(region)),
+            None => Some(region),
         });
     }
 
@@ -158,6 +169,28 @@ pub fn plan_with_outcome(
             mp.arena_usages.insert(m, a);
         }
     }
+    // What the kernel will allocate must fit each memory's budget.
+    for c in &model.memories {
+        if !mp.tensor_allocs.values().any(|a| a.memory == c.name) {
+            continue;
+        }
+        match kernel_bytes(model, &mp, c.name) {
+            Some(b) if c.max_size.is_none_or(|max| b <= max) => {}
+            Some(b) => {
+                return Err(PlannerError(format!(
+                    "{}: the kernel would allocate {b} bytes, over its max_size {}",
+                    c.name,
+                    c.max_size.unwrap_or(0)
+                )))
+            }
+            None => {
+                return Err(PlannerError(format!(
+                    "{}: the plan fits in no region of {}",
+                    c.name, model.target.name
+                )))
+            }
+        }
+    }
     // Aliases take their base's slot.
     for t in model.tensors.iter().filter(|t| t.is_alias()) {
         let base = mp.tensor_allocs[t.desc.alias_of.as_deref().unwrap()].clone();
@@ -173,6 +206,29 @@ pub fn plan_with_outcome(
         );
     }
     Ok((mp, outcomes))
+}
+
+/// The records with their own HBM in memory `m` (constants, persistent
+/// tensors, graph I/O), as (size, alignment) in the order lowering emits them
+/// (description order), which is the order the kernel packs them in.
+fn device_records(model: &Model, mp: &MemoryPlan, m: MemoryType) -> Vec<(u64, u64)> {
+    model
+        .tensors
+        .iter()
+        .filter_map(|t| mp.tensor_allocs.get(t.id()))
+        .filter(|a| a.memory == m)
+        .filter(|a| a.binding.is_some_and(|b| b.role != ArenaRole::Scratch))
+        .map(|a| (a.size, a.alignment))
+        .collect()
+}
+
+/// The bytes PLAN_LOAD allocates for the plan of memory `m` (its
+/// `bytes_allocated` on an empty channel), `None` if it does not fit.
+pub fn kernel_bytes(model: &Model, mp: &MemoryPlan, m: MemoryType) -> Option<u64> {
+    let t = &model.target;
+    let scratch = mp.arena_usages.get(&m).map_or(0, |a| t.round(a.total_size));
+    let ch = m.channel()? as usize;
+    Some(scratch + t.allocation_bytes(ch, &device_records(model, mp, m), scratch)?)
 }
 
 fn insert(
@@ -272,7 +328,7 @@ impl Packer<'_> {
                 let align = self.model.slot_alignment(t, self.model.memories[mi].name);
                 let offset = self.first_fit(k, &placed[mi], &slots, align);
                 let end = offset + t.size;
-                if self.budgets[mi].is_some_and(|b| end > b) {
+                if self.budgets[mi].is_some_and(|b| self.model.target.round(end) > b) {
                     continue;
                 }
                 slots[k] = (mi, offset);
@@ -452,6 +508,11 @@ pub struct PlanReport {
     /// How far above the lower bound, in percent of it.
     pub overhead_percent: f64,
     pub arenas: Vec<ArenaUsage>,
+    /// Bytes PLAN_LOAD allocates for each memory's plan (its
+    /// `bytes_allocated`): scratchpad and arena as the kernel places them.
+    pub device_bytes: BTreeMap<MemoryType, u64>,
+    /// The device the figures are for.
+    pub target: String,
 }
 
 impl PlanReport {
@@ -470,12 +531,20 @@ impl PlanReport {
             .chain(mp.constant_arenas.values())
             .cloned()
             .collect();
+        let memories: std::collections::BTreeSet<MemoryType> =
+            mp.tensor_allocs.values().map(|a| a.memory).collect();
+        let device_bytes = memories
+            .into_iter()
+            .filter_map(|m| Some((m, kernel_bytes(model, mp, m)?)))
+            .collect();
         PlanReport {
             planner: kind.to_string(),
             scratch_high_water_mark: hwm,
             liveness_lower_bound: lb,
             overhead_percent: overhead,
             arenas,
+            device_bytes,
+            target: model.target.name.clone(),
         }
     }
 }

@@ -133,8 +133,8 @@ fn alignment_floors_compose() {
 fn unpinned_scratch_spills_to_the_next_memory() {
     let m = model(
         r#"{"name": "t", "platform": {"min_alignment": 1},
-        "memories": [{"name": "hbm0", "max_size": 1500}, {"name": "hbm1"}],
-        "tensors": [{"id": "a", "size": 1000}, {"id": "b", "size": 1000}, {"id": "c", "size": 400}],
+        "memories": [{"name": "hbm0", "max_size": 12288}, {"name": "hbm1"}],
+        "tensors": [{"id": "a", "size": 8000}, {"id": "b", "size": 8000}, {"id": "c", "size": 3000}],
         "operators": [{"name": "0", "defines": ["a", "b", "c"]}, {"name": "1", "uses": ["a", "b", "c"]}]}"#,
     );
     for k in ALL {
@@ -144,12 +144,17 @@ fn unpinned_scratch_spills_to_the_next_memory() {
             .map(|t| mp.get_allocation(t).unwrap().memory)
             .collect();
         assert!(mems.contains(&MemoryType::Hbm(1)), "{k}: {mems:?}");
+        // The budget holds the scratchpad as the kernel allocates it: whole
+        // 4 KiB pages, so 11000 bytes fit 12288 and 16000 would not.
         assert!(
-            mp.arena_usages[&MemoryType::Hbm(0)].total_size <= 1500,
+            mp.arena_usages[&MemoryType::Hbm(0)].total_size <= 12288,
             "{k}"
         );
         assert!(overlapping_pairs(&m, &mp).is_empty());
-        assert_eq!(mp.scratch_high_water_mark(), 2400, "{k}");
+        assert_eq!(mp.scratch_high_water_mark(), 19000, "{k}");
+        let r = PlanReport::new(&m, k, &mp);
+        assert_eq!(r.device_bytes[&MemoryType::Hbm(0)], 12288, "{k}");
+        assert_eq!(r.device_bytes[&MemoryType::Hbm(1)], 8192, "{k}");
     }
 }
 
@@ -157,14 +162,19 @@ fn unpinned_scratch_spills_to_the_next_memory() {
 fn budgets_count_constants_and_persistent_tensors() {
     let m = model(
         r#"{"name": "t", "platform": {"min_alignment": 16},
-        "memories": [{"name": "hbm0", "max_size": 2048}, {"name": "hbm1", "max_size": 4096}],
+        "memories": [{"name": "hbm0", "max_size": 12288}, {"name": "hbm1", "max_size": 8192}],
         "tensors": [{"id": "w", "size": 1024, "role": "constant"},
                     {"id": "state", "size": 512, "role": "persistent"},
-                    {"id": "a", "size": 1024}],
+                    {"id": "a", "size": 4097}],
         "operators": [{"name": "0", "uses": ["w", "state"], "defines": ["a"]}, {"name": "1", "uses": ["a"]}]}"#,
     );
+    // The kernel gives w and state a page each (its minimum allocation),
+    // which leaves one page of hbm0 for scratch: a (two pages) spills.
     let mp = plan_with(&m, MemoryPlannerType::Greedy);
     assert_eq!(mp.get_allocation("a").unwrap().memory, MemoryType::Hbm(1));
+    let r = PlanReport::new(&m, MemoryPlannerType::Greedy, &mp);
+    assert_eq!(r.device_bytes[&MemoryType::Hbm(0)], 8192);
+    assert_eq!(r.device_bytes[&MemoryType::Hbm(1)], 8192);
 }
 
 #[test]
@@ -253,9 +263,19 @@ fn aliases_share_their_base_slot_and_merge_lifetimes() {
         mp.get_allocation("b").unwrap().offset,
         mp.get_allocation("a").unwrap().offset
     );
+    // The view is a window inside its base's window: every byte of it has
+    // an address, the same as the base's byte at that offset.
     let lowered = lower(&m, &mp).unwrap();
+    let base = lowered[0].plan.record(1).unwrap();
     let view = lowered[0].plan.record(2).unwrap();
-    assert_eq!(view.kind, Kind::Ptr { target: 1 });
+    assert_eq!(view.mr_type(), MR_VIRTUAL_TMP_BUF);
+    assert_eq!(view.kind, base.kind);
+    assert_eq!((view.size, base.size), (50, 100));
+    nhbm::validate(
+        &lowered[0].plan.to_blob().unwrap(),
+        &nhbm::Limits::default(),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -537,4 +557,72 @@ fn shipped_examples_plan_and_lower() {
         );
     }
     assert!(n >= 2, "expected at least two example models");
+}
+
+/// The bytes the report gives per memory are those the kernel's placement
+/// takes for the lowered plan (`Target::kernel_bytes`, the model of
+/// rust/plan/stage.rs), for every example, planner and arch.
+#[test]
+fn reported_bytes_are_the_kernels_for_the_lowered_plans() {
+    for entry in std::fs::read_dir(examples_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let base = Model::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        for arch in ["v2", "v3", "v4"] {
+            let m = base
+                .for_target(Target::for_arch_name(arch).unwrap())
+                .unwrap();
+            for k in ALL {
+                let mp = plan(&m, k, &m.desc.planner_options).unwrap();
+                let r = PlanReport::new(&m, k, &mp);
+                let lowered = lower(&m, &mp).unwrap();
+                assert_eq!(r.device_bytes.len(), lowered.len());
+                for l in &lowered {
+                    let want = m.target.kernel_bytes(&l.plan, l.channel() as usize);
+                    assert_eq!(
+                        Some(r.device_bytes[&l.memory]),
+                        want,
+                        "{arch} {k} {}",
+                        l.memory
+                    );
+                    // Every allocation is whole pages.
+                    assert_eq!(want.unwrap() % m.target.min_alloc, 0);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn default_memories_are_the_targets_channels() {
+    let json = r#"{"name": "t", "tensors": [{"id": "a", "size": 64}],
+        "operators": [{"name": "0", "defines": ["a"]}]}"#;
+    let m = model(json);
+    assert_eq!(m.memories.len(), 2);
+    assert_eq!(
+        m.memories[1].max_size,
+        Some(Target::default().channel_bytes(1))
+    );
+    let v3 = m.for_target(Target::for_arch_name("v3").unwrap()).unwrap();
+    let names: Vec<String> = v3.memories.iter().map(|c| c.name.to_string()).collect();
+    assert_eq!(names, ["hbm0", "hbm1", "hbm2", "hbm3"]);
+    assert_eq!(
+        v3.memories[3].max_size,
+        Some(24 * (1 << 30) - 16 * (1 << 20))
+    );
+    // A listed budget is capped at what the channel holds; a channel the
+    // device does not have is refused.
+    let json = r#"{"name": "t", "memories": [{"name": "hbm3", "max_size": 1099511627776}],
+        "tensors": [{"id": "a", "size": 64}], "operators": [{"name": "0", "defines": ["a"]}]}"#;
+    let e = Model::from_json(json).unwrap_err();
+    assert!(e.0.contains("hbm3 is not a channel of v2"), "{e}");
+    let on_v4 = Model::new_for(
+        serde_json::from_str(json).unwrap(),
+        ".".into(),
+        Target::for_arch_name("v4").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(on_v4.memories[0].max_size, Some(36 << 30));
 }

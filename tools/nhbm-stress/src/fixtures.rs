@@ -21,8 +21,18 @@ pub fn in_hbm(info: &DeviceInfo, pa: u64, size: u64) -> bool {
     })
 }
 
+/// Whether any byte of `[pa, pa + size)` lies in an HBM channel.
+pub fn meets_hbm(info: &DeviceInfo, pa: u64, size: u64) -> bool {
+    let end = pa.saturating_add(size.max(1));
+    (0..(info.nr_channels as usize).min(MAX_CHANNELS)).any(|c| {
+        let (base, len) = (info.channel_base[c], info.channel_size[c]);
+        pa < base.saturating_add(len) && base < end
+    })
+}
+
 /// Checks what PLAN_LOAD returned for `raw` (a blob the kernel accepted):
-/// a small plan id, one address per record, each inside the HBM channels and
+/// a small plan id, one address per record, each inside the HBM channels
+/// (State Buffer windows, and what points at them, entirely outside) and
 /// none like a kernel pointer, every record resolving to its address, and
 /// the scratchpads present exactly when asked for. `max_id` bounds the plan
 /// id (loads attempted on the file so far). Returns what is wrong.
@@ -76,10 +86,28 @@ pub fn check_loaded(
         .collect();
     // Large plans: every record's address, a sample of the resolves.
     let stride = raw.records.len().div_ceil(512).max(1);
+    // Whether record `i` is a State Buffer window, itself or through
+    // pointers (`None`: a REMOTE, whose target the blob does not show).
+    let in_sbuf = |mut i: usize| -> Option<bool> {
+        for _ in 0..=raw.records.len() {
+            match raw.records[i].mr_type {
+                MR_SB => return Some(true),
+                MR_REMOTE => return None,
+                MR_PTR => i = *by_id.get(&raw.records[i].u.ptr().target_var_id)?,
+                _ => return Some(false),
+            }
+        }
+        Some(false)
+    };
     for (i, (r, &pa)) in raw.records.iter().zip(&p.addrs).enumerate() {
-        if looks_like_kernel_pointer(pa) || !in_hbm(info, pa, 1) {
+        let placed_ok = match in_sbuf(i) {
+            Some(true) => !meets_hbm(info, pa, r.size),
+            Some(false) => in_hbm(info, pa, 1),
+            None => in_hbm(info, pa, 1) || !meets_hbm(info, pa, r.size),
+        };
+        if looks_like_kernel_pointer(pa) || !placed_ok {
             return Err(format!(
-                "record {i} (var {}, type {}) placed at {pa:#x}, outside HBM",
+                "record {i} (var {}, type {}) placed at {pa:#x}, on the wrong side of HBM",
                 r.var_id, r.mr_type
             ));
         }

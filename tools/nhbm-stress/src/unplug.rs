@@ -1,10 +1,14 @@
-//! `nhbm-unplug-test` (suite `nhbm_unplug`): simulated surprise removal of a
-//! device with a file open, a plan loaded and threads inside ioctls.
+//! `nhbm-unplug-test` (suite `nhbm_unplug`): removal of a device with a file
+//! open, a plan loaded and threads inside ioctls.
 //!
-//! Writing `1` to debugfs `unplug` cannot be undone until the module is
-//! reloaded, so this runs on `/dev/neuron_hbm1` only, and only as the last
-//! test program of a run: when started from a directory holding other
-//! `*-test` programs that sort after it, it skips.
+//! A simulated device is removed by writing `1` to its debugfs `unplug`; an
+//! emulated PCI function (`NHBM_BACKEND=pci`) by the host: the test prints
+//! `NHBM-HOST-REQUEST device_del nhbm<N>` on the console, the QEMU harness
+//! sends QEMU's `device_del` over QMP, and the kernel's PCI hotplug unbinds
+//! the driver. Neither can be undone until the module is reloaded, so this
+//! runs on `/dev/neuron_hbm1` only, and only as the last test program of a
+//! run: when started from a directory holding other `*-test` programs that
+//! sort after it, it skips.
 //!
 //!   nhbm-unplug-test [-d N] [--force]
 
@@ -39,6 +43,34 @@ pub fn later_tests(dir: &Path, me: &str) -> Vec<String> {
     v
 }
 
+/// Whether the devices are emulated PCI functions the host removes.
+fn host_removal() -> bool {
+    std::env::var("NHBM_BACKEND").as_deref() == Ok("pci")
+}
+
+/// Removes `device`: through debugfs for a simulated device, through the
+/// host's `device_del` for a PCI function (returns once its node is gone).
+fn remove(dbg: &DevDebugFs, device: u32) -> Result<(), String> {
+    if !host_removal() {
+        return dbg
+            .write("unplug", "1\n")
+            .map_err(|e| format!("writing 1 to debugfs unplug: {e}"));
+    }
+    println!("NHBM-HOST-REQUEST device_del nhbm{device}");
+    let node = nhbm::device_path(device);
+    let t = Instant::now();
+    while node.exists() {
+        if t.elapsed() > Duration::from_secs(60) {
+            return Err(format!(
+                "{} still there 60 s after device_del",
+                node.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
 /// Why the removal must not run here, if it must not.
 fn refuse(device: u32, force: bool) -> Option<String> {
     if !force {
@@ -59,12 +91,15 @@ fn refuse(device: u32, force: bool) -> Option<String> {
         }
     }
     let dbg = DevDebugFs::new(device);
-    if !dbg.has("unplug") {
+    if !host_removal() && !dbg.has("unplug") {
         return Some("debugfs file missing".into());
     }
+    let want = u32::from(!host_removal());
     match Device::open(device).and_then(|d| d.device_info()) {
-        Ok(i) if i.simulated == 1 => None,
-        Ok(_) => Some(format!("/dev/neuron_hbm{device} is not a simulated device")),
+        Ok(i) if i.simulated == want => None,
+        Ok(_) => Some(format!(
+            "/dev/neuron_hbm{device}: simulated is not {want} (NHBM_BACKEND)"
+        )),
         Err(e) => Some(format!(
             "/dev/neuron_hbm{device}: {}",
             nhbm::io_errno_name(&e)
@@ -154,16 +189,14 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
         };
         let hs = [s.spawn(worker(0)), s.spawn(worker(1)), s.spawn(worker(2))];
         std::thread::sleep(Duration::from_millis(200));
-        let wrote = dbg.write("unplug", "1\n");
+        let wrote = remove(&dbg, device);
         std::thread::sleep(Duration::from_millis(200));
         stop.store(true, Relaxed);
         let rs: Vec<Result<u64, String>> = hs
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
             .collect();
-        if let Err(e) = wrote {
-            return Err(format!("writing 1 to debugfs unplug: {e}"));
-        }
+        wrote?;
         let msgs: Vec<String> = rs.into_iter().filter_map(|r| r.err()).collect();
         if msgs.is_empty() {
             Ok(format!(
@@ -354,8 +387,9 @@ pub fn run_suite(device: u32, force: bool, w: &mut dyn std::io::Write) -> bool {
 }
 
 pub const USAGE: &str = "usage: nhbm-unplug-test [-d N] [--force]
-  Simulates surprise removal of /dev/neuron_hbmN (default 1) through debugfs
-  `unplug` and checks what follows (KTAP suite nhbm_unplug). Irreversible
+  Removes /dev/neuron_hbmN (default 1): a simulated device through debugfs
+  `unplug`, an emulated PCI function (NHBM_BACKEND=pci) through the host's
+  device_del; then checks what follows (KTAP suite nhbm_unplug). Irreversible
   until the module is reloaded: skipped unless this is the last *-test
   program of its directory (--force overrides).";
 

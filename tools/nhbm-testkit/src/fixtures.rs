@@ -27,6 +27,12 @@ pub fn device_index() -> u32 {
     *DEVICE_INDEX.get().unwrap_or(&0)
 }
 
+/// The `simulated` value DEVICE_INFO must report: 0 when the guest runs on
+/// the emulated PCI functions (`NHBM_BACKEND=pci`), 1 otherwise.
+pub fn expected_simulated() -> u32 {
+    u32::from(std::env::var("NHBM_BACKEND").as_deref() != Ok("pci"))
+}
+
 /// A new open file of device `i`.
 pub fn open_device(i: u32) -> Result<Device, Fail> {
     let path = nhbm::device_path(i);

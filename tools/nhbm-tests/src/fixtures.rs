@@ -5,7 +5,7 @@ use nhbm::{Device, Plan};
 
 use nhbm_testkit::fixtures::open_device;
 pub use nhbm_testkit::fixtures::{
-    device_index, one_buffer, pattern, set_device_index, Usage, GIB, KIB, MIB,
+    device_index, expected_simulated, one_buffer, pattern, set_device_index, Usage, GIB, KIB, MIB,
 };
 use nhbm_testkit::ktap::{ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
 
@@ -89,3 +89,9 @@ pub fn words(buf: &[u8]) -> Vec<u64> {
         .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
         .collect()
 }
+
+/// Why multi-GiB staging is left to the simulated device: an emulated PCI
+/// function's BAR4 is host memory, and scrubbing gigabytes through it would
+/// commit that much memory on the host.
+pub const HOST_BACKED_BAR4: &str =
+    "multi-GiB scrub through the emulated BAR4 would commit host memory";

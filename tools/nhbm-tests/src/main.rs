@@ -9,6 +9,7 @@
 
 mod cases;
 mod fixtures;
+mod planner;
 mod reject;
 
 use std::io;
@@ -39,6 +40,10 @@ fn all_cases() -> Vec<Case> {
         Case::plain(
             "every_kind_loads_and_resolves",
             cases::every_kind_loads_and_resolves,
+        ),
+        Case::plain(
+            "planned_bytes_are_allocated_bytes",
+            planner::planned_bytes_are_allocated_bytes,
         ),
         Case::plain(
             "list_tables_hold_listed_addresses",

@@ -7,7 +7,7 @@
 use core::mem::{offset_of, size_of};
 
 /// `NHBM_ABI_VERSION`.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 /// `NHBM_IOC_MAGIC`.
 pub const IOC_MAGIC: u32 = 0xBB;
 /// `NHBM_MAX_CHANNELS`.
@@ -45,18 +45,18 @@ pub const ARCH_V4: u32 = 4;
 pub const RESET_DEVICE: u32 = 1;
 pub const RESET_TPB: u32 = 2;
 
-/// `enum nhbm_mr_type` (`kbin_mr_type_t`).
+/// `enum nhbm_mr_type`: the numbers of the runtime's `kbin_mr_type_t`.
 pub const MR_INVALID: u32 = 0;
-pub const MR_INPUT: u32 = 1;
-pub const MR_OUTPUT: u32 = 2;
+pub const MR_SB: u32 = 1;
+pub const MR_BUFFER_STAGED: u32 = 2;
 pub const MR_BUFFER: u32 = 3;
-pub const MR_BUFFER_STAGED: u32 = 4;
-pub const MR_TMP_BUF: u32 = 5;
-pub const MR_VIRTUAL_TMP_BUF: u32 = 6;
+pub const MR_TMP_BUF: u32 = 4;
+pub const MR_INPUT: u32 = 5;
+pub const MR_OUTPUT: u32 = 6;
 pub const MR_PTR: u32 = 7;
-pub const MR_LIST: u32 = 8;
-pub const MR_PTR_TABLE: u32 = 9;
-pub const MR_SB: u32 = 10;
+pub const MR_VIRTUAL_TMP_BUF: u32 = 8;
+pub const MR_LIST: u32 = 9;
+pub const MR_PTR_TABLE: u32 = 10;
 pub const MR_REMOTE: u32 = 11;
 
 /// `enum nhbm_backing` (`kbin_backing_buf_t`).

@@ -210,7 +210,10 @@ fn rejects_bad_mr_types() {
         errno_of(broken(|r| rec(r, 3).mr_type = MR_INVALID)),
         libc::EINVAL
     );
-    assert_eq!(errno_of(broken(|r| rec(r, 3).mr_type = 12)), libc::EINVAL);
+    assert_eq!(
+        errno_of(broken(|r| rec(r, 3).mr_type = MR_REMOTE + 1)),
+        libc::EINVAL
+    );
     assert_eq!(
         errno_of(broken(|r| rec(r, 3).mr_type = u32::MAX)),
         libc::EINVAL

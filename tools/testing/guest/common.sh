@@ -7,6 +7,15 @@ mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug
 mkdir -p /tmp
 
+# run_tests: every /tests/*-test program in turn; each prints its own KTAP.
+run_tests() {
+	for t in /tests/*-test; do
+		[ -x "$t" ] || continue
+		echo "nhbm: running ${t#/tests/}"
+		"$t" || echo "nhbm: ${t#/tests/} exited with $?"
+	done
+}
+
 # finish: mark the end of the run for the host and power off.
 finish() {
 	echo "NHBM-GUEST-DONE"

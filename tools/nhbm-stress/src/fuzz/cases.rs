@@ -10,7 +10,7 @@ use crate::fuzz::gen::valid_plan;
 use crate::fuzz::mutate::{blob_len, cut_point, flip_bits, mutate_field, smash_bytes};
 use crate::rng::Rng;
 use crate::sys::{bytes_of, errno_of, KERNEL_ADDRS};
-use nhbm_testkit::fixtures::{GIB, KIB};
+use nhbm_testkit::fixtures::{GIB, KIB, MIB};
 
 /// What the request under test must answer.
 #[derive(Clone, Copy, Debug)]
@@ -264,6 +264,39 @@ fn verify_contents(env: &Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &mu
             }
         }
     }
+    // State Buffer windows are on-core SRAM: never in HBM, never moved
+    // through BAR4, whatever names them.
+    for (r, &a) in plan.records.iter().zip(&p.addrs) {
+        if in_sbuf(plan, r.var_id) != Some(true) {
+            continue;
+        }
+        let i = &env.info;
+        let size = r.size.max(1);
+        for c in 0..(i.nr_channels as usize).min(MAX_CHANNELS) {
+            let (b, e) = (i.channel_base[c], i.channel_base[c] + i.channel_size[c]);
+            if a < e && b < a.saturating_add(size) {
+                f.push(format!(
+                    "SB var {} at {a:#x} lies in HBM channel {c}",
+                    r.var_id
+                ));
+            }
+        }
+        let mut buf = [0u8; 8];
+        match env.dev.mem_read(p.plan_id, r.var_id, 0, &mut buf) {
+            Err(e) if errno_of(&e) == libc::EINVAL => {}
+            other => f.push(format!(
+                "MEM_READ SB var {}: {other:?}, want EINVAL",
+                r.var_id
+            )),
+        }
+        match env.dev.mem_write(p.plan_id, r.var_id, 0, &buf) {
+            Err(e) if errno_of(&e) == libc::EINVAL => {}
+            other => f.push(format!(
+                "MEM_WRITE SB var {}: {other:?}, want EINVAL",
+                r.var_id
+            )),
+        }
+    }
     for r in &plan.records {
         if matches!(r.kind, Kind::Ptr { .. }) {
             match env.dev.resolve(p.plan_id, r.var_id, 1, 0) {
@@ -275,6 +308,21 @@ fn verify_contents(env: &Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &mu
             }
         }
     }
+}
+
+/// Whether `var` of `plan` is a State Buffer window, itself or through
+/// pointers; `None` for a REMOTE, whose target the plan does not show.
+fn in_sbuf(plan: &Plan, var: u32) -> Option<bool> {
+    let mut cur = plan.record(var)?;
+    for _ in 0..=plan.records.len() {
+        match cur.kind {
+            Kind::Sb { .. } => return Some(true),
+            Kind::Remote { .. } => return None,
+            Kind::Ptr { target } => cur = plan.record(target)?,
+            _ => return Some(false),
+        }
+    }
+    Some(false)
 }
 
 /// The bytes a variable of `plan` spans, when the plan alone tells.
@@ -317,6 +365,7 @@ fn probe_bounds(env: &mut Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &m
                 .wrapping_add(rng.below(3)),
             _ => rng.edgy_u64(),
         };
+        let sbuf = in_sbuf(plan, var);
         let inside = |span: Option<u64>| {
             span.is_none_or(|s| offset.checked_add(size).is_some_and(|e| e <= s))
                 && (!is_ptr || offset == 0)
@@ -344,6 +393,8 @@ fn probe_bounds(env: &mut Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &m
             Ok(addr) => {
                 if !known {
                     f.push(format!("{what}: succeeded on a var the plan does not have"));
+                } else if read && sbuf == Some(true) {
+                    f.push(format!("{what}: moved State Buffer bytes through BAR4"));
                 } else if !inside(span) {
                     f.push(format!(
                         "{what}: succeeded outside the variable (span {span:x?})"
@@ -358,7 +409,11 @@ fn probe_bounds(env: &mut Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &m
                 let e = errno_of(&e);
                 let ok = match e {
                     libc::ENOENT => !known,
-                    libc::EINVAL => known && !(inside(span) && span.is_some() && !is_ptr),
+                    libc::EINVAL => {
+                        known
+                            && (!(inside(span) && span.is_some() && !is_ptr)
+                                || (read && sbuf != Some(false)))
+                    }
                     libc::EFAULT => read && size as usize > env.scratch.usable(),
                     _ => false,
                 };
@@ -896,10 +951,13 @@ pub fn huge_counts(env: &mut Env, rng: &mut Rng) -> CaseOut {
         }
         9 => {
             let id = fresh_id(&mut ids_of(&plan), rng);
-            let size = rng.range(4, 12) * GIB;
+            // Gigabytes on a simulated device (sparse); megabytes on an
+            // emulated PCI function, whose BAR4 is host memory.
+            let unit = if env.info.simulated != 0 { GIB } else { MIB };
+            let size = rng.range(4, 12) * unit;
             let p = plan.clone().with(Record::buffer(id, size));
             (
-                format!("sparse buffer of {} GiB", size / GIB),
+                format!("large buffer of {size:#x} bytes"),
                 Expect::OkOr(ENOMEM_ONLY),
                 Some(p.to_raw().unwrap().to_bytes()),
             )

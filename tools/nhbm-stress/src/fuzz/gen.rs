@@ -85,15 +85,17 @@ pub fn valid_plan(rng: &mut Rng, ctx: &GenCtx, max: usize) -> Plan {
     };
     let mut plan = Plan::new(local, shared);
 
-    // Distinct ids: sequential, small random, or anywhere in u32.
-    let mode = rng.below(3);
+    // Distinct ids: sequential, small random, anywhere in u32, or crafted to
+    // share their low 17 bits (one bucket for a simple hash of the id).
+    let mode = rng.below(4);
     let mut used = HashSet::new();
     let mut ids = Vec::with_capacity(n);
     for i in 0..n {
         let mut id = match mode {
             0 => i as u32 + 1,
             1 => rng.below(4 * n as u64 + 4) as u32,
-            _ => rng.next_u32(),
+            2 => rng.next_u32(),
+            _ => (i as u32) << 17 | 0x1_5a5a,
         };
         while !used.insert(id) {
             id = id.wrapping_add(1);
@@ -192,14 +194,21 @@ pub fn valid_plan(rng: &mut Rng, ctx: &GenCtx, max: usize) -> Plan {
         plan.push(r);
     }
 
-    // Pointers target an earlier pointer or any non-pointer: no cycles.
+    // Pointers target an earlier pointer or any non-pointer: no cycles. In
+    // a chained plan each pointer targets the previous one, so the last one
+    // is as many steps from its end as there are pointers.
+    let chained = rng.chance(1, 4);
+    let mut prev_ptr: Option<usize> = None;
     for i in 0..n {
         if picks[i] != Pick::Ptr {
             continue;
         }
-        let cands: Vec<usize> = (0..n)
-            .filter(|&j| j != i && (picks[j] != Pick::Ptr || j < i))
-            .collect();
+        let cands: Vec<usize> = match prev_ptr {
+            Some(j) if chained => vec![j],
+            _ => (0..n)
+                .filter(|&j| j != i && (picks[j] != Pick::Ptr || j < i))
+                .collect(),
+        };
         if cands.is_empty() {
             let size = alloc_size(rng);
             plan.records[i].kind = Kind::Buffer;
@@ -208,6 +217,7 @@ pub fn valid_plan(rng: &mut Rng, ctx: &GenCtx, max: usize) -> Plan {
             continue;
         }
         let j = *rng.pick(&cands);
+        prev_ptr = Some(i);
         plan.records[i].kind = Kind::Ptr { target: ids[j] };
         let tsize = alias_target_size(&plan.records, j);
         plan.records[i].size = match rng.below(3) {

@@ -94,10 +94,10 @@ pub fn mutate_field(rng: &mut Rng, raw: &mut RawPlan) -> String {
     let (what, v): (&str, u64) = match rng.below(17) {
         0 => {
             r.mr_type = match rng.below(4) {
-                0 => 0,
-                1 => rng.range(12, 255) as u32,
+                0 => MR_INVALID,
+                1 => rng.range(u64::from(MR_REMOTE) + 1, 255) as u32,
                 2 => rng.edgy_u32(),
-                _ => rng.range(1, 11) as u32,
+                _ => rng.range(u64::from(MR_SB), u64::from(MR_REMOTE)) as u32,
             };
             ("mr_type", u64::from(r.mr_type))
         }
@@ -215,7 +215,7 @@ pub fn mutate_field(rng: &mut Rng, raw: &mut RawPlan) -> String {
         }
         _ => {
             // Make it another kind, keeping its union words.
-            r.mr_type = rng.range(1, 11) as u32;
+            r.mr_type = rng.range(u64::from(MR_SB), u64::from(MR_REMOTE)) as u32;
             ("kind swap", u64::from(r.mr_type))
         }
     };

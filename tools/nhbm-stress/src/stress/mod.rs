@@ -8,6 +8,7 @@
 pub mod concurrency;
 pub mod faults;
 pub mod isolation;
+pub mod tenancy;
 
 use nhbm::Device;
 use nhbm_testkit::fixtures::set_device_index;
@@ -200,6 +201,14 @@ pub fn cases(a: &Args) -> Vec<Case> {
         Case::new(
             "new_plans_never_see_old_bytes",
             isolation::new_plans_never_see_old_bytes,
+        ),
+        Case::new(
+            "sbuf_windows_never_reach_hbm",
+            tenancy::sbuf_windows_never_reach_hbm,
+        ),
+        Case::new(
+            "reset_is_not_every_tenants",
+            tenancy::reset_is_not_every_tenants,
         ),
         Case::new(
             "fault_injection_plan_load_every_point",

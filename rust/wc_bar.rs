@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A PCI BAR mapped write-combining.
+//!
+//! The kernel crate's [`kernel::pci::Bar`] maps with `pci_iomap` (uncached)
+//! and has no write-combining variant; its constructor is private to the
+//! crate. Seed 001 §1 maps the HBM window (BAR4) write-combining, as
+//! `pci_iomap_wc` does for the reference driver. [`WcBar`] is that mapping
+//! built from the kernel crate's public MMIO types: the region request and
+//! unmapping are the same as `Bar`'s, only the map call differs, and accesses
+//! go through the same [`Io`](kernel::io::Io) accessors. It is meant to go
+//! away once the PCI abstraction grows an `iomap_region_wc`.
+
+use kernel::{
+    bindings,
+    devres::Devres,
+    io::{IoBase, Mmio, MmioBackend, MmioRaw, Region},
+    pci,
+    prelude::*,
+    sync::aref::ARef,
+};
+
+/// A requested PCI BAR, mapped write-combining. Only ever held inside a
+/// [`Devres`], which unmaps and releases it when the device is unbound.
+///
+/// # Invariants
+///
+/// `io` is the `pci_iomap_wc` mapping of BAR `num` of `pdev`, whose region is
+/// requested for this driver, for as long as the `WcBar` lives.
+pub(crate) struct WcBar {
+    pdev: ARef<pci::Device>,
+    io: MmioRaw<Region>,
+    num: i32,
+}
+
+/// The C `struct pci_dev` of `pdev`.
+fn raw(pdev: &pci::Device) -> *mut bindings::pci_dev {
+    // `pci::Device` is `repr(transparent)` over `Opaque<bindings::pci_dev>`.
+    core::ptr::from_ref(pdev)
+        .cast::<bindings::pci_dev>()
+        .cast_mut()
+}
+
+impl WcBar {
+    /// Requests BAR `bar` of `pdev` under `name` and maps it write-combining.
+    pub(crate) fn map(
+        pdev: &pci::Device<kernel::device::Bound>,
+        bar: u32,
+        name: &'static CStr,
+    ) -> Result<Devres<Self>> {
+        let len = usize::try_from(pdev.resource_len(bar)?)?;
+        if len == 0 {
+            return Err(ENODEV);
+        }
+        let num = i32::try_from(bar)?;
+        let dev: ARef<pci::Device> = pdev.into();
+        let p = raw(&dev);
+        // SAFETY: `p` is a bound PCI device (we hold a reference); `num` was
+        // checked by `resource_len`; `name` is a static NUL-terminated string.
+        if unsafe { bindings::pci_request_region(p, num, name.as_char_ptr()) } != 0 {
+            return Err(EBUSY);
+        }
+        // SAFETY: as above; the region was just requested for us.
+        let addr = unsafe { bindings::pci_iomap_wc(p, num, 0) } as usize;
+        if addr == 0 {
+            // SAFETY: we requested the region above and map nothing from it.
+            unsafe { bindings::pci_release_region(p, num) };
+            return Err(ENOMEM);
+        }
+        let io = match MmioRaw::new_region(addr, len) {
+            Ok(io) => io,
+            Err(e) => {
+                // SAFETY: `addr` is the mapping made above of the region we
+                // requested; neither is used after this.
+                unsafe {
+                    bindings::pci_iounmap(p, addr as *mut c_void);
+                    bindings::pci_release_region(p, num);
+                }
+                return Err(e);
+            }
+        };
+        // INVARIANT: `io` maps BAR `num` of `dev`, requested above.
+        Devres::new(pdev.as_ref(), WcBar { pdev: dev, io, num })
+    }
+}
+
+impl Drop for WcBar {
+    fn drop(&mut self) {
+        let p = raw(&self.pdev);
+        // SAFETY: by the type invariant `io` is our mapping of the region
+        // `num`, which we requested; nothing uses either after the drop.
+        unsafe {
+            bindings::pci_iounmap(p, self.io.addr() as *mut c_void);
+            bindings::pci_release_region(p, self.num);
+        }
+    }
+}
+
+impl<'a> IoBase<'a> for &'a WcBar {
+    type Backend = MmioBackend;
+    type Target = Region;
+
+    fn as_view(self) -> Mmio<'a, Region> {
+        // SAFETY: by the type invariant the MMIO range in `self.io` is mapped
+        // while `self` lives, which covers `'a`.
+        unsafe { Mmio::from_raw(self.io) }
+    }
+}

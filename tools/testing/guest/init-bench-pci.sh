@@ -1,0 +1,21 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# `make bench` second guest (QEMU 11): one simulated device and one emulated
+# Neuron PCI function side by side; MEM_WRITE into each, in one run.
+. /common.sh
+
+insmod /neuron_hbm.ko sim_devices=1 sim_arch=v2
+sim= pci=
+for n in 0 1; do
+	case "$(cat /sys/class/misc/neuron_hbm$n/simulated 2>/dev/null)" in
+	1) sim=/dev/neuron_hbm$n ;;
+	0) pci=/dev/neuron_hbm$n ;;
+	esac
+done
+if [ -n "$sim" ] && [ -n "$pci" ]; then
+	/tests/nhbm-bench "$sim" --pci-write "$pci"
+else
+	echo "bench: pci_mem_write: error: no simulated device ($sim) or PCI function ($pci)"
+fi
+rmmod neuron_hbm
+finish
