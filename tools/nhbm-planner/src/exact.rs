@@ -20,15 +20,24 @@
 //! - where a section has no slack left (floor + unplaced bytes = `cap`), its
 //!   lowest free byte must be the start of one of its buffers: the search
 //!   branches on those only, picking the section with the fewest (as in
-//!   exact cover).
+//!   exact cover);
+//! - in a run of such sections with the same lowest free byte, the
+//!   buffers that can still start there must partition the run in time
+//!   (checked by a reachability pass over the run);
+//! - a state (unplaced buffers, their lowest offsets, the section floors)
+//!   once refuted is remembered, so the same state reached by stacking
+//!   buffers in another order is not searched again.
 //!
 //! Several static orders (ranks), with and without the exact-cover
-//! branching, are raced with a node limit that doubles each round, so one
-//! that happens to walk straight into a packing finds it quickly; a search that ends without a packing and without hitting
-//! its limit proves that none exists. [`minimize`] wraps the decision problem
+//! branching, are raced with a node limit that doubles each round and share
+//! the refuted states, so one that happens to walk straight into a packing
+//! finds it quickly; a search that ends without a packing and without
+//! hitting its limit proves that none exists. [`minimize`] wraps the decision problem
 //! in a search over `cap` between the liveness lower bound and a known
 //! packing.
 
+use std::collections::HashSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Instant;
 
 /// One buffer: live over operators `first..=last`, `size` bytes at a
@@ -144,16 +153,23 @@ impl Instance {
         }
         let ranks = self.ranks();
         let mut limit = 2 * self.bufs.len() as u64;
+        // States proven to have no completion, shared by every run: a
+        // refutation holds whatever order found it.
+        let mut refuted = HashSet::new();
         loop {
             // Exact-cover branching gets most of the nodes; plain canonical
             // branching now and then finds what it misses.
             let runs = ranks
                 .iter()
-                .flat_map(|r| [(r, true, limit), (r, false, limit / PLAIN_SHARE)]);
-            for (rank, cover, limit) in runs {
+                .enumerate()
+                .flat_map(|(i, r)| [(i, r, true, limit), (i, r, false, limit / PLAIN_SHARE)]);
+            for (i, rank, cover, limit) in runs {
                 let mut s = Search::new(self, cap, (rank, cover), deadline, limit);
+                s.rank_id = i;
+                s.refuted = std::mem::take(&mut refuted);
                 let st = s.solve();
                 *nodes += s.nodes;
+                refuted = std::mem::take(&mut s.refuted);
                 match st {
                     St::Found => return Fit::Packing(s.solution),
                     St::NotFound => return Fit::Impossible,
@@ -166,8 +182,8 @@ impl Instance {
     }
 
     /// Static orders to race, each a priority of three keys (largest
-    /// first, ties by index): lifetime, area, and how crowded the buffer's
-    /// busiest section is.
+    /// first, ties by index) among lifetime, area, size, and how crowded
+    /// the buffer's busiest section is.
     fn ranks(&self) -> Vec<Vec<u32>> {
         let n = self.bufs.len();
         let section_total: Vec<u64> = self
@@ -188,10 +204,12 @@ impl Instance {
         let area: Vec<u64> = (0..n)
             .map(|i| length[i].saturating_mul(self.bufs[i].size))
             .collect();
-        let keys: [[&[u64]; 3]; 3] = [
+        let size: Vec<u64> = self.bufs.iter().map(|b| b.size).collect();
+        let keys: [[&[u64]; 3]; 4] = [
             [&length, &area, &total],
             [&total, &area, &length],
             [&total, &length, &area],
+            [&size, &length, &total],
         ];
         keys.iter()
             .map(|k| {
@@ -282,6 +300,9 @@ enum St {
 
 const UNPLACED: u64 = u64::MAX;
 
+/// Refuted states remembered at most (16 bytes each).
+const MAX_REFUTED: usize = 1 << 22;
+
 /// Node limit of plain canonical branching, as a fraction of exact-cover
 /// branching's.
 const PLAIN_SHARE: u64 = 8;
@@ -298,6 +319,8 @@ struct Search<'a> {
     inst: &'a Instance,
     cap: u64,
     rank: &'a [u32],
+    /// Which of [`Instance::ranks`] `rank` is.
+    rank_id: usize,
     deadline: Instant,
     limit: u64,
     nodes: u64,
@@ -316,6 +339,8 @@ struct Search<'a> {
     stamp: u64,
     /// Branch on the buffers that can fill a section without slack.
     cover: bool,
+    /// Keys ([`Self::state_key`]) of states without a completion.
+    refuted: HashSet<u128>,
 }
 
 impl<'a> Search<'a> {
@@ -343,6 +368,7 @@ impl<'a> Search<'a> {
             inst,
             cap,
             rank,
+            rank_id: 0,
             deadline,
             limit,
             nodes: 0,
@@ -355,6 +381,7 @@ impl<'a> Search<'a> {
             seen: vec![0; sections],
             stamp: 0,
             cover,
+            refuted: HashSet::new(),
         }
     }
 
@@ -409,9 +436,49 @@ impl<'a> Search<'a> {
         if self.nodes > self.limit {
             return St::Limit;
         }
-        if self.nodes % 1024 == 0 && Instant::now() >= self.deadline {
+        if self.nodes % 64 == 0 && Instant::now() >= self.deadline {
             return St::Timeout;
         }
+        let key = self.state_key(part, last, last_rank);
+        if self.refuted.contains(&key) {
+            return St::NotFound;
+        }
+        let st = self.branch(part, last, last_rank);
+        if st == St::NotFound && self.refuted.len() < MAX_REFUTED {
+            self.refuted.insert(key);
+        }
+        st
+    }
+
+    /// What the search below a node of `part` depends on: which of its
+    /// buffers are unplaced and their lowest offsets, its sections'
+    /// floors, and where the canonical order stands. Different placements
+    /// below (e.g. two buffers of the same lifetime stacked either way)
+    /// leave the same state, which is refuted once only. Which buffers
+    /// may still go at `last` depends on the rank order unless
+    /// `last_rank` is 0, so then the order is part of the state.
+    fn state_key(&self, part: &Part, last: u64, last_rank: u32) -> u128 {
+        let order = if last_rank == 0 {
+            usize::MAX
+        } else {
+            self.rank_id
+        };
+        let mut h = [DefaultHasher::new(), DefaultHasher::new()];
+        for (salt, h) in h.iter_mut().enumerate() {
+            (salt, part.lo, part.hi, last, last_rank, order).hash(h);
+            for &b in &part.bufs {
+                let b = b as usize;
+                if self.offset[b] == UNPLACED {
+                    (b, self.min_off[b]).hash(h);
+                }
+            }
+            self.floor[part.lo..part.hi].hash(h);
+        }
+        (u128::from(h[0].finish()) << 64) | u128::from(h[1].finish())
+    }
+
+    /// [`Self::search`]'s branching, at a state not yet refuted.
+    fn branch(&mut self, part: &Part, last: u64, last_rank: u32) -> St {
         let mut order: Vec<(u64, u32, u32)> = part
             .bufs
             .iter()
@@ -556,6 +623,57 @@ impl<'a> Search<'a> {
     fn feasible(&self, part: &Part, last: u64) -> bool {
         (part.lo..part.hi)
             .all(|s| self.floor[s].max(last) + self.total[s] <= self.cap || self.total[s] == 0)
+            && self.bottoms_coverable(part, last)
+    }
+
+    /// Well inference: in a section without slack the lowest free byte `f`
+    /// must be the start of an unplaced buffer, and buffers starting at
+    /// the same byte do not share a section. So a run of consecutive such
+    /// sections with the same `f` must be partitioned in time by the
+    /// lifetimes (clipped to the run) of unplaced buffers that can still
+    /// start at `f`; if no partition exists, neither does a packing.
+    fn bottoms_coverable(&self, part: &Part, last: u64) -> bool {
+        let bottom = |s: usize| {
+            let f = self.floor[s].max(last);
+            (self.total[s] != 0 && f + self.total[s] == self.cap).then_some(f)
+        };
+        let mut s = part.lo;
+        while s < part.hi {
+            let Some(f) = bottom(s) else {
+                s += 1;
+                continue;
+            };
+            let a = s;
+            let mut c = s + 1;
+            while c < part.hi && bottom(c) == Some(f) {
+                c += 1;
+            }
+            // reach[i]: sections a..a + i can be covered exactly.
+            let mut reach = vec![false; c - a + 1];
+            reach[0] = true;
+            for x in a..c {
+                if !reach[x - a] {
+                    continue;
+                }
+                for &b in &self.inst.section_bufs[x] {
+                    let b = b as usize;
+                    let (lo, hi) = self.inst.span[b];
+                    if self.offset[b] != UNPLACED
+                        || lo.max(a) != x
+                        || self.min_off[b] > f
+                        || f % self.inst.bufs[b].align.max(1) != 0
+                    {
+                        continue;
+                    }
+                    reach[hi.min(c) - a] = true;
+                }
+            }
+            if !reach[c - a] {
+                return false;
+            }
+            s = c;
+        }
+        true
     }
 
     /// Places `b` at `off`; returns what [`Self::unplace`] restores.
@@ -689,6 +807,33 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    /// Crowded instances: enough buffers in few operators that the search
+    /// reaches the same unplaced set with different floors, where a
+    /// remembered refutation must not be reused.
+    #[test]
+    fn refuted_states_are_not_confused() {
+        let mut rng = SplitMix64(29);
+        for _ in 0..150 {
+            let n = 7 + rng.below(3);
+            let bufs: Vec<Buffer> = (0..n)
+                .map(|_| {
+                    let first = rng.below(4);
+                    Buffer {
+                        first,
+                        last: first + rng.below(3),
+                        size: 1 + rng.below(4) as u64,
+                        align: [1, 1, 2][rng.below(3)],
+                    }
+                })
+                .collect();
+            let want = brute_force(&bufs);
+            let s = minimize(&bufs, None, far());
+            assert!(s.optimal, "{bufs:?}");
+            assert_eq!(s.high_water, want, "{bufs:?}");
+            assert!(Instance::new(&bufs).is_packing(&s.offsets), "{bufs:?}");
+        }
     }
 
     #[test]
