@@ -14,8 +14,8 @@ use crate::{
     fw::ResetKind,
     plan::{
         blob::UserBlob,
-        parse::{parse, Placement},
-        stage::{stage, Plan},
+        parse::parse,
+        stage::{stage, Plan, Remotes},
     },
     resched,
     telemetry::Telemetry,
@@ -94,20 +94,67 @@ pub(crate) unsafe extern "C" fn nhbm_sysfs_value(
 /// Maximum device nodes.
 pub(crate) const MAX_NODES: usize = NODE_NAMES.len();
 
-/// Index of the next device node (indices are not reused).
-static NEXT_INDEX: Atomic<u32> = Atomic::new(0);
+/// A set of device indices `0..MAX_NODES`, one bit each.
+pub(crate) struct IndexSet(Atomic<u32>);
 
-/// Claims the next device index, `ENOSPC` after [`MAX_NODES`].
-pub(crate) fn next_index() -> Result<u32> {
-    let i = NEXT_INDEX.fetch_add(1, Relaxed);
-    if i as usize >= MAX_NODES {
-        return Err(ENOSPC);
+/// The indices of the module's devices.
+static DEVICE_INDICES: IndexSet = IndexSet::new();
+
+impl IndexSet {
+    /// All indices free.
+    pub(crate) const fn new() -> Self {
+        Self(Atomic::new(0))
     }
-    Ok(i)
+
+    /// Claims the lowest free index, `ENOSPC` when all [`MAX_NODES`] are taken.
+    pub(crate) fn claim(&'static self) -> Result<NodeIndex> {
+        let mut cur = self.0.load(Relaxed);
+        loop {
+            let i = cur.trailing_ones();
+            if i as usize >= MAX_NODES {
+                return Err(ENOSPC);
+            }
+            match self.0.cmpxchg(cur, cur | 1 << i, Relaxed) {
+                Ok(_) => {
+                    return Ok(NodeIndex {
+                        set: self,
+                        index: i,
+                    })
+                }
+                Err(now) => cur = now,
+            }
+        }
+    }
 }
 
-/// Plans one open file may hold at once (`E2BIG` beyond).
-pub(crate) const MAX_PLANS_PER_FILE: usize = 4096;
+/// A claimed device index, free again when dropped: a device gives its index
+/// back when the last user of it is gone.
+pub(crate) struct NodeIndex {
+    set: &'static IndexSet,
+    index: u32,
+}
+
+impl NodeIndex {
+    /// Claims the lowest free index of the module's devices.
+    pub(crate) fn claim() -> Result<Self> {
+        DEVICE_INDICES.claim()
+    }
+
+    /// The index.
+    pub(crate) fn get(&self) -> u32 {
+        self.index
+    }
+}
+
+impl Drop for NodeIndex {
+    fn drop(&mut self) {
+        let bit = 1u32 << self.index;
+        let mut cur = self.set.0.load(Relaxed);
+        while let Err(now) = self.set.0.cmpxchg(cur, cur & !bit, Relaxed) {
+            cur = now;
+        }
+    }
+}
 
 /// Record addresses copied out per user copy by PLAN_LOAD.
 const ADDRS_PIECE: usize = 512;
@@ -174,8 +221,6 @@ struct PlanEntry {
     plan: Arc<Plan>,
     /// Plans of this file whose REMOTE records point into this one.
     pinned_by: u32,
-    /// Ids of the plans this one points into.
-    pins: KVec<u32>,
 }
 
 struct FileState {
@@ -286,34 +331,23 @@ impl OpenFile {
         let blob = UserBlob::new(req.blob, req.blob_len, &self.dev.fault)?;
         let parsed = parse(&blob, self.dev.info)?;
 
-        // REMOTE targets: looked up and pinned now, so they stay put while we stage.
-        let mut remotes = KVec::new();
-        let mut pins = KVec::new();
-        for rec in parsed.records.iter() {
-            if let Placement::Remote { .. } = rec.placement {
-                remotes.push((0u64, 0u64), GFP_KERNEL)?;
-                pins.push(0u32, GFP_KERNEL)?;
-            }
-        }
+        // REMOTE targets: the plan takes a reference on each plan it names, so
+        // none of their memory can be freed while it (or a transfer through
+        // it) can reach it. They are pinned in this file's table when the plan
+        // is inserted, if they are still there.
+        let mut remotes = Remotes::wanted(&parsed)?;
         // The table slot is taken up front: once staged, inserting cannot fail.
-        let slot = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let slot = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
         let id = {
             let mut st = self.state.lock();
-            if st.count >= MAX_PLANS_PER_FILE {
+            if st.count >= MAX_PLANS_PER_FILE as usize {
                 return Err(E2BIG);
             }
-            let mut k = 0;
-            for rec in parsed.records.iter() {
-                if let Placement::Remote { var_id, plan_id } = rec.placement {
-                    let target = &st.entry(plan_id)?.plan;
-                    target.check_live()?;
-                    let v = target.var(var_id).copied()?;
-                    remotes[k] = (v.pa, v.size);
-                    pins[k] = plan_id;
-                    k += 1;
-                }
-            }
-            st.pin(&pins);
+            remotes.take(|id| {
+                let target = st.entry(id)?.plan.clone();
+                target.check_live()?;
+                Ok(target)
+            })?;
             // Ids count up from 1 and skip any still in use after a wrap.
             let mut id = st.next_id;
             while st.entry(id).is_ok() {
@@ -322,14 +356,15 @@ impl OpenFile {
             st.next_id = id.wrapping_add(1).max(1);
             id
         };
+        remotes.check(&parsed)?;
 
         let fault = &self.dev.fault;
-        let staged = stage(&self.dev, parsed, &blob, channel, &remotes, id).and_then(|plan| {
+        let staged = stage(&self.dev, parsed, &blob, channel, remotes, id).and_then(|plan| {
             if req.addrs != 0 {
                 fault.point(EFAULT)?;
                 let n = plan.vars().len() as u64;
                 let mut w = user_slice(req.addrs, n.checked_mul(8).ok_or(EINVAL)?)?.writer();
-                let mut piece = KVec::with_capacity(ADDRS_PIECE, GFP_KERNEL)?;
+                let mut piece = KVec::with_capacity(ADDRS_PIECE, GFP_KERNEL_ACCOUNT)?;
                 for vars in plan.vars().chunks(ADDRS_PIECE) {
                     piece.clear();
                     for v in vars {
@@ -347,28 +382,27 @@ impl OpenFile {
             writeback(arg, &req)?;
             Ok(plan)
         });
+        // On failure nothing of this load stays: its plan, if staged, was
+        // dropped, and with it the references on its targets.
         let plan = staged.and_then(|plan| {
             fault.point(ENOMEM)?;
-            Ok(Arc::new(plan, GFP_KERNEL)?)
-        });
+            Ok(Arc::new(plan, GFP_KERNEL_ACCOUNT)?)
+        })?;
         let mut st = self.state.lock();
-        match plan {
-            Ok(plan) => {
-                let entry = PlanEntry {
-                    plan,
-                    pinned_by: 0,
-                    pins,
-                };
-                st.plans.insert(slot.into_node(id, entry));
-                st.count += 1;
-                Ok(())
-            }
-            Err(e) => {
-                // Nothing of this load stays: its plan, if staged, was dropped.
-                st.unpin(&pins);
-                Err(e)
-            }
+        if st.count >= MAX_PLANS_PER_FILE as usize {
+            drop(st);
+            return Err(E2BIG);
         }
+        // A target unloaded meanwhile is gone for this file, too.
+        if !plan.remotes_match(|id| st.entry(id).ok().map(|e| &e.plan)) {
+            drop(st);
+            return Err(ENOENT);
+        }
+        st.pin(plan.remote_ids());
+        st.plans
+            .insert(slot.into_node(id, PlanEntry { plan, pinned_by: 0 }));
+        st.count += 1;
+        Ok(())
     }
 
     fn plan_unload(&self, arg: usize) -> Result {
@@ -385,7 +419,7 @@ impl OpenFile {
             }
             let entry = st.plans.remove(&req.plan_id).ok_or(ENOENT)?;
             st.count -= 1;
-            st.unpin(&entry.pins);
+            st.unpin(entry.plan.remote_ids());
             entry
         };
         // The plan's memory is given back here, outside the lock.
@@ -546,5 +580,37 @@ impl MiscDevice for OpenFile {
             _ => return Err(ENOTTY),
         }
         Ok(0)
+    }
+}
+
+#[kunit_tests(neuron_hbm_chardev)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indices_are_claimed_lowest_first_and_reused() -> Result {
+        static SET: IndexSet = IndexSet::new();
+        // Many more claims in sequence than there are indices.
+        for _ in 0..4 * MAX_NODES {
+            assert_eq!(SET.claim()?.get(), 0);
+        }
+        let mut held = KVec::new();
+        for i in 0..MAX_NODES {
+            let n = SET.claim()?;
+            assert_eq!(n.get(), i as u32);
+            held.push(n, GFP_KERNEL)?;
+        }
+        assert_eq!(SET.claim().err(), Some(ENOSPC));
+        drop(held.remove(5)?);
+        assert_eq!(SET.claim()?.get(), 5);
+        Ok(())
+    }
+
+    #[test]
+    fn devices_give_their_index_back() -> Result {
+        for _ in 0..2 * MAX_NODES {
+            drop(Device::new_test_sim(1)?);
+        }
+        Ok(())
     }
 }

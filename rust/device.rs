@@ -7,16 +7,20 @@
 use crate::{
     addr,
     arch::ArchInfo,
+    chardev::NodeIndex,
+    dmem::Region,
     fault::FaultInjector,
     fw::{self, ResetKind, WaitReport},
     io::{DeviceIo, XFER_CHUNK},
     mempool::{Geometry, Grid},
     resched,
     sim::SimIo,
+    uapi::MAX_PLANS_PER_DEVICE,
 };
 use kernel::{
     new_condvar, new_mutex,
     prelude::*,
+    rbtree::RBTree,
     sync::{
         atomic::{Acquire, Atomic, Relaxed, Release},
         Arc, CondVar, Mutex,
@@ -46,6 +50,8 @@ pub(crate) struct Device {
     backend: Backend,
     /// The HBM pools.
     pub(crate) grid: Grid,
+    /// Each channel's HBM as a dmem cgroup region.
+    dmem: KVec<Region>,
     /// Whether a reset is under way; held only to test and flip it.
     #[pin]
     resetting: Mutex<bool>,
@@ -59,9 +65,49 @@ pub(crate) struct Device {
     open_files: Atomic<u32>,
     /// Test-only fault injection (debugfs `fail_nth`).
     pub(crate) fault: FaultInjector,
-    /// What each live plan holds, for telemetry.
+    /// What each live plan holds, for telemetry, by serial number.
     #[pin]
-    pub(crate) plans: Mutex<KVec<PlanSummary>>,
+    pub(crate) plans: Mutex<RBTree<u64, PlanSummary>>,
+    /// Live plans (claimed [`PlanSlot`]s).
+    live_plans: Atomic<u32>,
+    /// The claim on `index`, given back when the device is dropped, after
+    /// its dmem regions (fields drop in order).
+    _index: NodeIndex,
+}
+
+/// One of a device's [`MAX_PLANS_PER_DEVICE`] live-plan slots (over all its
+/// open files), given back on drop: a plan is live from its load until its
+/// memory is freed. Dereferences to its device.
+pub(crate) struct PlanSlot(Arc<Device>);
+
+impl PlanSlot {
+    /// Claims a slot of `dev`, `ENOSPC` when all are taken.
+    pub(crate) fn claim(dev: &Arc<Device>) -> Result<Self> {
+        let mut cur = dev.live_plans.load(Relaxed);
+        loop {
+            if cur >= MAX_PLANS_PER_DEVICE {
+                return Err(ENOSPC);
+            }
+            match dev.live_plans.cmpxchg(cur, cur + 1, Relaxed) {
+                Ok(_) => return Ok(Self(dev.clone())),
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+impl core::ops::Deref for PlanSlot {
+    type Target = Arc<Device>;
+
+    fn deref(&self) -> &Arc<Device> {
+        &self.0
+    }
+}
+
+impl Drop for PlanSlot {
+    fn drop(&mut self) {
+        self.0.live_plans.fetch_sub(1, Relaxed);
+    }
 }
 
 /// Telemetry of one live plan.
@@ -82,17 +128,24 @@ pub(crate) struct PlanSummary {
 }
 
 impl Device {
-    /// A device over `backend` with a grid of geometry `geo`.
-    pub(crate) fn new(
-        index: u32,
-        pci: (u16, u16),
-        backend: Backend,
-        geo: Geometry,
-    ) -> Result<Arc<Self>> {
+    /// A device over `backend` with a grid of geometry `geo`, under the
+    /// lowest free device index (`ENOSPC` when all are taken).
+    pub(crate) fn new(pci: (u16, u16), backend: Backend, geo: Geometry) -> Result<Arc<Self>> {
+        let claim = NodeIndex::claim()?;
         let grid = Grid::new(geo)?;
+        let mut dmem = KVec::with_capacity(geo.info.nr_channels, GFP_KERNEL)?;
+        for ch in 0..geo.info.nr_channels {
+            let size = (0..geo.regions)
+                .filter_map(|r| grid.stats(ch, r).ok())
+                .map(|s| s.total)
+                .sum();
+            dmem.push(Region::register(claim.get(), ch as u32, size)?, GFP_KERNEL)?;
+        }
         Arc::pin_init(
             try_pin_init!(Self {
-                index,
+                index: claim.get(),
+                _index: claim,
+                dmem,
                 info: geo.info,
                 pci_vendor: pci.0,
                 pci_device: pci.1,
@@ -103,10 +156,16 @@ impl Device {
                 reset_epoch: Atomic::new(0),
                 open_files: Atomic::new(0),
                 fault: FaultInjector::new(),
-                plans <- new_mutex!(KVec::new()),
+                plans <- new_mutex!(RBTree::new()),
+                live_plans: Atomic::new(0),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// The dmem cgroup region of HBM channel `channel`.
+    pub(crate) fn dmem_region(&self, channel: usize) -> Result<&Region> {
+        self.dmem.get(channel).ok_or(EINVAL)
     }
 
     /// The device-access interface.
@@ -227,14 +286,30 @@ impl Device {
         Ok(())
     }
 
+    /// A bounce buffer for a user transfer of `len` bytes: one per transfer,
+    /// at most one piece long. User memory is copied to and from it with no
+    /// lock held, so a user buffer that faults slowly stalls only its caller.
+    fn bounce(len: u64) -> Result<KVVec<u8>> {
+        let n = usize::try_from(len.min(XFER_CHUNK as u64))?;
+        Ok(KVVec::from_elem(0u8, n, GFP_KERNEL_ACCOUNT)?)
+    }
+
     /// Copies `len` bytes from user memory to device PA `pa` through BAR4.
     pub(crate) fn write_from_user(&self, pa: u64, src: &mut UserSliceReader, len: u64) -> Result {
-        self.for_each_piece(pa, len, |off, n| self.io().bar4_write_user(off, src, n))
+        let mut bounce = Self::bounce(len)?;
+        self.for_each_piece(pa, len, |off, n| {
+            src.read_slice(&mut bounce[..n])?;
+            self.io().bar4_write(off, &bounce[..n])
+        })
     }
 
     /// Copies `len` bytes at device PA `pa` to user memory through BAR4.
     pub(crate) fn read_to_user(&self, pa: u64, dst: &mut UserSliceWriter, len: u64) -> Result {
-        self.for_each_piece(pa, len, |off, n| self.io().bar4_read_user(off, dst, n))
+        let mut bounce = Self::bounce(len)?;
+        self.for_each_piece(pa, len, |off, n| {
+            self.io().bar4_read(off, &mut bounce[..n])?;
+            dst.write_slice(&bounce[..n])
+        })
     }
 
     /// Writes `src` at device PA `pa` through BAR4.
@@ -275,7 +350,6 @@ impl Device {
     pub(crate) fn new_test_sim_of(info: &'static ArchInfo, regions: usize) -> Result<Arc<Self>> {
         let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         Device::new(
-            0,
             (crate::arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
             Backend::Sim(sim),
             Geometry {

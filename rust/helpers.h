@@ -16,6 +16,14 @@ const char *nhbm_sim_arch(void);
 void nhbm_cond_resched(void);
 bool nhbm_fatal_signal_pending(void);
 
+struct dmem_cgroup_region;
+struct dmem_cgroup_pool_state;
+int nhbm_dmem_register(u64 size, u32 dev, u32 channel, struct dmem_cgroup_region **out);
+void nhbm_dmem_unregister(struct dmem_cgroup_region *region);
+int nhbm_dmem_try_charge(struct dmem_cgroup_region *region, u64 size,
+			 struct dmem_cgroup_pool_state **pool);
+void nhbm_dmem_uncharge(struct dmem_cgroup_pool_state *pool, u64 size);
+
 /* sysfs attributes of a device node (values from nhbm_sysfs_value, Rust). */
 enum nhbm_attr {
 	NHBM_ATTR_ARCH = 0,

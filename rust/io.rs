@@ -1,16 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The device-access interface: 32-bit registers in BAR0 and bulk bytes in
-//! BAR4. The PCI backend ([`crate::pci`]) and the simulated one
+//! BAR4, to and from kernel memory only (user memory is bounced by
+//! [`crate::device::Device`], never copied under a backend's lock). The PCI backend ([`crate::pci`]) and the simulated one
 //! ([`crate::sim`]) implement it; nothing above this file knows which one runs.
 
-use kernel::{
-    prelude::*,
-    uaccess::{UserSliceReader, UserSliceWriter},
-};
+use kernel::prelude::*;
 
 /// Largest piece a bulk transfer moves at once (bounds time under any lock
-/// and the size of the bounce buffer).
+/// and the size of the bounce buffer that user transfers go through).
 pub(crate) const XFER_CHUNK: usize = 64 * 1024;
 
 /// Access to one Neuron device's BAR0 registers and BAR4 HBM window.
@@ -20,12 +18,6 @@ pub(crate) trait DeviceIo: Send + Sync {
 
     /// Writes the 32-bit register at BAR0 offset `off`.
     fn write32(&self, off: u64, value: u32) -> Result;
-
-    /// Copies `len` bytes from user memory to BAR4 offset `off`.
-    fn bar4_write_user(&self, off: u64, src: &mut UserSliceReader, len: usize) -> Result;
-
-    /// Copies `len` bytes from BAR4 offset `off` to user memory.
-    fn bar4_read_user(&self, off: u64, dst: &mut UserSliceWriter, len: usize) -> Result;
 
     /// Writes `src` to BAR4 offset `off`.
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result;

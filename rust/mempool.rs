@@ -111,13 +111,19 @@ struct PoolState {
     index: RBTree<u64, u64>,
     /// Scratchpad bytes below the top of the pool.
     scratch_bytes: u64,
-    /// PAs of the scratchpad stack, lowest (newest) last.
-    scratch: KVec<u64>,
-    /// Retired scratchpad chunks waiting until they are the lowest.
-    retired: KVec<Chunk>,
+    /// The scratchpad stack, lowest (newest) last: PAs strictly descending.
+    scratch: KVec<ScratchSlot>,
     /// Index nodes of freed chunks, reused so that steady-state allocation
     /// does not go to the slab allocator.
     spare: KVec<RBTreeNodeReservation<u64, u64>>,
+}
+
+/// One scratchpad chunk of a pool's stack.
+struct ScratchSlot {
+    pa: u64,
+    /// The chunk, once retired while not the lowest: parked in its own slot,
+    /// so that retiring never allocates and never loses a chunk.
+    parked: Option<Chunk>,
 }
 
 /// Spare index nodes a pool keeps.
@@ -147,7 +153,6 @@ impl Pool {
                     index: RBTree::new(),
                     scratch_bytes: 0,
                     scratch: KVec::new(),
-                    retired: KVec::new(),
                     spare: KVec::with_capacity(SPARE_NODES, GFP_KERNEL)?,
                 }),
             }),
@@ -342,7 +347,10 @@ impl Grid {
         state.scratch_bytes = below;
         let chunk = pool.commit(&mut state, gen, node, (channel as u8, region as u8, true));
         // Cannot fail: one slot was reserved above.
-        let _ = state.scratch.push(chunk.pa, GFP_ATOMIC);
+        let _ = state.scratch.push_within_capacity(ScratchSlot {
+            pa: chunk.pa,
+            parked: None,
+        });
         Ok(chunk)
     }
 
@@ -355,7 +363,7 @@ impl Grid {
         };
         let mut state = pool.state.lock();
         if chunk.scratch {
-            if state.scratch.last() != Some(&chunk.pa) {
+            if state.scratch.last().map(|s| s.pa) != Some(chunk.pa) {
                 return Err((EBUSY, chunk));
             }
             Self::pop_scratch(pool, &mut state, chunk);
@@ -366,32 +374,46 @@ impl Grid {
     }
 
     /// Gives `chunk` back like [`Grid::free`], except that a scratchpad chunk
-    /// that is not the lowest is parked and freed as soon as everything below
-    /// it is gone (plans can be unloaded in any order).
+    /// that is not the lowest is parked in its slot of the stack and freed as
+    /// soon as everything below it is gone (plans can be unloaded in any
+    /// order). Never allocates, so it cannot fail.
     pub(crate) fn retire(&self, chunk: Chunk) {
-        if let Err((_, chunk)) = self.free(chunk) {
-            let Ok(pool) = self.pool(chunk.channel(), chunk.region()) else {
-                return;
-            };
-            let mut state = pool.state.lock();
-            if state.retired.push(chunk, GFP_ATOMIC).is_err() {
-                // Out of memory for the parking slot: the chunk stays allocated
-                // until the grid is dropped, which reclaims and reports it.
-                pr_warn!("scratchpad chunk parked without bookkeeping\n");
+        let Ok(pool) = self.pool(chunk.channel(), chunk.region()) else {
+            // Cannot happen: a chunk records the pool it came from.
+            pr_err!("chunk at {:#x} outside the grid\n", chunk.pa());
+            return;
+        };
+        let mut state = pool.state.lock();
+        if !chunk.scratch {
+            pool.release(&mut state, chunk);
+            return;
+        }
+        // Strictly descending PAs: the slot is found by binary search.
+        let slot = state
+            .scratch
+            .binary_search_by(|s| chunk.pa.cmp(&s.pa))
+            .ok()
+            .filter(|&i| state.scratch[i].parked.is_none());
+        match slot {
+            Some(i) if i + 1 == state.scratch.len() => Self::pop_scratch(pool, &mut state, chunk),
+            Some(i) => state.scratch[i].parked = Some(chunk),
+            None => {
+                // Cannot happen: every live scratchpad chunk has its slot.
+                pr_err!("scratchpad chunk at {:#x} has no slot\n", chunk.pa());
+                pool.release(&mut state, chunk);
             }
         }
     }
 
+    /// Frees the lowest scratchpad chunk `chunk`, then every parked one that
+    /// becomes the lowest.
     fn pop_scratch(pool: &Pool, state: &mut PoolState, chunk: Chunk) {
         let mut next = Some(chunk);
         while let Some(chunk) = next.take() {
             state.scratch.pop();
             state.scratch_bytes -= chunk.size();
             pool.release(state, chunk);
-            let lowest = state.scratch.last().copied();
-            if let Some(i) = state.retired.iter().position(|c| Some(c.pa) == lowest) {
-                next = state.retired.remove(i).ok();
-            }
+            next = state.scratch.last_mut().and_then(|s| s.parked.take());
         }
     }
 
@@ -451,8 +473,8 @@ impl Drop for Grid {
     fn drop(&mut self) {
         for pool in self.pools.iter() {
             let mut state = pool.state.lock();
-            let retired = core::mem::take(&mut state.retired);
-            for chunk in retired {
+            let slots = core::mem::take(&mut state.scratch);
+            for chunk in slots.into_iter().filter_map(|s| s.parked) {
                 pool.release(&mut state, chunk);
             }
         }
@@ -642,6 +664,31 @@ mod tests {
         g.retire(b); // frees b, then the parked a
         assert_eq!(g.stats(0, 0)?.used, 0);
         assert_eq!(g.stats(0, 0)?.live_chunks, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn retirements_in_any_order_free_everything() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let mut chunks = KVec::new();
+        for _ in 0..8 {
+            chunks.push(g.alloc_scratch(0, 0, 4096)?, GFP_KERNEL)?;
+        }
+        // Chunk 0 is the top of the stack, 7 the lowest. The stack shrinks
+        // to just above the lowest chunk not yet retired.
+        let mut retired = [false; 8];
+        for i in [3, 0, 5, 7, 6, 4, 2, 1] {
+            let c = core::mem::replace(&mut chunks[i], g.alloc(1, 0, 4096, 0)?);
+            g.retire(c);
+            retired[i] = true;
+            let held = retired.iter().rposition(|&r| !r).map_or(0, |k| k + 1);
+            assert_eq!(g.stats(0, 0)?.used, 4096 * held as u64);
+        }
+        assert_eq!(g.stats(0, 0)?.used, 0);
+        assert_eq!(g.stats(0, 0)?.live_chunks, 0);
+        for c in chunks.drain_all() {
+            assert!(g.free(c).is_ok());
+        }
         Ok(())
     }
 

@@ -15,6 +15,7 @@ mod arch;
 mod bench;
 mod chardev;
 mod device;
+mod dmem;
 mod fault;
 mod fw;
 mod genpool;
@@ -110,7 +111,6 @@ fn sim_devices() -> Result<KVec<Pin<KBox<Node>>>> {
     for _ in 0..count {
         let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         let dev = Device::new(
-            chardev::next_index()?,
             (arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
             Backend::Sim(sim),
             geometry(info),

@@ -12,10 +12,10 @@
 
 use crate::{
     arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON},
-    chardev::{next_index, Node},
+    chardev::Node,
     device::{Backend, Device},
     geometry,
-    io::{check_range, DeviceIo, XFER_CHUNK},
+    io::{check_range, DeviceIo},
     wc_bar::WcBar,
 };
 use kernel::{
@@ -28,7 +28,6 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         Arc,
     },
-    uaccess::{UserSliceReader, UserSliceWriter},
 };
 
 /// BAR indices (`apb_bar = 0`, `dram_bar = 4`; seed 001 §1).
@@ -119,40 +118,22 @@ impl DeviceIo for PciIo {
         })
     }
 
-    fn bar4_write_user(&self, off: u64, src: &mut UserSliceReader, len: usize) -> Result {
-        let mut bounce = KVec::from_elem(0u8, len.min(XFER_CHUNK), GFP_KERNEL)?;
-        let mut done = 0usize;
-        while done < len {
-            let n = (len - done).min(bounce.len());
-            src.read_slice(&mut bounce[..n])?;
-            self.bar4_write(off + done as u64, &bounce[..n])?;
-            done += n;
-        }
-        Ok(())
-    }
-
-    fn bar4_read_user(&self, off: u64, dst: &mut UserSliceWriter, len: usize) -> Result {
-        let mut bounce = KVec::from_elem(0u8, len.min(XFER_CHUNK), GFP_KERNEL)?;
-        let mut done = 0usize;
-        while done < len {
-            let n = (len - done).min(bounce.len());
-            self.bar4_read(off + done as u64, &mut bounce[..n])?;
-            dst.write_slice(&bounce[..n])?;
-            done += n;
-        }
-        Ok(())
-    }
-
     fn bar4_zero(&self, off: u64, len: u64) -> Result {
         check_range(off, len, self.bar4_size)?;
-        let zeros = KVec::from_elem(0u8, (len as usize).min(XFER_CHUNK), GFP_KERNEL)?;
-        let mut done = 0u64;
-        while done < len {
-            let n = (len - done).min(zeros.len() as u64) as usize;
-            self.bar4_write(off + done, &zeros[..n])?;
-            done += n as u64;
-        }
-        Ok(())
+        // Zeros straight from a register: no buffer to allocate or fill.
+        self.with_bar4(|b| {
+            let (mut at, end) = (off as usize, (off + len) as usize);
+            while at < end {
+                if at % 8 == 0 && end - at >= 8 {
+                    b.try_write64(0, at)?;
+                    at += 8;
+                } else {
+                    b.try_write8(0, at)?;
+                    at += 1;
+                }
+            }
+            Ok(())
+        })
     }
 
     fn is_present(&self) -> bool {
@@ -213,7 +194,6 @@ impl PciDriver {
             GFP_KERNEL,
         )?;
         let dev = Device::new(
-            next_index()?,
             (PCI_VENDOR_AMAZON, device_id),
             Backend::Pci(io.clone()),
             geometry(info),

@@ -18,7 +18,6 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         SpinLock,
     },
-    uaccess::{UserSliceReader, UserSliceWriter},
 };
 
 /// How the simulated firmware behaves after a reset is triggered.
@@ -191,16 +190,6 @@ impl DeviceIo for SimIo {
             return Ok(());
         }
         self.bar0.write(off, &value.to_le_bytes())
-    }
-
-    fn bar4_write_user(&self, off: u64, src: &mut UserSliceReader, len: usize) -> Result {
-        self.check_present()?;
-        self.bar4.write_user(off, src, len)
-    }
-
-    fn bar4_read_user(&self, off: u64, dst: &mut UserSliceWriter, len: usize) -> Result {
-        self.check_present()?;
-        self.bar4.read_user(off, dst, len)
     }
 
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result {

@@ -5,13 +5,7 @@
 //! 256 GiB BAR costs only what tests touch.
 
 use crate::io::check_range;
-use kernel::{
-    new_mutex,
-    prelude::*,
-    rbtree::RBTree,
-    sync::Mutex,
-    uaccess::{UserSliceReader, UserSliceWriter},
-};
+use kernel::{new_mutex, prelude::*, rbtree::RBTree, sync::Mutex};
 
 /// Bytes copied under one hold of the page lock.
 const LOCK_SPAN: usize = 64 * 1024;
@@ -24,7 +18,9 @@ const SIM_PAGE: usize = 16 * 1024;
 struct SimPage([u8; SIM_PAGE]);
 
 /// A sparse, page-granular byte store of a fixed size. An access holds
-/// `pages` for at most [`LOCK_SPAN`] bytes of copying.
+/// `pages` for at most [`LOCK_SPAN`] bytes of copying between kernel buffers;
+/// user memory never takes part (it could fault for as long as its owner
+/// likes, with every other user of the device waiting).
 #[pin_data]
 pub(crate) struct SparseMem {
     size: u64,
@@ -36,8 +32,6 @@ pub(crate) struct SparseMem {
 enum Copy<'a> {
     From(&'a [u8]),
     To(&'a mut [u8]),
-    FromUser(&'a mut UserSliceReader),
-    ToUser(&'a mut UserSliceWriter),
 }
 
 impl SparseMem {
@@ -57,7 +51,7 @@ impl SparseMem {
 
     fn walk(&self, off: u64, len: usize, mut op: Copy<'_>) -> Result {
         check_range(off, len as u64, self.size)?;
-        let create = matches!(op, Copy::From(_) | Copy::FromUser(_));
+        let create = matches!(op, Copy::From(_));
         let mut done = 0usize;
         let mut pages = self.pages.lock();
         let mut held = 0usize;
@@ -86,14 +80,11 @@ impl SparseMem {
                     match &mut op {
                         Copy::From(src) => bytes.copy_from_slice(&src[done..done + n]),
                         Copy::To(dst) => dst[done..done + n].copy_from_slice(bytes),
-                        Copy::FromUser(r) => r.read_slice(bytes)?,
-                        Copy::ToUser(w) => w.write_slice(bytes)?,
                     }
                 }
                 None => match &mut op {
                     Copy::To(dst) => dst[done..done + n].fill(0),
-                    Copy::ToUser(w) => w.write_slice(&ZEROS[..n])?,
-                    Copy::From(_) | Copy::FromUser(_) => {}
+                    Copy::From(_) => {}
                 },
             }
             done += n;
@@ -110,16 +101,6 @@ impl SparseMem {
     pub(crate) fn read(&self, off: u64, dst: &mut [u8]) -> Result {
         let len = dst.len();
         self.walk(off, len, Copy::To(dst))
-    }
-
-    /// Copies `len` bytes from user memory to `off`, a page at a time.
-    pub(crate) fn write_user(&self, off: u64, src: &mut UserSliceReader, len: usize) -> Result {
-        self.walk(off, len, Copy::FromUser(src))
-    }
-
-    /// Copies `len` bytes at `off` to user memory, a page at a time.
-    pub(crate) fn read_user(&self, off: u64, dst: &mut UserSliceWriter, len: usize) -> Result {
-        self.walk(off, len, Copy::ToUser(dst))
     }
 
     /// Zeroes `[off, off + len)`: resident pages inside the range are dropped,
@@ -155,8 +136,6 @@ impl SparseMem {
         Ok(())
     }
 }
-
-static ZEROS: [u8; SIM_PAGE] = [0; SIM_PAGE];
 
 #[kunit_tests(neuron_hbm_sparse)]
 mod tests {

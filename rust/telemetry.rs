@@ -80,7 +80,7 @@ fn show_pools(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
 }
 
 fn show_plans(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
-    for p in dev.plans.lock().iter() {
+    for p in dev.plans.lock().values() {
         writeln!(
             f,
             "{} {} {} {} {}",
@@ -96,9 +96,10 @@ fn show_chunks(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
 
 fn show_kmem(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
     let plans = dev.plans.lock();
-    let vars: u64 = plans.iter().map(|p| u64::from(p.vars)).sum();
-    let bytes: u64 = plans.iter().map(|p| p.kmem).sum();
-    writeln!(f, "plans {} vars {} bytes {}", plans.len(), vars, bytes)
+    let count = plans.values().count();
+    let vars: u64 = plans.values().map(|p| u64::from(p.vars)).sum();
+    let bytes: u64 = plans.values().map(|p| p.kmem).sum();
+    writeln!(f, "plans {} vars {} bytes {}", count, vars, bytes)
 }
 
 fn show_fail_nth(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {

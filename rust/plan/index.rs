@@ -78,8 +78,8 @@ impl VarIndex {
     }
 
     fn direct(ids: impl Iterator<Item = u32>, base: u32, span: usize) -> Result<Self> {
-        let mut slots = KVVec::with_capacity(span, GFP_KERNEL)?;
-        slots.resize(span, EMPTY, GFP_KERNEL)?;
+        let mut slots = KVVec::with_capacity(span, GFP_KERNEL_ACCOUNT)?;
+        slots.resize(span, EMPTY, GFP_KERNEL_ACCOUNT)?;
         for (pos, id) in ids.enumerate() {
             let slot = &mut slots[(id - base) as usize];
             if *slot != EMPTY {
@@ -93,9 +93,9 @@ impl VarIndex {
     }
 
     fn sorted(ids: impl Iterator<Item = u32>, count: usize) -> Result<Self> {
-        let mut pairs = KVVec::with_capacity(count, GFP_KERNEL)?;
+        let mut pairs = KVVec::with_capacity(count, GFP_KERNEL_ACCOUNT)?;
         for (pos, id) in ids.enumerate() {
-            pairs.push((id, pos as u32), GFP_KERNEL)?;
+            pairs.push((id, pos as u32), GFP_KERNEL_ACCOUNT)?;
         }
         resched::checkpoint()?;
         heapsort(&mut pairs)?;

@@ -287,10 +287,10 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
         u64::from(hdr.nmem) * rec_size,
     )?;
 
-    let mut records = KVVec::with_capacity(nmem, GFP_KERNEL)?;
+    let mut records = KVVec::with_capacity(nmem, GFP_KERNEL_ACCOUNT)?;
     let mut raw_lists = KVVec::new(); // (position, ids_off, count)
                                       // Buffers on the heap: kernel stacks are small.
-    let mut batch = KVec::from_elem(MemRef::default(), RECORD_BATCH, GFP_KERNEL)?;
+    let mut batch = KVec::from_elem(MemRef::default(), RECORD_BATCH, GFP_KERNEL_ACCOUNT)?;
     let mut pos = 0usize;
     while pos < nmem {
         resched::checkpoint()?;
@@ -312,7 +312,7 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
                 // Targets are record positions; fixed up below once all ids are known.
                 MrType::Ptr => Placement::Ptr { target: w0 as u32 },
                 MrType::List | MrType::PtrTable => {
-                    raw_lists.push((records.len(), w1, w0 as u32), GFP_KERNEL)?;
+                    raw_lists.push((records.len(), w1, w0 as u32), GFP_KERNEL_ACCOUNT)?;
                     Placement::List {
                         first: 0,
                         count: w0 as u32,
@@ -338,7 +338,7 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
                     data_len: m.data_len,
                     placement,
                 },
-                GFP_KERNEL,
+                GFP_KERNEL_ACCOUNT,
             )?;
         }
         pos += n;
@@ -384,8 +384,8 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
     if total > u64::from(MAX_LIST_COUNT) * 4 {
         return Err(E2BIG);
     }
-    let mut list_targets = KVVec::with_capacity(total as usize, GFP_KERNEL)?;
-    let mut ids = KVec::from_elem(0u32, 256, GFP_KERNEL)?;
+    let mut list_targets = KVVec::with_capacity(total as usize, GFP_KERNEL_ACCOUNT)?;
+    let mut ids = KVec::from_elem(0u32, 256, GFP_KERNEL_ACCOUNT)?;
     for &(i, ids_off, count) in raw_lists.iter() {
         let first = list_targets.len() as u32;
         let table = records[i].mr_type == MrType::PtrTable;
@@ -402,7 +402,7 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
                 if t == i || (table && records[t].mr_type != MrType::List) {
                     return Err(EINVAL);
                 }
-                list_targets.push(t as u32, GFP_KERNEL)?;
+                list_targets.push(t as u32, GFP_KERNEL_ACCOUNT)?;
             }
             done += n as u32;
         }

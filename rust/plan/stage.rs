@@ -13,13 +13,15 @@ use super::{
 };
 use crate::{
     addr::sbuf_window,
-    device::{Device, PlanSummary},
+    device::{Device, PlanSlot, PlanSummary},
+    dmem::Charge,
     mempool::Chunk,
     resched,
-    uapi::PA_UNSTAGED,
+    uapi::{MAX_PLANS_PER_FILE, MAX_REMOTE_DEPTH, PA_UNSTAGED},
 };
 use kernel::{
     prelude::*,
+    rbtree::RBTreeNodeReservation,
     sync::{
         atomic::{Atomic, Relaxed},
         Arc,
@@ -31,6 +33,103 @@ static NEXT_SERIAL: Atomic<u64> = Atomic::new(1);
 
 /// Kernel bytes of one grid index node (an rbtree node in a 64-byte slab).
 const INDEX_NODE_BYTES: usize = 64;
+
+/// Kernel bytes of the rbtree nodes that list a plan in its file's table and
+/// in the device's telemetry (two nodes in 64-byte slabs).
+const TABLE_NODE_BYTES: usize = 2 * 64;
+
+/// The plans a plan's REMOTE records name, each held by reference: none of
+/// their memory is freed while the plan (or a transfer through it) lives.
+pub(crate) struct Remotes {
+    /// Plan ids in the loading file, ascending and distinct.
+    ids: KVVec<u32>,
+    /// The plan of each id.
+    plans: KVVec<Arc<Plan>>,
+}
+
+impl Remotes {
+    /// The distinct plan ids the REMOTE records of `parsed` name, ascending,
+    /// with room for their plans reserved. More distinct ids than a file can
+    /// hold plans name a plan that does not exist (`ENOENT`), which also
+    /// bounds the cost of keeping them sorted.
+    pub(crate) fn wanted(parsed: &ParsedPlan) -> Result<Self> {
+        let mut ids = KVVec::new();
+        for rec in parsed.records.iter() {
+            if let Placement::Remote { plan_id, .. } = rec.placement {
+                if let Err(at) = ids.binary_search(&plan_id) {
+                    if ids.len() >= MAX_PLANS_PER_FILE as usize {
+                        return Err(ENOENT);
+                    }
+                    ids.reserve(1, GFP_KERNEL_ACCOUNT)?;
+                    // Cannot fail: room for one more was just made.
+                    ids.insert_within_capacity(at, plan_id)
+                        .map_err(|_| ENOMEM)?;
+                }
+            }
+        }
+        let plans = KVVec::with_capacity(ids.len(), GFP_KERNEL_ACCOUNT)?;
+        Ok(Self { ids, plans })
+    }
+
+    /// The plan ids, ascending.
+    pub(crate) fn ids(&self) -> &[u32] {
+        &self.ids
+    }
+
+    /// Takes a reference on the plan of each id, in [`Remotes::ids`] order,
+    /// from `lookup` (`ENOENT` for an unknown id). `E2BIG` when the chain of
+    /// REMOTE plans would grow deeper than [`MAX_REMOTE_DEPTH`]. On error the
+    /// references taken so far are dropped.
+    pub(crate) fn take(&mut self, mut lookup: impl FnMut(u32) -> Result<Arc<Plan>>) -> Result {
+        for &id in self.ids.iter() {
+            let plan = lookup(id)?;
+            if plan.depth >= MAX_REMOTE_DEPTH {
+                self.plans.clear();
+                return Err(E2BIG);
+            }
+            // Cannot fail: room for every id was reserved.
+            if self.plans.push_within_capacity(plan).is_err() {
+                self.plans.clear();
+                return Err(ENOMEM);
+            }
+        }
+        Ok(())
+    }
+
+    /// Depth of a plan naming these plans.
+    fn depth(&self) -> u32 {
+        self.plans.iter().map(|p| p.depth + 1).max().unwrap_or(0)
+    }
+
+    /// The variable `var_id` of plan `plan_id`: `ENOENT` if either is unknown.
+    fn var(&self, plan_id: u32, var_id: u32) -> Result<Var> {
+        let i = self.ids.binary_search(&plan_id).map_err(|_| ENOENT)?;
+        self.plans.get(i).ok_or(ENOENT)?.var(var_id).copied()
+    }
+
+    /// Checks that every REMOTE record of `parsed` names a variable that
+    /// exists, before anything is allocated.
+    pub(crate) fn check(&self, parsed: &ParsedPlan) -> Result {
+        for rec in parsed.records.iter() {
+            if let Placement::Remote { var_id, plan_id } = rec.placement {
+                self.var(plan_id, var_id)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn footprint(&self) -> usize {
+        let arr = |bytes: usize| {
+            if bytes == 0 {
+                0
+            } else {
+                bytes.next_power_of_two()
+            }
+        };
+        arr(self.ids.capacity() * size_of::<u32>())
+            + arr(self.plans.capacity() * size_of::<Arc<Plan>>())
+    }
+}
 
 /// A placed variable: what resolving needs, nothing more.
 #[derive(Clone, Copy, Debug)]
@@ -45,7 +144,7 @@ pub(crate) struct Var {
 
 /// A loaded plan. Dropping it frees all of its device memory.
 pub(crate) struct Plan {
-    dev: Arc<Device>,
+    dev: PlanSlot,
     vars: KVVec<Var>,
     index: VarIndex,
     chunks: KVVec<Chunk>,
@@ -60,6 +159,16 @@ pub(crate) struct Plan {
     serial: u64,
     /// The device's reset epoch when staging began.
     reset_epoch: u64,
+    /// The plans its REMOTE records point into.
+    remotes: Remotes,
+    /// Its HBM, charged to the loading task's dmem cgroup; uncharged after
+    /// the chunks are given back (fields drop after `drop` runs).
+    charge: Charge,
+    /// Longest chain of REMOTE plans below this one: 0 without REMOTE
+    /// records, `d + 1` when naming a plan of depth `d`. At most
+    /// [`MAX_REMOTE_DEPTH`], which bounds how deep dropping the last plan of
+    /// a chain recurses.
+    depth: u32,
 }
 
 impl Plan {
@@ -110,6 +219,24 @@ impl Plan {
         &self.vars
     }
 
+    /// Ids (in the loading file) of the plans this one points into.
+    pub(crate) fn remote_ids(&self) -> &[u32] {
+        self.remotes.ids()
+    }
+
+    /// Whether `lookup` still gives, for each id of [`Plan::remote_ids`], the
+    /// very plan this one holds.
+    pub(crate) fn remotes_match<'a>(
+        &self,
+        mut lookup: impl FnMut(u32) -> Option<&'a Arc<Plan>>,
+    ) -> bool {
+        let r = &self.remotes;
+        r.ids
+            .iter()
+            .zip(r.plans.iter())
+            .all(|(&id, p)| lookup(id).is_some_and(|q| Arc::ptr_eq(p, q)))
+    }
+
     /// Live HBM chunks this plan holds (scratchpads included).
     pub(crate) fn chunk_count(&self) -> usize {
         self.chunks.len() + self.scratch.len()
@@ -120,7 +247,10 @@ impl Plan {
     /// really hands out (kmalloc rounds up to a power of two).
     pub(crate) fn footprint(&self) -> usize {
         let arr = |bytes: usize| bytes.next_power_of_two();
-        arr(size_of::<Self>())
+        // The `Arc` around the plan adds its reference count.
+        arr(size_of::<Self>() + 8)
+            + TABLE_NODE_BYTES
+            + self.remotes.footprint()
             + arr(self.vars.capacity() * size_of::<Var>())
             + arr(self.chunks.capacity() * size_of::<Chunk>())
             + arr(self.scratch.capacity() * size_of::<Chunk>())
@@ -136,11 +266,14 @@ impl Plan {
         for r in 0..regions {
             match grid.alloc(channel, r, size, align) {
                 Ok(c) => {
-                    let pa = c.pa();
-                    self.bytes += c.size();
+                    let (pa, size) = (c.pa(), c.size());
+                    self.bytes += size;
                     // Cannot fail: `chunks` has room for the arena or, without
                     // one, for every allocating record.
-                    let _ = self.chunks.push(c, GFP_KERNEL);
+                    let _ = self.chunks.push(c, GFP_KERNEL_ACCOUNT);
+                    // Over the cgroup's limit the plan's destructor gives the
+                    // chunk back.
+                    self.charge.add(self.dev.dmem_region(channel)?, size)?;
                     return Ok(pa);
                 }
                 Err(e) if e == ENOMEM => last = e,
@@ -160,7 +293,8 @@ impl Plan {
                     let (pa, size) = (c.pa(), c.size());
                     self.bytes += size;
                     // Cannot fail: `scratch` has room for both scratchpads.
-                    let _ = self.scratch.push(c, GFP_KERNEL);
+                    let _ = self.scratch.push(c, GFP_KERNEL_ACCOUNT);
+                    self.charge.add(self.dev.dmem_region(channel)?, size)?;
                     // On failure the plan's destructor gives the chunk back.
                     self.dev.zero(pa, size)?;
                     return Ok(pa);
@@ -176,7 +310,7 @@ impl Plan {
 impl Drop for Plan {
     fn drop(&mut self) {
         if self.serial != 0 {
-            self.dev.plans.lock().retain(|s| s.serial != self.serial);
+            self.dev.plans.lock().remove(&self.serial);
         }
         let grid = &self.dev.grid;
         for (i, c) in self.chunks.drain_all().enumerate() {
@@ -237,31 +371,35 @@ impl<'a> Scrub<'a> {
 }
 
 /// Places every record of `parsed` on `dev` in HBM `channel`, uploading
-/// payloads from `src`. `remotes` gives the targets of the REMOTE records;
-/// `plan_id` and the current process are recorded for telemetry.
+/// payloads from `src`. `remotes` holds the plans the REMOTE records name
+/// (checked with [`Remotes::check`]); the plan keeps them. `plan_id` and the
+/// current process are recorded for telemetry.
 pub(crate) fn stage(
     dev: &Arc<Device>,
     parsed: ParsedPlan,
     src: &(impl BlobSource + ?Sized),
     channel: usize,
-    remotes: &[(u64, u64)],
+    remotes: Remotes,
     plan_id: u32,
 ) -> Result<Plan> {
     dev.fault.point(ENOMEM)?;
     let reset_epoch = dev.reset_epoch();
     let n = parsed.records.len();
-    let mut vars = KVVec::with_capacity(n, GFP_KERNEL)?;
+    let mut vars = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
     let mut plan = Plan {
-        dev: dev.clone(),
+        dev: PlanSlot::claim(dev)?,
         vars: KVVec::new(),
         index: parsed.index,
-        chunks: KVVec::with_capacity(1, GFP_KERNEL)?,
-        scratch: KVec::with_capacity(2, GFP_KERNEL)?,
+        chunks: KVVec::with_capacity(1, GFP_KERNEL_ACCOUNT)?,
+        scratch: KVec::with_capacity(2, GFP_KERNEL_ACCOUNT)?,
         local_scratch_pa: PA_UNSTAGED,
         shared_scratch_pa: PA_UNSTAGED,
         bytes: 0,
         serial: 0,
         reset_epoch,
+        depth: remotes.depth(),
+        remotes,
+        charge: Charge::new(),
     };
     if parsed.local_scratch > 0 {
         plan.local_scratch_pa = plan.alloc_scratch(channel, parsed.local_scratch)?;
@@ -286,13 +424,12 @@ pub(crate) fn stage(
     };
     if arena_base.is_none() {
         // One chunk per record: room for all of them, so pushes cannot fail.
-        plan.chunks.reserve(allocs, GFP_KERNEL)?;
+        plan.chunks.reserve(allocs, GFP_KERNEL_ACCOUNT)?;
     }
     let min_alloc = dev.grid.geometry().min_alloc;
     // First byte of the arena not yet scrubbed or written.
     let mut arena_done = 0u64;
     let mut scrub = Scrub::new(dev);
-    let mut remote = remotes.iter();
     for (i, rec) in parsed.records.iter().enumerate() {
         if i % resched::EVERY == 0 {
             resched::checkpoint()?;
@@ -333,9 +470,9 @@ pub(crate) fn stage(
                 let (base, _) = sbuf_window(dev.info, nc as usize).ok_or(EINVAL)?;
                 (base + offset, rec.size)
             }
-            Placement::Remote { .. } => {
-                let &(pa, size) = remote.next().ok_or(EINVAL)?;
-                (pa, alias_size(rec.size, size)?)
+            Placement::Remote { var_id, plan_id } => {
+                let t = plan.remotes.var(plan_id, var_id)?;
+                (t.pa, alias_size(rec.size, t.size)?)
             }
             Placement::Ptr { .. } => (PA_UNSTAGED, rec.size),
         };
@@ -345,7 +482,7 @@ pub(crate) fn stage(
                 size,
                 mr_type: rec.mr_type,
             },
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
     }
 
@@ -364,7 +501,7 @@ pub(crate) fn stage(
     }
 
     // List tables: the PAs of what they list, written through BAR4.
-    let mut table = KVec::from_elem(0u8, 512 * 8, GFP_KERNEL)?;
+    let mut table = KVec::from_elem(0u8, 512 * 8, GFP_KERNEL_ACCOUNT)?;
     for (i, rec) in parsed.records.iter().enumerate() {
         if i % resched::EVERY == 0 {
             resched::checkpoint()?;
@@ -389,7 +526,10 @@ pub(crate) fn stage(
         bytes: plan.bytes,
         kmem: plan.footprint() as u64,
     };
-    dev.plans.lock().push(summary, GFP_KERNEL)?;
+    let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
+    dev.plans
+        .lock()
+        .insert(node.into_node(summary.serial, summary));
     plan.serial = summary.serial;
     Ok(plan)
 }
@@ -462,9 +602,22 @@ mod tests {
             .sum()
     }
 
-    fn load(dev: &Arc<Device>, b: &TestBlob, ch: usize, remotes: &[(u64, u64)]) -> Result<Plan> {
+    fn load(dev: &Arc<Device>, b: &TestBlob, ch: usize) -> Result<Plan> {
+        load_over(dev, b, ch, None)
+    }
+
+    /// Loads `b` with every REMOTE record naming `target`.
+    fn load_over(
+        dev: &Arc<Device>,
+        b: &TestBlob,
+        ch: usize,
+        target: Option<&Arc<Plan>>,
+    ) -> Result<Plan> {
         let bytes = b.build()?;
         let parsed = parse(&bytes[..], dev.info)?;
+        let mut remotes = Remotes::wanted(&parsed)?;
+        remotes.take(|_| target.cloned().ok_or(ENOENT))?;
+        remotes.check(&parsed)?;
         stage(dev, parsed, &bytes[..], ch, remotes, 1)
     }
 
@@ -494,7 +647,10 @@ mod tests {
         b.recs[s].u = [1, 4096];
         let r = b.rec(MrType::Remote, 8, 0)?;
         b.recs[r].u = [1 | (9 << 32), 0];
-        let plan = load(&dev, &b, 1, &[(0x42_0000, 8192)])?;
+        let mut tb = TestBlob::new(0, 0);
+        tb.rec(MrType::Buffer, 1, 8192)?;
+        let target = Arc::new(load(&dev, &tb, 0)?, GFP_KERNEL)?;
+        let plan = load_over(&dev, &b, 1, Some(&target))?;
 
         let pa = |id| plan.resolve(id, 0, 0);
         let w_pa = pa(1)?;
@@ -512,12 +668,55 @@ mod tests {
         assert_eq!(read_u64(&dev, list + 16)?, w_pa);
         assert_eq!(read_u64(&dev, pa(6)?)?, list);
         assert_eq!(pa(7)?, sbuf_window(&V2, 1).unwrap().0 + 4096);
-        assert_eq!(pa(8)?, 0x42_0000);
+        assert_eq!(pa(8)?, target.resolve(1, 0, 0)?);
         assert_eq!(plan.var(8)?.size, 8192);
         assert!(plan.vars().iter().all(|v| v.pa != PA_UNSTAGED));
         // Scratchpads sit at the top of channel 1, the local one above.
         assert_eq!(plan.local_scratch_pa, 80 * GIB - 4096 - MIB);
         assert_eq!(plan.shared_scratch_pa, plan.local_scratch_pa - 2 * MIB);
+        Ok(())
+    }
+
+    #[test]
+    fn remote_target_lives_as_long_as_its_referrer() -> Result {
+        let dev = device()?;
+        let before = used(&dev);
+        let mut tb = TestBlob::new(0, 0);
+        tb.rec(MrType::Buffer, 1, 8192)?;
+        let target = Arc::new(load(&dev, &tb, 0)?, GFP_KERNEL)?;
+        let held = used(&dev);
+        let mut b = TestBlob::new(0, 0);
+        let r = b.rec(MrType::Remote, 1, 0)?;
+        b.recs[r].u = [1 | (5 << 32), 0];
+        let referrer = load_over(&dev, &b, 0, Some(&target))?;
+        // The last other reference goes: the memory stays while reachable.
+        drop(target);
+        assert_eq!(used(&dev), held);
+        drop(referrer);
+        assert_eq!(used(&dev), before);
+        Ok(())
+    }
+
+    #[test]
+    fn remote_chains_are_bounded() -> Result {
+        let dev = device()?;
+        let mut tb = TestBlob::new(0, 0);
+        tb.rec(MrType::Buffer, 1, 4096)?;
+        let first = Arc::new(load(&dev, &tb, 0)?, GFP_KERNEL)?;
+        let mut last = first.clone();
+        let mut b = TestBlob::new(0, 0);
+        let r = b.rec(MrType::Remote, 1, 0)?;
+        b.recs[r].u = [1 | (5 << 32), 0];
+        for _ in 0..MAX_REMOTE_DEPTH {
+            last = Arc::new(load_over(&dev, &b, 0, Some(&last))?, GFP_KERNEL)?;
+        }
+        assert_eq!(last.depth, MAX_REMOTE_DEPTH);
+        assert_eq!(load_over(&dev, &b, 0, Some(&last)).err(), Some(E2BIG));
+        // A missing variable of a present plan is refused before staging.
+        b.recs[r].u = [2 | (5 << 32), 0];
+        let before = used(&dev);
+        assert_eq!(load_over(&dev, &b, 0, Some(&first)).err(), Some(ENOENT));
+        assert_eq!(used(&dev), before);
         Ok(())
     }
 
@@ -528,7 +727,7 @@ mod tests {
         b.rec(MrType::Buffer, 1, 4096)?;
         let p = b.rec(MrType::Ptr, 2, 0)?;
         b.recs[p].u = [1, 0];
-        let plan = load(&dev, &b, 0, &[])?;
+        let plan = load(&dev, &b, 0)?;
         let base = plan.resolve(1, 0, 0)?;
         assert_eq!(plan.resolve(1, 4095, 1), Ok(base + 4095));
         assert_eq!(plan.resolve(1, 4096, 0), Ok(base + 4096));
@@ -549,14 +748,14 @@ mod tests {
         b.rec(MrType::Buffer, 1, 4096)?;
         b.payload(0, &[1; 100])?;
         b.rec(MrType::Buffer, 2, 20 * GIB)?; // larger than any region
-        assert_eq!(load(&dev, &b, 0, &[]).err(), Some(ENOMEM));
+        assert_eq!(load(&dev, &b, 0).err(), Some(ENOMEM));
         assert_eq!(used(&dev), before);
         // An alias larger than its target fails after everything is placed.
         let mut b = TestBlob::new(MIB, 0);
         b.rec(MrType::Buffer, 1, 4096)?;
         let p = b.rec(MrType::Ptr, 2, 8192)?;
         b.recs[p].u = [1, 0];
-        assert_eq!(load(&dev, &b, 0, &[]).err(), Some(EINVAL));
+        assert_eq!(load(&dev, &b, 0).err(), Some(EINVAL));
         assert_eq!(used(&dev), before);
         Ok(())
     }
@@ -568,7 +767,7 @@ mod tests {
         let mut b = TestBlob::new(MIB, MIB);
         b.rec(MrType::Buffer, 1, 3 * MIB)?;
         b.rec(MrType::TmpBuf, 2, 4096)?;
-        let plan = load(&dev, &b, 0, &[])?;
+        let plan = load(&dev, &b, 0)?;
         assert_eq!(plan.bytes, 5 * MIB + 4096);
         assert_eq!(used(&dev), before + plan.bytes);
         // One arena for both records plus the two scratchpads.
@@ -583,8 +782,8 @@ mod tests {
         let dev = device()?;
         let mut b = TestBlob::new(MIB, 0);
         b.rec(MrType::Buffer, 1, 4096)?;
-        let first = load(&dev, &b, 0, &[])?;
-        let second = load(&dev, &b, 0, &[])?;
+        let first = load(&dev, &b, 0)?;
+        let second = load(&dev, &b, 0)?;
         assert_eq!(second.local_scratch_pa, first.local_scratch_pa - MIB);
         drop(first); // not the lowest: parked until `second` goes
         assert!(used(&dev) >= 2 * MIB);
@@ -599,12 +798,12 @@ mod tests {
         let mut b = TestBlob::new(0, 0);
         let w = b.rec(MrType::Buffer, 1, 4096)?;
         b.payload(w, &[0xa5; 4096])?;
-        let plan = load(&dev, &b, 0, &[])?;
+        let plan = load(&dev, &b, 0)?;
         let pa = plan.resolve(1, 0, 0)?;
         drop(plan);
         let mut b = TestBlob::new(0, 0);
         b.rec(MrType::Buffer, 1, 4096)?;
-        let plan = load(&dev, &b, 0, &[])?;
+        let plan = load(&dev, &b, 0)?;
         assert_eq!(plan.resolve(1, 0, 0)?, pa); // the same place, scrubbed
         let mut back = [0xffu8; 64];
         dev.read(pa, &mut back)?;
@@ -619,7 +818,7 @@ mod tests {
         let mut b = TestBlob::new(0, 0);
         let w = b.rec(MrType::Buffer, 1, 64 * 1024)?;
         b.payload(w, &KVec::from_elem(0xa5u8, 64 * 1024, GFP_KERNEL)?)?;
-        let plan = load(&dev, &b, 0, &[])?;
+        let plan = load(&dev, &b, 0)?;
         let base = plan.resolve(1, 0, 0)?;
         drop(plan);
         // Records without payload around one with: padding, the payload's
@@ -630,7 +829,7 @@ mod tests {
         b.payload(p, b"weights")?;
         b.rec(MrType::Buffer, 3, 5000)?;
         b.rec(MrType::Buffer, 4, 3)?;
-        let plan = load(&dev, &b, 0, &[])?;
+        let plan = load(&dev, &b, 0)?;
         assert_eq!(plan.resolve(1, 0, 0)?, base);
         assert!(plan.bytes <= 64 * 1024);
         let mut back = KVec::from_elem(0xffu8, plan.bytes as usize, GFP_KERNEL)?;
@@ -653,7 +852,7 @@ mod tests {
         let big = b.rec(MrType::Buffer, 2, 3 * MIB)?;
         b.recs[big].alignment = 2 * MIB;
         b.rec(MrType::Input, 3, 4096)?;
-        let plan = load(&dev, &b, 0, &[])?;
+        let plan = load(&dev, &b, 0)?;
         assert_eq!(plan.chunk_count(), 1);
         let (a, c) = (plan.resolve(1, 0, 0)?, plan.resolve(2, 0, 0)?);
         assert_eq!(c % (2 * MIB), 0);
@@ -669,7 +868,7 @@ mod tests {
         let mut b = TestBlob::new(0, 0);
         b.rec(MrType::Buffer, 1, 5 * GIB)?;
         b.rec(MrType::Buffer, 2, 5 * GIB)?;
-        let plan = load(&dev, &b, 0, &[])?;
+        let plan = load(&dev, &b, 0)?;
         assert_eq!(plan.chunk_count(), 2);
         let (a, c) = (plan.resolve(1, 0, 0)?, plan.resolve(2, 0, 0)?);
         assert!(a < 8 * GIB && c >= 8 * GIB); // one per region
@@ -685,7 +884,7 @@ mod tests {
             b.payload(w, b"far away")?;
             let s = b.rec(MrType::Sb, 2, 4096)?;
             b.recs[s].u = [7, 0]; // the eighth NeuronCore
-            let plan = load(&dev, &b, 3, &[])?;
+            let plan = load(&dev, &b, 3)?;
             let pa = plan.resolve(1, 0, 0)?;
             assert!(pa >= info.channel_base[3] && pa < info.channel_base[3] + info.channel_size);
             let mut back = [0u8; 8];
@@ -706,7 +905,7 @@ mod tests {
         let mut b = TestBlob::new(0, 0);
         b.rec(MrType::Buffer, 1, 12 * GIB)?;
         b.rec(MrType::Buffer, 2, 4096)?;
-        let plan = load(&dev, &b, 1, &[])?;
+        let plan = load(&dev, &b, 1)?;
         assert_eq!(plan.var(1)?.size, 12 * GIB);
         assert_eq!(dev.sim().map(|s| s.bar4_resident_pages()), Some(0));
         Ok(())

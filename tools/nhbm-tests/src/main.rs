@@ -9,8 +9,11 @@
 
 mod cases;
 mod fixtures;
+mod killed;
+mod limits;
 mod planner;
 mod reject;
+mod uffd;
 
 use std::io;
 
@@ -128,6 +131,40 @@ fn all_cases() -> Vec<Case> {
         ),
     ];
     v.extend(reject::cases());
+    v.extend([
+        Case::plain(
+            "remote_target_outlives_a_stalled_transfer",
+            limits::remote_target_outlives_a_stalled_transfer,
+        ),
+        Case::plain(
+            "stalled_user_copy_does_not_block_others",
+            limits::stalled_user_copy_does_not_block_others,
+        ),
+        Case::plain(
+            "plan_bookkeeping_is_charged_to_the_memory_cgroup",
+            limits::plan_bookkeeping_is_charged_to_the_memory_cgroup,
+        ),
+        Case::plain(
+            "dmem_max_caps_hbm_per_cgroup",
+            limits::dmem_max_caps_hbm_per_cgroup,
+        ),
+        Case::plain(
+            "retired_scratchpad_survives_atomic_allocation_failure",
+            limits::retired_scratchpad_survives_atomic_allocation_failure,
+        ),
+        Case::plain(
+            "live_plans_are_limited_per_file_and_device",
+            limits::live_plans_are_limited_per_file_and_device,
+        ),
+        Case::plain(
+            "killed_plan_load_stops_and_leaves_nothing",
+            killed::killed_plan_load_stops_and_leaves_nothing,
+        ),
+        Case::plain(
+            "killed_mem_read_stops_and_the_plan_stays",
+            killed::killed_mem_read_stops_and_the_plan_stays,
+        ),
+    ]);
     v.push(Case::plain(
         "twelve_gib_buffer_stages_on_sparse_hbm",
         cases::twelve_gib_buffer_stages_on_sparse_hbm,

@@ -26,6 +26,13 @@ pub const MAX_LIST_COUNT: u32 = 1 << 20;
 pub const MAX_BATCH: u32 = 1 << 16;
 /// `NHBM_MAX_ALIGNMENT`: largest alignment a record may ask for (1 GiB).
 pub const MAX_ALIGNMENT: u64 = 1 << 30;
+/// `NHBM_MAX_PLANS_PER_FILE`: live plans of one open file (E2BIG beyond).
+pub const MAX_PLANS_PER_FILE: u32 = 4096;
+/// `NHBM_MAX_PLANS_PER_DEVICE`: live plans of one device (ENOSPC beyond).
+pub const MAX_PLANS_PER_DEVICE: u32 = 65536;
+/// `NHBM_MAX_REMOTE_DEPTH`: longest chain of plans reaching each other through
+/// MR_REMOTE (E2BIG beyond).
+pub const MAX_REMOTE_DEPTH: u32 = 8;
 
 /// Size of `struct nhbm_plan_header`.
 pub const PLAN_HEADER_SIZE: usize = 24;

@@ -5,6 +5,8 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug
+# cgroup2, where the kernel has it (memory and dmem controller tests).
+[ -d /sys/fs/cgroup ] && mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mkdir -p /tmp
 
 # run_tests: every /tests/*-test program in turn; each prints its own KTAP.

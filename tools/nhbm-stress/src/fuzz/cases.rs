@@ -587,7 +587,9 @@ pub fn references(env: &mut Env, rng: &mut Rng) -> CaseOut {
     plan.push(Record::buffer(buf, rng.range(1, 16 * KIB)));
     let anchor = env.anchors[rng.index(env.anchors.len())];
     let (avar, asize) = ANCHOR_VARS[rng.index(ANCHOR_VARS.len())];
-    let variant = rng.below(18);
+    let variant = rng.below(19);
+    // Plans of a REMOTE chain, unloaded (newest first) at the end.
+    let mut chain: Vec<u32> = Vec::new();
     let (what, expect): (String, Expect) = match variant {
         0 => {
             let len = rng.range(2, 6) as usize;
@@ -723,6 +725,32 @@ pub fn references(env: &mut Env, rng: &mut Rng) -> CaseOut {
                 Expect::OkOr(ENOMEM_ONLY),
             )
         }
+        18 => {
+            // A chain of plans, each REMOTE into the one before, starting at
+            // the anchor: deeper than NHBM_MAX_REMOTE_DEPTH is E2BIG.
+            let depth = rng.range(1, u64::from(MAX_REMOTE_DEPTH) + 3) as u32;
+            let mut below = (anchor, avar);
+            for _ in 1..depth {
+                let link = Plan::new(0, 0).with(Record::remote(1, 0, below.0, below.1));
+                let b = link.to_blob().unwrap();
+                match env.load(&b, b.len() as u64, CHANNEL_ANY) {
+                    Ok(p) => {
+                        chain.push(p.plan_id);
+                        below = (p.plan_id, 1);
+                    }
+                    Err(_) => break,
+                }
+            }
+            let id = fresh_id(&mut used, rng);
+            plan.push(Record::remote(id, 0, below.0, below.1));
+            let depth = chain.len() as u32 + 1;
+            let expect = if depth > MAX_REMOTE_DEPTH {
+                Expect::Err(libc::E2BIG)
+            } else {
+                Expect::OkOr(ENOMEM_ONLY)
+            };
+            (format!("remote chain of depth {depth}"), expect)
+        }
         16 => {
             let rid = fresh_id(&mut used, rng);
             let pid = fresh_id(&mut used, rng);
@@ -785,6 +813,14 @@ pub fn references(env: &mut Env, rng: &mut Rng) -> CaseOut {
         }
         verify_contents(env, &plan, &p, rng, &mut out.failures);
         env.settle(&blob, &p, &mut out.failures);
+    }
+    for &id in chain.iter().rev() {
+        if let Err(e) = env.dev.plan_unload(id) {
+            out.failures.push(format!(
+                "unloading link {id} of a remote chain: {}",
+                nhbm::io_errno_name(&e)
+            ));
+        }
     }
     out.expect(expect);
     out

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-cgroup HBM limits through the kernel's device-memory controller
+//! (`linux/cgroup_dmem.h`, kernel/cgroup/dmem.c): each HBM channel of a device
+//! is a region `neuron_hbm<N>/hbm<channel>`, and every plan's chunks are
+//! charged to the cgroup of the task that loads it. Over `dmem.max` a charge
+//! fails with the controller's errno (`EAGAIN`). Without `CONFIG_CGROUP_DMEM`
+//! the header's stubs make every region absent and every charge succeed.
+
+use kernel::{error::to_result, ffi::c_int, prelude::*};
+
+/// Opaque `struct dmem_cgroup_region`.
+#[repr(C)]
+struct RawRegion {
+    _opaque: [u8; 0],
+}
+
+/// Opaque `struct dmem_cgroup_pool_state`: one cgroup's use of one region.
+#[repr(C)]
+struct RawPool {
+    _opaque: [u8; 0],
+}
+
+extern "C" {
+    fn nhbm_dmem_register(size: u64, dev: u32, channel: u32, out: *mut *mut RawRegion) -> c_int;
+    fn nhbm_dmem_unregister(region: *mut RawRegion);
+    fn nhbm_dmem_try_charge(region: *mut RawRegion, size: u64, pool: *mut *mut RawPool) -> c_int;
+    fn nhbm_dmem_uncharge(pool: *mut RawPool, size: u64);
+}
+
+/// One channel's HBM as a dmem cgroup region, unregistered on drop.
+///
+/// # Invariants
+///
+/// `raw` is NULL (the controller is off) or a region registered by
+/// `nhbm_dmem_register` and not yet unregistered.
+pub(crate) struct Region {
+    raw: *mut RawRegion,
+}
+
+// SAFETY: The controller's functions may be called on a region from any
+// thread; the pointer is only passed to them.
+unsafe impl Send for Region {}
+// SAFETY: See `Send`; `&Region` only charges, which the controller serializes.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Registers channel `channel` of device `dev` with `size` bytes.
+    pub(crate) fn register(dev: u32, channel: u32, size: u64) -> Result<Self> {
+        let mut raw = core::ptr::null_mut();
+        // SAFETY: `raw` is valid for writes; the name is formatted from integers.
+        to_result(unsafe { nhbm_dmem_register(size, dev, channel, &mut raw) })?;
+        Ok(Self { raw })
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        if !self.raw.is_null() {
+            // SAFETY: Registered (invariant) and unregistered only here.
+            unsafe { nhbm_dmem_unregister(self.raw) };
+        }
+    }
+}
+
+/// Bytes of one region charged to one cgroup, uncharged on drop. A plan
+/// holds one: all of its chunks lie in one channel.
+///
+/// # Invariants
+///
+/// When `bytes > 0`, `pool` is what `nhbm_dmem_try_charge` gave for the
+/// first charge (NULL with the controller off) and holds one reference,
+/// and `bytes` are charged to it.
+pub(crate) struct Charge {
+    pool: *mut RawPool,
+    bytes: u64,
+}
+
+// SAFETY: Uncharging may happen on any thread.
+unsafe impl Send for Charge {}
+// SAFETY: `&Charge` gives no access to the pool.
+unsafe impl Sync for Charge {}
+
+impl Charge {
+    /// Nothing charged.
+    pub(crate) const fn new() -> Self {
+        Self {
+            pool: core::ptr::null_mut(),
+            bytes: 0,
+        }
+    }
+
+    /// Charges `size` more bytes of `region` to the current task's cgroup:
+    /// `EAGAIN` over its `dmem.max` (or an ancestor's), and nothing changes.
+    pub(crate) fn add(&mut self, region: &Region, size: u64) -> Result {
+        let mut pool = core::ptr::null_mut();
+        // SAFETY: `region.raw` is NULL or registered (its invariant); `pool`
+        // is valid for writes.
+        to_result(unsafe { nhbm_dmem_try_charge(region.raw, size, &mut pool) })?;
+        if self.bytes == 0 {
+            self.pool = pool;
+        } else if pool == self.pool {
+            // The same cgroup: keep one reference for the whole charge.
+            // SAFETY: `pool` holds the reference this charge just took;
+            // uncharging 0 bytes only drops it.
+            unsafe { nhbm_dmem_uncharge(pool, 0) };
+        } else {
+            // The task moved to another cgroup while loading.
+            // SAFETY: Undoes exactly the charge just made.
+            unsafe { nhbm_dmem_uncharge(pool, size) };
+            return Err(EAGAIN);
+        }
+        self.bytes += size;
+        Ok(())
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            // SAFETY: `pool` holds `bytes` and one reference (invariant).
+            unsafe { nhbm_dmem_uncharge(self.pool, self.bytes) };
+        }
+    }
+}
