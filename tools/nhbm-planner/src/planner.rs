@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use crate::desc::{Io, Model, Tensor};
 use crate::exact::{self, Buffer};
 use crate::model::*;
+use crate::search;
 
 /// A plan that cannot be made within the constraints.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -395,7 +396,12 @@ impl Packer<'_> {
         // Local search is cheap next to the budget and often closes most
         // of the gap; it keeps greedy_by_size's memory choices only when
         // they are the same, so it can only start the search lower.
-        let hc = self.hill_climb(opts)?;
+        // A tenth of hill_climb's moves: most of its gain for little of
+        // the budget.
+        let hc = self.hill_climb(&PlannerOptions {
+            iterations: opts.iterations / 10,
+            ..*opts
+        })?;
         let same_memories = hc.slots.iter().zip(&p.slots).all(|(a, b)| a.0 == b.0);
         if same_memories && hc.cost() < p.cost() {
             p = hc;
@@ -436,49 +442,42 @@ impl Packer<'_> {
         Ok(p)
     }
 
-    /// Local search over greedy-by-size orders: random swaps and moves,
-    /// keeping the best placement seen; starts from greedy_by_size, so it is
-    /// never worse.
+    /// greedy_by_size decides which memory every item goes to (its spill
+    /// choices fit the budgets); then each memory's items are packed anew
+    /// by [`search::pack`] with `iterations` moves per 100 items (at least
+    /// `iterations`), and the new packing is kept where its arena is
+    /// smaller, so hill_climb is never worse than greedy_by_size.
     fn hill_climb(&self, opts: &PlannerOptions) -> Result<Placement, PlannerError> {
-        let mut cur_order = self.order_by_size();
-        let mut best = self.place(&cur_order)?;
-        let mut cur_cost = best.cost();
-        let n = cur_order.len();
-        if n < 2 {
-            return Ok(best);
-        }
-        let mut rng = SplitMix64(opts.seed);
-        let mut stall = 0u32;
-        for _ in 0..opts.iterations {
-            if stall >= opts.max_stall_iterations {
-                break;
-            }
-            let mut cand = cur_order.clone();
-            let i = rng.below(n);
-            let j = rng.below(n);
-            if rng.next_u64() & 1 == 0 {
-                cand.swap(i, j);
-            } else {
-                let x = cand.remove(i);
-                cand.insert(j, x);
-            }
-            let Ok(p) = self.place(&cand) else {
-                stall += 1;
+        let mut p = self.place(&self.order_by_size())?;
+        for (mi, c) in self.model.memories.iter().enumerate() {
+            let ks: Vec<usize> = (0..self.items.len())
+                .filter(|&k| p.slots[k].0 == mi)
+                .collect();
+            if ks.len() < 2 || opts.iterations == 0 {
                 continue;
-            };
-            let cost = p.cost();
-            if cost < best.cost() {
-                best = p;
-                stall = 0;
-            } else {
-                stall += 1;
             }
-            if cost <= cur_cost {
-                cur_order = cand;
-                cur_cost = cost;
+            let bufs: Vec<Buffer> = ks
+                .iter()
+                .map(|&k| {
+                    let lt = self.lifetime(k);
+                    Buffer {
+                        first: lt.start_op,
+                        last: lt.end_op,
+                        size: self.items[k].size,
+                        align: self.model.slot_alignment(self.items[k], c.name),
+                    }
+                })
+                .collect();
+            let moves = u64::from(opts.iterations) * ks.len().max(100) as u64 / 100;
+            let (hwm, offsets) = search::pack(&bufs, moves, opts.seed);
+            if hwm < p.high_water[mi] {
+                p.high_water[mi] = hwm;
+                for (&k, off) in ks.iter().zip(offsets) {
+                    p.slots[k].1 = off;
+                }
             }
         }
-        Ok(best)
+        Ok(p)
     }
 }
 
