@@ -109,13 +109,18 @@ demo:
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo
 
 # Two guests: the simulated device on the machine's QEMU, then MEM_WRITE
-# into an emulated PCI function against a simulated device on QEMU 11.
+# into an emulated PCI function against a simulated device on QEMU 11. Both
+# always run; the target fails when a figure of either misses its target
+# (see Documentation/benchmarks.rst). The whole-model staging figure needs
+# room for 3 x 256 MiB beside the kernel.
 bench: module userspace devmodel
-	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
-		$(REPO)/tools/testing/run-qemu.sh bench
-	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
+	@rc=0; \
+	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
+		NHBM_QEMU_MEM=$${NHBM_QEMU_MEM:-1536} $(REPO)/tools/testing/run-qemu.sh bench || rc=1; \
+	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
 		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
-		$(REPO)/tools/testing/run-qemu.sh bench-pci
+		$(REPO)/tools/testing/run-qemu.sh bench-pci || rc=1; \
+	exit $$rc
 
 # rustfmt with the kernel's own configuration, following the crate's modules.
 RUSTFMT_CFG = $(firstword $(wildcard $(KDIR_AUTO)/source/.rustfmt.toml $(KDIR_AUTO)/.rustfmt.toml))
@@ -125,7 +130,8 @@ lint:
 	@$(RUSTFMT) --check
 	@$(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
 	@$(REPO)/tools/testing/rustdoc.sh $(BUILD)/rustdoc
-	@cd $(REPO)/tools && cargo fmt --check && cargo clippy --quiet --all-targets -- -Dwarnings
+	@cd $(REPO)/tools && cargo fmt --check && \
+		LIBCLANG_PATH=/usr/lib/llvm-19/lib cargo clippy --quiet --all-targets -- -Dwarnings
 	@echo "lint: clean"
 
 fmt:

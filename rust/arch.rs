@@ -68,6 +68,9 @@ pub(crate) struct ArchInfo {
     pub(crate) arch: Arch,
     /// Human name.
     pub(crate) name: &'static str,
+    /// PCI device id (vendor [`PCI_VENDOR_AMAZON`]) a simulated device of
+    /// this arch reports: the first of the arch's ids in the PCI id table.
+    pub(crate) sim_pci_device: u16,
     /// Populated HBM channels.
     pub(crate) nr_channels: usize,
     /// Device-physical base of each channel.
@@ -97,6 +100,7 @@ pub(crate) struct ArchInfo {
 pub(crate) static V2: ArchInfo = ArchInfo {
     arch: Arch::V2,
     name: "v2",
+    sim_pci_device: 0x7164,
     // `V2_MAX_DRAM_CHANNELS`.
     nr_channels: 2,
     // `V2_HBM_0_BASE`, `V2_HBM_1_BASE`.
@@ -156,6 +160,7 @@ const V3_BAR0_MISC_RAM: u64 = 0x680_0000 + 0x48_4000;
 pub(crate) static V3: ArchInfo = ArchInfo {
     arch: Arch::V3,
     name: "v3",
+    sim_pci_device: 0x7364,
     // `V3_MAX_DRAM_CHANNELS`.
     nr_channels: 4,
     channel_base: V3_HBM_BASES,
@@ -177,6 +182,7 @@ pub(crate) static V3: ArchInfo = ArchInfo {
 pub(crate) static V4: ArchInfo = ArchInfo {
     arch: Arch::V4,
     name: "v4",
+    sim_pci_device: 0x7564,
     nr_channels: 4,
     channel_base: V3_HBM_BASES,
     channel_size: 36 * GIB,
@@ -189,96 +195,41 @@ pub(crate) static V4: ArchInfo = ArchInfo {
     carveout: 0,
 };
 
-impl ArchInfo {
-    /// Arch from its number (2, 3, 4).
-    #[cfg(CONFIG_KUNIT = "y")]
-    pub(crate) fn from_number(n: u32) -> Option<&'static ArchInfo> {
-        match n {
-            2 => Some(&V2),
-            3 => Some(&V3),
-            4 => Some(&V4),
-            _ => None,
-        }
-    }
+/// Every arch, oldest first.
+pub(crate) const ARCHS: [&ArchInfo; 3] = [&V2, &V3, &V4];
 
+impl ArchInfo {
     /// Arch from its name ("v2", "v3", "v4").
     pub(crate) fn from_name(name: &[u8]) -> Option<&'static ArchInfo> {
-        [&V2, &V3, &V4]
-            .into_iter()
-            .find(|a| a.name.as_bytes() == name)
-    }
-
-    /// Arch of a PCI device id of vendor Amazon.
-    pub(crate) fn from_pci_device(device: u16) -> Option<&'static ArchInfo> {
-        match device {
-            0x7164 | 0x7264 => Some(&V2),
-            0x7364 => Some(&V3),
-            0x7564 | 0x7565 => Some(&V4),
-            _ => None,
-        }
-    }
-
-    /// The PCI device id reported for a simulated device of this arch.
-    pub(crate) fn sim_pci_device(&self) -> u16 {
-        match self.arch {
-            Arch::V2 => 0x7164,
-            Arch::V3 => 0x7364,
-            Arch::V4 => 0x7564,
-        }
+        ARCHS.into_iter().find(|a| a.name.as_bytes() == name)
     }
 }
+
+// Every channel is reachable through BAR4, and the grid has room for every
+// channel.
+const _: () = {
+    let mut i = 0;
+    while i < ARCHS.len() {
+        let a = ARCHS[i];
+        assert!(a.nr_channels as u64 * a.channel_size <= a.bar4_size);
+        assert!(a.nr_channels <= MAX_CHANNELS);
+        i += 1;
+    }
+};
 
 #[kunit_tests(neuron_hbm_arch)]
 mod tests {
     use super::*;
 
     #[test]
-    fn pci_ids_select_arch() {
-        assert_eq!(
-            ArchInfo::from_pci_device(0x7164).map(|a| a.arch),
-            Some(Arch::V2)
-        );
-        assert_eq!(
-            ArchInfo::from_pci_device(0x7264).map(|a| a.arch),
-            Some(Arch::V2)
-        );
-        assert_eq!(
-            ArchInfo::from_pci_device(0x7364).map(|a| a.arch),
-            Some(Arch::V3)
-        );
-        assert_eq!(
-            ArchInfo::from_pci_device(0x7564).map(|a| a.arch),
-            Some(Arch::V4)
-        );
-        assert_eq!(
-            ArchInfo::from_pci_device(0x7565).map(|a| a.arch),
-            Some(Arch::V4)
-        );
-        assert!(ArchInfo::from_pci_device(0x7464).is_none());
-    }
-
-    #[test]
-    fn names_and_numbers_round_trip() {
+    fn names_round_trip() {
         for a in [&V2, &V3, &V4] {
             assert_eq!(
                 ArchInfo::from_name(a.name.as_bytes()).map(|b| b.arch),
                 Some(a.arch)
             );
-            assert_eq!(
-                ArchInfo::from_number(a.arch as u32).map(|b| b.arch),
-                Some(a.arch)
-            );
         }
         assert!(ArchInfo::from_name(b"v5").is_none());
-    }
-
-    #[test]
-    fn channels_fit_their_bar4_window() {
-        for a in [&V2, &V3, &V4] {
-            assert!(a.nr_channels as u64 * a.channel_size <= a.bar4_size);
-            assert!(a.nr_channels <= MAX_CHANNELS);
-        }
-        assert_eq!(V2.channel_base[1], 64 * GIB);
     }
 
     #[test]

@@ -65,8 +65,22 @@ extern "C" {
     static nhbm_attr_groups: [*const core::ffi::c_void; 2];
 }
 
-/// The value of sysfs attribute `which` (`enum nhbm_attr` in helpers.h) of the
-/// node whose `miscdevice` is `misc`.
+/// Which value a sysfs attribute shows: `enum nhbm_attr` of helpers.h.
+mod attr {
+    use kernel::ffi::c_int;
+
+    /// `NHBM_ATTR_ARCH`: the arch number.
+    pub(super) const ARCH: c_int = 0;
+    /// `NHBM_ATTR_SIMULATED`: 1 for a simulated device, else 0.
+    pub(super) const SIMULATED: c_int = 1;
+    /// `NHBM_ATTR_CHANNELS`: populated HBM channels.
+    pub(super) const CHANNELS: c_int = 2;
+    /// `NHBM_ATTR_REGIONS`: regions per channel.
+    pub(super) const REGIONS: c_int = 3;
+}
+
+/// The value of sysfs attribute `which` (one of [`attr`]) of the node whose
+/// `miscdevice` is `misc`; 0 for an unknown attribute.
 ///
 /// # Safety
 ///
@@ -83,10 +97,10 @@ pub(crate) unsafe extern "C" fn nhbm_sysfs_value(
     let node = unsafe { &*kernel::container_of!(misc, Node, misc) };
     let dev = &node.dev;
     match which {
-        0 => dev.info.arch as u64,
-        1 => u64::from(dev.sim().is_some()),
-        2 => dev.info.nr_channels as u64,
-        3 => dev.grid.geometry().regions as u64,
+        attr::ARCH => dev.info.arch as u64,
+        attr::SIMULATED => u64::from(dev.sim().is_some()),
+        attr::CHANNELS => dev.info.nr_channels as u64,
+        attr::REGIONS => dev.grid.geometry().regions as u64,
         _ => 0,
     }
 }
@@ -323,11 +337,7 @@ impl OpenFile {
             return Err(EINVAL);
         }
         self.dev.check_present()?;
-        let channel = match req.channel {
-            CHANNEL_ANY => self.dev.grid.emptiest_channel(),
-            c if (c as usize) < self.dev.info.nr_channels => c as usize,
-            _ => return Err(EINVAL),
-        };
+        let channel = self.load_channel(req.channel)?;
         let blob = UserBlob::new(req.blob, req.blob_len, &self.dev.fault)?;
         let parsed = parse(&blob, self.dev.info)?;
 
@@ -338,48 +348,13 @@ impl OpenFile {
         let mut remotes = Remotes::wanted(&parsed)?;
         // The table slot is taken up front: once staged, inserting cannot fail.
         let slot = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
-        let id = {
-            let mut st = self.state.lock();
-            if st.count >= MAX_PLANS_PER_FILE as usize {
-                return Err(E2BIG);
-            }
-            remotes.take(|id| {
-                let target = st.entry(id)?.plan.clone();
-                target.check_live()?;
-                Ok(target)
-            })?;
-            // Ids count up from 1 and skip any still in use after a wrap.
-            let mut id = st.next_id;
-            while st.entry(id).is_ok() {
-                id = id.wrapping_add(1).max(1);
-            }
-            st.next_id = id.wrapping_add(1).max(1);
-            id
-        };
+        let id = self.take_remotes_and_id(&mut remotes)?;
         remotes.check(&parsed)?;
 
         let fault = &self.dev.fault;
         let staged = stage(&self.dev, parsed, &blob, channel, remotes, id).and_then(|plan| {
-            if req.addrs != 0 {
-                fault.point(EFAULT)?;
-                let n = plan.vars().len() as u64;
-                let mut w = user_slice(req.addrs, n.checked_mul(8).ok_or(EINVAL)?)?.writer();
-                let mut piece = KVec::with_capacity(ADDRS_PIECE, GFP_KERNEL_ACCOUNT)?;
-                for vars in plan.vars().chunks(ADDRS_PIECE) {
-                    piece.clear();
-                    for v in vars {
-                        // Cannot fail: at most ADDRS_PIECE entries.
-                        let _ = piece.push_within_capacity(v.pa);
-                    }
-                    w.write_slice(AsBytes::as_bytes(&piece[..]))?;
-                }
-            }
             req.plan_id = id;
-            req.local_scratchpad_pa = plan.local_scratch_pa;
-            req.shared_scratchpad_pa = plan.shared_scratch_pa;
-            req.bytes_allocated = plan.bytes;
-            fault.point(EFAULT)?;
-            writeback(arg, &req)?;
+            self.report_load(&plan, arg, &mut req)?;
             Ok(plan)
         });
         // On failure nothing of this load stays: its plan, if staged, was
@@ -388,6 +363,73 @@ impl OpenFile {
             fault.point(ENOMEM)?;
             Ok(Arc::new(plan, GFP_KERNEL_ACCOUNT)?)
         })?;
+        self.insert_plan(plan, slot, id)
+    }
+
+    /// The HBM channel a load asks for: `EINVAL` for one the device lacks.
+    fn load_channel(&self, channel: u32) -> Result<usize> {
+        match channel {
+            CHANNEL_ANY => Ok(self.dev.grid.emptiest_channel()),
+            c if (c as usize) < self.dev.info.nr_channels => Ok(c as usize),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// Takes references on the plans `remotes` names and picks the id of the
+    /// plan being loaded: `E2BIG` when the file holds all the plans it may.
+    fn take_remotes_and_id(&self, remotes: &mut Remotes) -> Result<u32> {
+        let mut st = self.state.lock();
+        if st.count >= MAX_PLANS_PER_FILE as usize {
+            return Err(E2BIG);
+        }
+        remotes.take(|id| {
+            let target = st.entry(id)?.plan.clone();
+            target.check_live()?;
+            Ok(target)
+        })?;
+        // Ids count up from 1 and skip any still in use after a wrap.
+        let mut id = st.next_id;
+        while st.entry(id).is_ok() {
+            id = id.wrapping_add(1).max(1);
+        }
+        st.next_id = id.wrapping_add(1).max(1);
+        Ok(id)
+    }
+
+    /// Copies the staged `plan`'s variable PAs to `req.addrs` (if given) and
+    /// `req`, filled in, back to `arg`.
+    fn report_load(&self, plan: &Plan, arg: usize, req: &mut PlanLoad) -> Result {
+        let fault = &self.dev.fault;
+        if req.addrs != 0 {
+            fault.point(EFAULT)?;
+            let n = plan.vars().len() as u64;
+            let mut w = user_slice(req.addrs, n.checked_mul(8).ok_or(EINVAL)?)?.writer();
+            let mut piece = KVec::with_capacity(ADDRS_PIECE, GFP_KERNEL_ACCOUNT)?;
+            for vars in plan.vars().chunks(ADDRS_PIECE) {
+                piece.clear();
+                for v in vars {
+                    // Cannot fail: at most ADDRS_PIECE entries.
+                    let _ = piece.push_within_capacity(v.pa);
+                }
+                w.write_slice(AsBytes::as_bytes(&piece[..]))?;
+            }
+        }
+        req.local_scratchpad_pa = plan.local_scratch_pa;
+        req.shared_scratchpad_pa = plan.shared_scratch_pa;
+        req.bytes_allocated = plan.bytes;
+        fault.point(EFAULT)?;
+        writeback(arg, req)
+    }
+
+    /// Lists the loaded `plan` as `id` in this file's table, in the `slot`
+    /// reserved for it, and pins the plans it points into. `E2BIG` when the
+    /// file filled up and `ENOENT` when a target was unloaded meanwhile.
+    fn insert_plan(
+        &self,
+        plan: Arc<Plan>,
+        slot: RBTreeNodeReservation<u32, PlanEntry>,
+        id: u32,
+    ) -> Result {
         let mut st = self.state.lock();
         if st.count >= MAX_PLANS_PER_FILE as usize {
             drop(st);

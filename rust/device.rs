@@ -295,11 +295,13 @@ impl Device {
     }
 
     /// Copies `len` bytes from user memory to device PA `pa` through BAR4.
+    /// Its bounce buffer is not cleared first: every byte written to the
+    /// device was just copied in from user memory.
     pub(crate) fn write_from_user(&self, pa: u64, src: &mut UserSliceReader, len: u64) -> Result {
-        let mut bounce = Self::bounce(len)?;
+        let n = usize::try_from(len.min(XFER_CHUNK as u64))?;
+        let mut bounce = KVVec::<u8>::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         self.for_each_piece(pa, len, |off, n| {
-            src.read_slice(&mut bounce[..n])?;
-            self.io().bar4_write(off, &bounce[..n])
+            self.io().bar4_write_from_user(off, src, n, &mut bounce)
         })
     }
 
@@ -350,7 +352,7 @@ impl Device {
     pub(crate) fn new_test_sim_of(info: &'static ArchInfo, regions: usize) -> Result<Arc<Self>> {
         let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         Device::new(
-            (crate::arch::PCI_VENDOR_AMAZON, info.sim_pci_device()),
+            (crate::arch::PCI_VENDOR_AMAZON, info.sim_pci_device),
             Backend::Sim(sim),
             Geometry {
                 info,

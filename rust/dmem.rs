@@ -99,15 +99,18 @@ impl Charge {
         to_result(unsafe { nhbm_dmem_try_charge(region.raw, size, &mut pool) })?;
         if self.bytes == 0 {
             self.pool = pool;
-        } else if pool == self.pool {
-            // The same cgroup: keep one reference for the whole charge.
-            // SAFETY: `pool` holds the reference this charge just took;
-            // uncharging 0 bytes only drops it.
-            unsafe { nhbm_dmem_uncharge(pool, 0) };
-        } else {
-            // The task moved to another cgroup while loading.
-            // SAFETY: Undoes exactly the charge just made.
-            unsafe { nhbm_dmem_uncharge(pool, size) };
+            self.bytes = size;
+            return Ok(());
+        }
+        // The same cgroup keeps one reference for the whole charge: the one
+        // just taken goes (uncharging 0 bytes only drops it). A task that
+        // moved to another cgroup while loading gets the charge undone.
+        let same = pool == self.pool;
+        let undo = if same { 0 } else { size };
+        // SAFETY: `pool` holds the reference and the `size` bytes this call
+        // just charged; `undo` is at most those bytes.
+        unsafe { nhbm_dmem_uncharge(pool, undo) };
+        if !same {
             return Err(EAGAIN);
         }
         self.bytes += size;

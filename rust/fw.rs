@@ -8,7 +8,9 @@
 use crate::{
     arch::ArchInfo,
     io::DeviceIo,
-    regs::{MiscRamReg, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER},
+    regs::{
+        Mailbox, MiscRamReg, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER,
+    },
 };
 use kernel::{bindings, prelude::*};
 
@@ -65,11 +67,11 @@ fn sleep_interruptible(ms: u32) -> Result {
 
 /// Reads FW_STATUS, re-reading a bad read up to [`BAD_READ_RETRIES`] times.
 /// `None` when every read was bad.
-fn read_status(io: &dyn DeviceIo, info: &ArchInfo) -> Result<Option<FW_STATUS>> {
+fn read_status(mb: Mailbox<'_>) -> Result<Option<FW_STATUS>> {
     for _ in 0..=BAD_READ_RETRIES {
-        let raw = io.read32(FW_STATUS::bar0(info))?;
-        if raw != FW_IO_BAD_READ {
-            return Ok(Some(FW_STATUS::from(raw)));
+        let status = FW_STATUS::read(mb)?;
+        if u32::from(status) != FW_IO_BAD_READ {
+            return Ok(Some(status));
         }
     }
     Ok(None)
@@ -78,11 +80,14 @@ fn read_status(io: &dyn DeviceIo, info: &ArchInfo) -> Result<Option<FW_STATUS>> 
 /// Waits for the firmware to finish a reset: up to [`RESET_RETRIES`] tries,
 /// sleeping `100 ms * i` before try `i`; done when the in-progress bit is clear.
 /// `ETIMEDOUT` when it never clears, `ENODEV` as soon as the device is gone,
-/// `EINTR` when a signal interrupts a sleep.
+/// `EINTR` when a signal interrupts a sleep. Not the kernel's
+/// `read_poll_timeout`: that sleeps a fixed interval with `fsleep`, which no
+/// signal interrupts.
 pub(crate) fn wait_for_reset_completion(
     io: &dyn DeviceIo,
     info: &ArchInfo,
 ) -> (Result, WaitReport) {
+    let mb = Mailbox::new(io, info);
     let mut report = WaitReport::default();
     for i in 0..RESET_RETRIES {
         if i > 0 {
@@ -92,11 +97,11 @@ pub(crate) fn wait_for_reset_completion(
                 return (Err(e), report);
             }
         }
-        if !io.is_present() {
+        if !mb.is_present() {
             return (Err(ENODEV), report);
         }
         report.tries += 1;
-        match read_status(io, info) {
+        match read_status(mb) {
             Ok(Some(st)) if !st.reset_in_progress() => return (Ok(()), report),
             Ok(_) => {}
             Err(e) => return (Err(e), report),
@@ -115,17 +120,18 @@ pub(crate) fn reset(
     kind: ResetKind,
     nc_map: u32,
 ) -> Result<WaitReport> {
+    let mb = Mailbox::new(io, info);
     if kind == ResetKind::Tpb {
-        io.write32(RESET_TPB_MAP::bar0(info), nc_map)?;
+        RESET_TPB_MAP::zeroed().with_map(nc_map).write(mb)?;
     }
-    io.write32(RESET_REQUEST::bar0(info), kind as u32)?;
-    io.write32(RESET_TRIGGER::bar0(info), 1)?;
+    RESET_REQUEST::zeroed().with_kind(kind as u32).write(mb)?;
+    RESET_TRIGGER::zeroed().with_ring(true).write(mb)?;
     let mut taken = false;
     for _ in 0..MAILBOX_POLLS {
-        if !io.is_present() {
+        if !mb.is_present() {
             return Err(ENODEV);
         }
-        if io.read32(RESET_REQUEST::bar0(info))? == 0 {
+        if RESET_REQUEST::read(mb)?.kind().get() == 0 {
             taken = true;
             break;
         }
@@ -223,7 +229,8 @@ mod tests {
             reset(&*s, &V2, ResetKind::Tpb, 0b11).map(|r| r.tries),
             Ok(2)
         );
-        assert_eq!(s.read32(RESET_TPB_MAP::bar0(&V2)), Ok(0b11));
+        let map = RESET_TPB_MAP::read(Mailbox::new(&*s, &V2))?;
+        assert_eq!(map.map().get(), 0b11);
         assert_eq!(s.resets_taken(), 2);
         Ok(())
     }
@@ -234,7 +241,7 @@ mod tests {
         assert_eq!(reset(&*s, &V3, ResetKind::Tpb, 0x81), Ok(report(1, 0)));
         assert_eq!(s.read32(0x6c8_41d8), Ok(0x81));
         // V2's mailbox offset is plain BAR0 memory on a V3 device.
-        assert_eq!(s.read32(RESET_TPB_MAP::bar0(&V2)), Ok(0));
+        assert_eq!(RESET_TPB_MAP::read(Mailbox::new(&*s, &V2))?.map().get(), 0);
         assert_eq!(s.resets_taken(), 1);
         // Requests rung at V2's offsets reach no firmware.
         assert_eq!(reset(&*s, &V2, ResetKind::Device, 0), Err(ETIMEDOUT));

@@ -5,9 +5,10 @@
 //! A [`GenPool`] owns one `struct gen_pool` with a single chunk whose virtual
 //! and physical axes are chosen by the caller. Allocations are handed out as
 //! [`GenChunk`] tokens that can be freed exactly once, into the pool they came
-//! from: a double free or a foreign free cannot be expressed. A pool dropped
-//! with chunks still allocated reclaims them, reports the leak, and only then
-//! calls `gen_pool_destroy()` (which would otherwise `BUG()`).
+//! from: a double free or a foreign free cannot be expressed. Whoever lost a
+//! token gives its chunk back with [`GenPool::free_lost`]; a pool dropped with
+//! chunks still allocated is reported and left in place rather than passed to
+//! `gen_pool_destroy()`, which would `BUG()`.
 
 use kernel::{
     ffi::{c_int, c_ulong},
@@ -25,13 +26,11 @@ extern "C" {
     fn gen_pool_destroy(pool: *mut RawGenPool);
     #[cfg(CONFIG_KUNIT = "y")]
     fn gen_pool_virt_to_phys(pool: *mut RawGenPool, va: c_ulong) -> u64;
-    #[cfg(CONFIG_KUNIT = "y")]
     fn gen_pool_avail(pool: *mut RawGenPool) -> usize;
     fn nhbm_gen_pool_add_virt(pool: *mut RawGenPool, va: c_ulong, pa: u64, size: usize) -> c_int;
     fn nhbm_gen_pool_alloc_align(pool: *mut RawGenPool, size: usize, align: c_int) -> c_ulong;
     fn nhbm_gen_pool_alloc_fixed(pool: *mut RawGenPool, size: usize, offset: c_ulong) -> c_ulong;
     fn nhbm_gen_pool_free(pool: *mut RawGenPool, va: c_ulong, size: usize);
-    fn nhbm_gen_pool_reclaim(pool: *mut RawGenPool) -> usize;
 }
 
 /// Largest alignment `gen_pool_first_fit_align` can express (its `int align`).
@@ -187,8 +186,20 @@ impl GenPool {
         Some(unsafe { gen_pool_virt_to_phys(self.raw, va as c_ulong) })
     }
 
+    /// Gives back the allocation `[va, va + size)` whose token was lost.
+    ///
+    /// # Safety
+    ///
+    /// `[va, va + size)` must be a live allocation of this pool, made by
+    /// [`GenPool::alloc_aligned`] or [`GenPool::alloc_fixed`] with this size,
+    /// whose [`GenChunk`] is never given to [`GenPool::free`].
+    pub(crate) unsafe fn free_lost(&self, va: u64, size: u64) {
+        // SAFETY: `self.raw` is valid (invariant); the caller guarantees that
+        // the range is a live allocation freed nowhere else.
+        unsafe { nhbm_gen_pool_free(self.raw, va as c_ulong, size as usize) };
+    }
+
     /// Bytes still free.
-    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn avail(&self) -> u64 {
         // SAFETY: `self.raw` is valid (invariant).
         unsafe { gen_pool_avail(self.raw) as u64 }
@@ -197,17 +208,17 @@ impl GenPool {
 
 impl Drop for GenPool {
     fn drop(&mut self) {
-        // SAFETY: `self.raw` is valid and, as we are being dropped, no other user
-        // of the pool exists: reclaiming every chunk cannot race with anyone.
-        let leaked = unsafe { nhbm_gen_pool_reclaim(self.raw) };
-        if leaked != 0 {
+        let live = self.size - self.avail();
+        if live != 0 {
+            // `gen_pool_destroy` would BUG(): the pool stays, its memory lost.
             pr_err!(
-                "gen_pool at va {:#x}: {} bytes still allocated at destroy, reclaimed\n",
+                "gen_pool at va {:#x}: {} bytes still allocated, pool not destroyed\n",
                 self.va_base,
-                leaked
+                live
             );
+            return;
         }
-        // SAFETY: `self.raw` is valid and now has no outstanding allocation.
+        // SAFETY: `self.raw` is valid and has no outstanding allocation.
         unsafe { gen_pool_destroy(self.raw) };
     }
 }
@@ -217,22 +228,22 @@ impl Drop for GenPool {
 pub(crate) mod raw {
     use super::*;
 
-    /// Allocates `size` bytes from `pool` by calling C `gen_pool_first_fit_align` directly.
-    pub(crate) fn alloc(pool: &GenPool, size: u64) -> u64 {
-        // SAFETY: `pool.raw` is valid.
-        unsafe {
-            nhbm_gen_pool_alloc_align(pool.raw, size as usize, pool.granule() as c_int) as u64
+    /// Allocates and at once frees `size` bytes of `pool`, `pairs` times, by
+    /// calling C `gen_pool_alloc_algo` (first fit, aligned to the granule)
+    /// and `gen_pool_free` directly. `ENOMEM` if an allocation fails.
+    pub(crate) fn alloc_free_pairs(pool: &GenPool, size: u64, pairs: u32) -> Result {
+        let (len, align) = (size as usize, pool.granule() as c_int);
+        for _ in 0..pairs {
+            // SAFETY: `pool.raw` is valid (invariant).
+            let va = unsafe { nhbm_gen_pool_alloc_align(pool.raw, len, align) };
+            if va == 0 {
+                return Err(ENOMEM);
+            }
+            // SAFETY: `pool.raw` is valid and `va` was just allocated from it
+            // with this size.
+            unsafe { nhbm_gen_pool_free(pool.raw, va, len) };
         }
-    }
-
-    /// Frees what [`alloc`] returned.
-    ///
-    /// # Safety
-    ///
-    /// `va`/`size` must be a live allocation of `pool` returned by [`alloc`].
-    pub(crate) unsafe fn free(pool: &GenPool, va: u64, size: u64) {
-        // SAFETY: The caller guarantees `va`/`size` is a live allocation of `pool`.
-        unsafe { nhbm_gen_pool_free(pool.raw, va as c_ulong, size as usize) }
+        Ok(())
     }
 }
 
@@ -306,16 +317,6 @@ mod tests {
         let c = a.alloc_aligned(4096, 4096)?;
         let back = b.free(c).unwrap_err();
         assert!(a.free(back).is_ok());
-        Ok(())
-    }
-
-    #[test]
-    fn drop_with_live_chunks_reclaims() -> Result {
-        let pool = GenPool::new(12, TAG, 0, MIB)?;
-        // The token is discarded: the chunk stays allocated in the pool.
-        let _ = pool.alloc_aligned(8192, 4096)?;
-        assert_eq!(pool.avail(), MIB - 8192);
-        drop(pool); // must not BUG: the chunk is reclaimed and reported
         Ok(())
     }
 }

@@ -11,7 +11,6 @@ int nhbm_gen_pool_add_virt(struct gen_pool *pool, unsigned long va, phys_addr_t 
 unsigned long nhbm_gen_pool_alloc_align(struct gen_pool *pool, size_t size, int align);
 unsigned long nhbm_gen_pool_alloc_fixed(struct gen_pool *pool, size_t size, unsigned long offset);
 void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
-size_t nhbm_gen_pool_reclaim(struct gen_pool *pool);
 const char *nhbm_sim_arch(void);
 void nhbm_cond_resched(void);
 bool nhbm_fatal_signal_pending(void);
@@ -23,6 +22,14 @@ void nhbm_dmem_unregister(struct dmem_cgroup_region *region);
 int nhbm_dmem_try_charge(struct dmem_cgroup_region *region, u64 size,
 			 struct dmem_cgroup_pool_state **pool);
 void nhbm_dmem_uncharge(struct dmem_cgroup_pool_state *pool, u64 size);
+
+/* The reference driver's per-allocation path, for the allocator benchmark. */
+struct nhbm_ref_pool;
+struct nhbm_ref_chunk;
+struct nhbm_ref_pool *nhbm_ref_pool_create(int min_order, u64 pa, u64 size);
+void nhbm_ref_pool_destroy(struct nhbm_ref_pool *p);
+int nhbm_ref_alloc(struct nhbm_ref_pool *p, u64 size, u64 align, struct nhbm_ref_chunk **out);
+void nhbm_ref_free(struct nhbm_ref_chunk *mc);
 
 /* sysfs attributes of a device node (values from nhbm_sysfs_value, Rust). */
 enum nhbm_attr {

@@ -206,6 +206,27 @@ impl Pool {
         }
     }
 
+    /// Gives every chunk still in the index back to genalloc, for a pool
+    /// nobody allocates from any more: the chunks whose tokens were lost.
+    /// Returns their bytes.
+    fn reclaim(&self) -> u64 {
+        let mut state = self.state.lock();
+        let index = core::mem::replace(&mut state.index, RBTree::new());
+        let mut bytes = 0;
+        for (&last, &start) in index.iter() {
+            let size = last - start + 1;
+            // SAFETY: The index holds exactly the live allocations of
+            // `self.gen` (`commit` adds each, `release` removes each before
+            // freeing it), each at its VA `start | DEVMEM_TAG` and its size;
+            // taken out of the index, this one is freed here only.
+            unsafe { self.gen.free_lost(start | DEVMEM_TAG, size) };
+            bytes += size;
+        }
+        state.stats.used -= bytes;
+        state.stats.live_chunks = 0;
+        bytes
+    }
+
     /// An index node: a spare one under the lock, else a fresh allocation
     /// made with the lock dropped. Returns the (re)taken guard with it.
     #[inline(always)]
@@ -477,6 +498,15 @@ impl Drop for Grid {
             for chunk in slots.into_iter().filter_map(|s| s.parked) {
                 pool.release(&mut state, chunk);
             }
+            drop(state);
+            let lost = pool.reclaim();
+            if lost != 0 {
+                pr_err!(
+                    "pool at {:#x}: {} bytes still allocated at teardown, reclaimed\n",
+                    pool.pa_base,
+                    lost
+                );
+            }
         }
     }
 }
@@ -493,6 +523,24 @@ mod tests {
             min_alloc: 4096,
             carveout,
         })
+    }
+
+    #[test]
+    fn drop_with_live_chunks_reclaims() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let pool = g.pool(0, 0)?;
+        let total = pool.gen.avail();
+        // The tokens are discarded: the chunks stay allocated in the pool.
+        let _ = g.alloc(0, 0, 8192, 0)?;
+        let _ = g.alloc(0, 0, 4096, 0)?;
+        let kept = g.alloc(0, 0, 4096, 0)?;
+        assert!(g.free(kept).is_ok());
+        assert_eq!(pool.gen.avail(), total - 12288);
+        assert_eq!(pool.reclaim(), 12288);
+        assert_eq!(pool.gen.avail(), total);
+        assert_eq!(g.stats(0, 0)?.used, 0);
+        assert_eq!(g.stats(0, 0)?.live_chunks, 0);
+        Ok(())
     }
 
     #[test]

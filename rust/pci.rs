@@ -11,11 +11,11 @@
 //! MMIO accesses.
 
 use crate::{
-    arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON},
+    arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON, V2, V3, V4},
     chardev::Node,
     device::{Backend, Device},
     geometry,
-    io::{check_range, DeviceIo},
+    io::{check_range, reg_offset, DeviceIo},
     wc_bar::WcBar,
 };
 use kernel::{
@@ -33,6 +33,35 @@ use kernel::{
 /// BAR indices (`apb_bar = 0`, `dram_bar = 4`; seed 001 §1).
 const BAR_APB: u32 = 0;
 const BAR_DRAM: u32 = 4;
+
+/// Bytes of the widest BAR4 access a bulk transfer makes.
+const WIDE: usize = size_of::<u64>();
+
+/// One MMIO access of a bulk transfer.
+#[derive(Clone, Copy)]
+enum Piece {
+    /// [`WIDE`] bytes at an aligned BAR offset.
+    Wide,
+    /// One byte: an unaligned head or a short tail.
+    Narrow,
+}
+
+/// Splits a transfer of `len` bytes at BAR offset `off` into [`Piece`]s,
+/// widest first where alignment and length allow, and calls `f` with each
+/// piece's position in the transfer.
+fn for_each_piece(off: usize, len: usize, mut f: impl FnMut(usize, Piece) -> Result) -> Result {
+    let mut i = 0;
+    while i < len {
+        if (off + i) % WIDE == 0 && len - i >= WIDE {
+            f(i, Piece::Wide)?;
+            i += WIDE;
+        } else {
+            f(i, Piece::Narrow)?;
+            i += 1;
+        }
+    }
+    Ok(())
+}
 
 /// BAR0 and BAR4 of one bound PCI function.
 pub(crate) struct PciIo {
@@ -59,80 +88,59 @@ impl PciIo {
         let guard = self.bar4.try_access().ok_or(ENODEV)?;
         f(&guard)
     }
-
-    fn reg_offset(&self, off: u64) -> Result<usize> {
-        check_range(off, 4, self.bar0_size)?;
-        if off % 4 != 0 {
-            return Err(EINVAL);
-        }
-        Ok(off as usize)
-    }
 }
 
 impl DeviceIo for PciIo {
     fn read32(&self, off: u64) -> Result<u32> {
-        let off = self.reg_offset(off)?;
+        let off = reg_offset(off, self.bar0_size)?;
         self.with_bar0(|b| b.try_read32(off))
     }
 
     fn write32(&self, off: u64, value: u32) -> Result {
-        let off = self.reg_offset(off)?;
+        let off = reg_offset(off, self.bar0_size)?;
         self.with_bar0(|b| b.try_write32(value, off))
     }
 
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
         check_range(off, src.len() as u64, self.bar4_size)?;
+        let off = off as usize;
         self.with_bar4(|b| {
-            let mut i = 0usize;
-            while i < src.len() {
-                let at = off as usize + i;
-                if at % 8 == 0 && src.len() - i >= 8 {
-                    let mut w = [0u8; 8];
-                    w.copy_from_slice(&src[i..i + 8]);
-                    b.try_write64(u64::from_le_bytes(w), at)?;
-                    i += 8;
-                } else {
-                    b.try_write8(src[i], at)?;
-                    i += 1;
+            for_each_piece(off, src.len(), |i, piece| match piece {
+                Piece::Wide => {
+                    let mut w = [0u8; WIDE];
+                    w.copy_from_slice(&src[i..i + WIDE]);
+                    b.try_write64(u64::from_le_bytes(w), off + i)
                 }
-            }
-            Ok(())
+                Piece::Narrow => b.try_write8(src[i], off + i),
+            })
         })
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {
         check_range(off, dst.len() as u64, self.bar4_size)?;
+        let off = off as usize;
         self.with_bar4(|b| {
-            let mut i = 0usize;
-            while i < dst.len() {
-                let at = off as usize + i;
-                if at % 8 == 0 && dst.len() - i >= 8 {
-                    dst[i..i + 8].copy_from_slice(&b.try_read64(at)?.to_le_bytes());
-                    i += 8;
-                } else {
-                    dst[i] = b.try_read8(at)?;
-                    i += 1;
+            for_each_piece(off, dst.len(), |i, piece| {
+                match piece {
+                    Piece::Wide => {
+                        dst[i..i + WIDE].copy_from_slice(&b.try_read64(off + i)?.to_le_bytes())
+                    }
+                    Piece::Narrow => dst[i] = b.try_read8(off + i)?,
                 }
-            }
-            Ok(())
+                Ok(())
+            })
         })
     }
 
     fn bar4_zero(&self, off: u64, len: u64) -> Result {
         check_range(off, len, self.bar4_size)?;
+        let off = off as usize;
         // Zeros straight from a register: no buffer to allocate or fill.
         self.with_bar4(|b| {
-            let (mut at, end) = (off as usize, (off + len) as usize);
-            while at < end {
-                if at % 8 == 0 && end - at >= 8 {
-                    b.try_write64(0, at)?;
-                    at += 8;
-                } else {
-                    b.try_write8(0, at)?;
-                    at += 1;
-                }
-            }
-            Ok(())
+            for_each_piece(off, len as usize, |i, piece| match piece {
+                Piece::Wide => b.try_write64(0, off + i),
+                Piece::Narrow => b.try_write8(0, off + i),
+            })
         })
     }
 
@@ -154,18 +162,17 @@ kernel::pci_device_table!(
     PCI_TABLE,
     <PciDriver as pci::Driver>::IdInfo,
     [
-        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7164), ()),
-        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7264), ()),
-        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7364), ()),
-        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7564), ()),
-        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7565), ()),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7164), &V2),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7264), &V2),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7364), &V3),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7564), &V4),
+        (pci::DeviceId::from_id(pci::Vendor::AMAZON, 0x7565), &V4),
     ]
 );
 
 impl PciDriver {
-    fn bind(pdev: &pci::Device<Core<'_>>) -> Result<PciBinding> {
+    fn bind(pdev: &pci::Device<Core<'_>>, info: &'static ArchInfo) -> Result<PciBinding> {
         let device_id = pdev.device_id();
-        let info = ArchInfo::from_pci_device(device_id).ok_or(ENODEV)?;
         pdev.enable_device_mem()?;
         pdev.set_master();
         let bar0_size = pdev.resource_len(BAR_APB)?;
@@ -216,16 +223,19 @@ impl PciDriver {
 }
 
 impl pci::Driver for PciDriver {
-    type IdInfo = ();
+    /// The arch of each device id.
+    type IdInfo = &'static ArchInfo;
     type Data<'bound> = PciBinding;
 
     const ID_TABLE: pci::IdTable<Self::IdInfo> = &PCI_TABLE;
 
     fn probe<'bound>(
         pdev: &'bound pci::Device<Core<'_>>,
-        _info: Option<&'bound Self::IdInfo>,
+        info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        Self::bind(pdev)
+        info.copied()
+            .ok_or(ENODEV)
+            .and_then(|info| Self::bind(pdev, info))
     }
 
     fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {

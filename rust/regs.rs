@@ -2,9 +2,12 @@
 
 //! BAR0 registers of the MISC RAM / FW-IO mailbox (seed 001 §1; reference
 //! neuron_reset.h and neuron_fw_io.h). Offsets are relative to the MISC RAM,
-//! whose BAR0 offset differs per arch ([`ArchInfo::bar0_misc_ram`]).
+//! whose BAR0 offset differs per arch ([`ArchInfo::bar0_misc_ram`]). They
+//! are read and written as typed values through a [`Mailbox`]:
+//! `FW_STATUS::read(mb)?.reset_in_progress()`,
+//! `RESET_REQUEST::zeroed().with_kind(k).write(mb)?`.
 
-use crate::arch::ArchInfo;
+use crate::{arch::ArchInfo, io::DeviceIo};
 use kernel::{
     io::{
         register,
@@ -41,23 +44,67 @@ register! {
     /// Doorbell that hands the request to the firmware
     /// (`FW_IO_REG_TRIGGER_INT_NOSEC_OFFSET`, `V2_FW_IO_REG_FW_TRIGGER_OFFSET`).
     pub(crate) RESET_TRIGGER(u32) @ MiscRam + 0x800 {
-        /// Written as 1.
-        31:0 ring;
+        /// Set to ring.
+        0:0 ring => bool;
     }
 }
 
-/// BAR0 offset of a MISC RAM register on a given arch, as the `u64` the
-/// device interface takes.
-pub(crate) trait MiscRamReg {
+/// The MISC RAM of one device, reached through its device interface.
+#[derive(Clone, Copy)]
+pub(crate) struct Mailbox<'a> {
+    io: &'a dyn DeviceIo,
+    info: &'a ArchInfo,
+}
+
+impl<'a> Mailbox<'a> {
+    /// The MISC RAM of a device of arch `info` behind `io`.
+    pub(crate) fn new(io: &'a dyn DeviceIo, info: &'a ArchInfo) -> Self {
+        Self { io, info }
+    }
+
+    /// Whether the device is still there.
+    pub(crate) fn is_present(&self) -> bool {
+        self.io.is_present()
+    }
+}
+
+/// A 32-bit MISC RAM register: its BAR0 offset on each arch, and typed
+/// access through a [`Mailbox`].
+pub(crate) trait MiscRamReg:
+    Register + WithBase<BaseFamily = MiscRam> + From<u32> + Into<u32> + Copy
+{
     /// The register's BAR0 offset on arch `info`.
-    fn bar0(info: &ArchInfo) -> u64;
-}
-
-impl<R: Register + WithBase<BaseFamily = MiscRam>> MiscRamReg for R {
     fn bar0(info: &ArchInfo) -> u64 {
-        info.bar0_misc_ram + R::OFFSET as u64
+        info.bar0_misc_ram + Self::OFFSET as u64
+    }
+
+    /// Reads the register.
+    fn read(mb: Mailbox<'_>) -> Result<Self> {
+        Ok(mb.io.read32(Self::bar0(mb.info))?.into())
+    }
+
+    /// Writes the register.
+    fn write(self, mb: Mailbox<'_>) -> Result {
+        mb.io.write32(Self::bar0(mb.info), self.into())
     }
 }
+
+impl<R> MiscRamReg for R where
+    R: Register + WithBase<BaseFamily = MiscRam> + From<u32> + Into<u32> + Copy
+{
+}
+
+// The mailbox is where the reference driver has it: V2 at BAR0 0x30fa0000
+// (`V2_APB_MISC_RAM_OFFSET`), V3 (and V4, assumed) at 0x6800000 + 0x484000.
+const _: () = {
+    use crate::arch::{V2, V3, V4};
+    assert!(V2.bar0_misc_ram + FW_STATUS::OFFSET as u64 == 0x30fa_0808);
+    assert!(V2.bar0_misc_ram + RESET_REQUEST::OFFSET as u64 == 0x30fa_01ec);
+    assert!(V2.bar0_misc_ram + RESET_TPB_MAP::OFFSET as u64 == 0x30fa_01d8);
+    assert!(V2.bar0_misc_ram + RESET_TRIGGER::OFFSET as u64 == 0x30fa_0800);
+    assert!(V3.bar0_misc_ram == 0x680_0000 + 0x48_4000);
+    assert!(V4.bar0_misc_ram == V3.bar0_misc_ram);
+};
 
 /// What a register read returns while the firmware is not answering.
 pub(crate) const FW_IO_BAD_READ: u32 = 0xdead_beef;
@@ -65,22 +112,6 @@ pub(crate) const FW_IO_BAD_READ: u32 = 0xdead_beef;
 #[kunit_tests(neuron_hbm_regs)]
 mod tests {
     use super::*;
-    use crate::arch::{V2, V3, V4};
-
-    #[test]
-    fn mailbox_offsets_follow_misc_ram() {
-        assert_eq!(FW_STATUS::bar0(&V2), 0x30fa_0808);
-        assert_eq!(RESET_REQUEST::bar0(&V2), 0x30fa_01ec);
-        assert_eq!(RESET_TPB_MAP::bar0(&V2), 0x30fa_01d8);
-        assert_eq!(RESET_TRIGGER::bar0(&V2), 0x30fa_0800);
-        // V3 (and V4, assumed): BAR0 0x6800000 + 0x484000.
-        for info in [&V3, &V4] {
-            assert_eq!(FW_STATUS::bar0(info), 0x6c8_4808);
-            assert_eq!(RESET_REQUEST::bar0(info), 0x6c8_41ec);
-            assert_eq!(RESET_TPB_MAP::bar0(info), 0x6c8_41d8);
-            assert_eq!(RESET_TRIGGER::bar0(info), 0x6c8_4800);
-        }
-    }
 
     #[test]
     fn fw_status_bit_is_0x8() {

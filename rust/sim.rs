@@ -7,7 +7,7 @@
 
 use crate::{
     arch::ArchInfo,
-    io::{check_range, DeviceIo},
+    io::{reg_offset, DeviceIo},
     regs::{MiscRamReg, FW_IO_BAD_READ, FW_STATUS, RESET_REQUEST, RESET_TRIGGER},
     sparse::SparseMem,
 };
@@ -18,6 +18,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         SpinLock,
     },
+    uaccess::UserSliceReader,
 };
 
 /// How the simulated firmware behaves after a reset is triggered.
@@ -147,11 +148,7 @@ impl SimIo {
     /// Checks a 32-bit register access at BAR0 offset `off`.
     fn check_reg(&self, off: u64) -> Result {
         self.check_present()?;
-        check_range(off, 4, self.info.bar0_size)?;
-        if off % 4 != 0 {
-            return Err(EINVAL);
-        }
-        Ok(())
+        reg_offset(off, self.info.bar0_size).map(|_| ())
     }
 }
 
@@ -195,6 +192,17 @@ impl DeviceIo for SimIo {
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
         self.check_present()?;
         self.bar4.write(off, src)
+    }
+
+    fn bar4_write_from_user(
+        &self,
+        off: u64,
+        src: &mut UserSliceReader,
+        len: usize,
+        bounce: &mut KVVec<u8>,
+    ) -> Result {
+        self.check_present()?;
+        self.bar4.write_from_user(off, src, len, bounce)
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {

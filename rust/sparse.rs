@@ -5,7 +5,14 @@
 //! 256 GiB BAR costs only what tests touch.
 
 use crate::io::check_range;
-use kernel::{new_mutex, prelude::*, rbtree::RBTree, sync::Mutex};
+use core::mem::MaybeUninit;
+use kernel::{
+    new_mutex,
+    prelude::*,
+    rbtree::{RBTree, RBTreeNode},
+    sync::Mutex,
+    uaccess::UserSliceReader,
+};
 
 /// Bytes copied under one hold of the page lock.
 const LOCK_SPAN: usize = 64 * 1024;
@@ -26,6 +33,27 @@ pub(crate) struct SparseMem {
     size: u64,
     #[pin]
     pages: Mutex<RBTree<usize, KBox<SimPage>>>,
+}
+
+/// A fresh page of zeros.
+fn zeroed_page() -> Result<KBox<SimPage>> {
+    let page = KBox::<SimPage>::new_uninit(GFP_KERNEL | __GFP_ZERO)?;
+    // SAFETY: `__GFP_ZERO` zeroed the allocation and all-zero bytes are a
+    // valid `SimPage` (a byte array).
+    Ok(unsafe { page.assume_init() })
+}
+
+/// A fresh page filled with the next [`SIM_PAGE`] bytes of `src`.
+fn filled_page(src: &mut UserSliceReader) -> Result<KBox<SimPage>> {
+    let mut page = KBox::<SimPage>::new_uninit(GFP_KERNEL)?;
+    // SAFETY: A `MaybeUninit<SimPage>` is `SIM_PAGE` bytes that may be
+    // uninitialized, which is what `[MaybeUninit<u8>; SIM_PAGE]` is; `page`
+    // is uniquely owned.
+    let bytes = unsafe { &mut *page.as_mut_ptr().cast::<[MaybeUninit<u8>; SIM_PAGE]>() };
+    src.read_raw(bytes)?;
+    // SAFETY: `read_raw` succeeded, so every byte is initialized, and any
+    // bytes are a valid `SimPage` (a byte array).
+    Ok(unsafe { page.assume_init() })
 }
 
 /// Which way a page access copies.
@@ -68,11 +96,7 @@ impl SparseMem {
             let n = (SIM_PAGE - in_page).min(len - done);
             held += n;
             if create && pages.get(&idx).is_none() {
-                let page = KBox::<SimPage>::new_uninit(GFP_KERNEL | __GFP_ZERO)?;
-                // SAFETY: `__GFP_ZERO` zeroed the allocation and all-zero bytes
-                // are a valid `SimPage` (a byte array).
-                let page = unsafe { page.assume_init() };
-                pages.try_create_and_insert(idx, page, GFP_KERNEL)?;
+                pages.try_create_and_insert(idx, zeroed_page()?, GFP_KERNEL)?;
             }
             match pages.get_mut(&idx) {
                 Some(page) => {
@@ -95,6 +119,53 @@ impl SparseMem {
     /// Writes `src` at `off`.
     pub(crate) fn write(&self, off: u64, src: &[u8]) -> Result {
         self.walk(off, src.len(), Copy::From(src))
+    }
+
+    /// Writes `len` bytes read from `src` at `off`, with no lock held while
+    /// user memory is read: a page the write covers whole is filled while it
+    /// is still private, then put in place of the page it replaces (a single
+    /// copy; the page it replaces is filled for the next one); the part of a
+    /// page at either end goes through `bounce` (room for at least `len`
+    /// bytes, its contents replaced).
+    pub(crate) fn write_from_user(
+        &self,
+        off: u64,
+        src: &mut UserSliceReader,
+        len: usize,
+        bounce: &mut KVVec<u8>,
+    ) -> Result {
+        check_range(off, len as u64, self.size)?;
+        let mut spare: Option<KBox<SimPage>> = None;
+        let mut done = 0usize;
+        while done < len {
+            let pos = off + done as u64;
+            let idx = usize::try_from(pos / SIM_PAGE as u64)?;
+            let in_page = (pos % SIM_PAGE as u64) as usize;
+            let n = (SIM_PAGE - in_page).min(len - done);
+            if n < SIM_PAGE {
+                bounce.clear();
+                let room = bounce.spare_capacity_mut().get_mut(..n).ok_or(EINVAL)?;
+                src.read_raw(room)?;
+                // SAFETY: `read_raw` succeeded, so the first `n` bytes of the
+                // spare capacity are initialized.
+                unsafe { bounce.inc_len(n) };
+                self.write(pos, bounce)?;
+            } else {
+                let page = match spare.take() {
+                    Some(mut page) => {
+                        src.read_slice(&mut page.0)?;
+                        page
+                    }
+                    None => filled_page(src)?,
+                };
+                let node = RBTreeNode::new(idx, page, GFP_KERNEL)?;
+                let old = self.pages.lock().insert(node);
+                // The page replaced, if any, takes the next page's bytes.
+                spare = old.map(|node| node.to_key_value().1);
+            }
+            done += n;
+        }
+        Ok(())
     }
 
     /// Reads `dst.len()` bytes at `off`.
@@ -162,6 +233,26 @@ mod tests {
         let mut dst = [0u8; 100];
         m.read(off, &mut dst)?;
         assert_eq!(dst, src);
+        Ok(())
+    }
+
+    #[test]
+    fn pages_written_whole_or_in_part_hold_exactly_the_bytes() -> Result {
+        let m = KBox::pin_init(SparseMem::new(GIB), GFP_KERNEL)?;
+        // Page 0 in part (its last 100 bytes), pages 1 and 2 whole, page 3
+        // in part: the parts never written read as zeros.
+        let mut src = KVec::with_capacity(2 * SIM_PAGE + 200, GFP_KERNEL)?;
+        for i in 0..2 * SIM_PAGE + 200 {
+            src.push((i % 251) as u8 + 1, GFP_KERNEL)?;
+        }
+        let off = SIM_PAGE - 100;
+        m.write(off as u64, &src)?;
+        assert_eq!(m.resident_pages(), 4);
+        let mut dst = KVec::from_elem(0xffu8, 4 * SIM_PAGE, GFP_KERNEL)?;
+        m.read(0, &mut dst)?;
+        assert!(dst[..off].iter().all(|&b| b == 0));
+        assert!(dst[off..off + src.len()] == src[..]);
+        assert!(dst[off + src.len()..].iter().all(|&b| b == 0));
         Ok(())
     }
 

@@ -6,6 +6,8 @@
 #   tools/setup.sh            install everything that is missing, build the
 #                             test kernel if its cache entry does not exist
 #   tools/setup.sh --kdir     print the cached kernel build directory and exit
+#   tools/setup.sh --packages install the missing Debian packages only (what
+#                             the userspace build needs: libclang for bindgen)
 #   VARIANT=debug ...         use the debug config fragment (KASAN, lockdep, ...)
 #
 # Everything heavy lives outside the checkout, under $NHBM_CACHE
@@ -22,10 +24,12 @@ BINDGEN="$CACHE/bindgen-$BINDGEN_VERSION/bin/bindgen"
 LLVM_SUFFIX="-19"
 APT_PACKAGES=(rustc-web rust-web-src rust-web-clippy clang-19 libclang-19-dev lld-19
 	llvm-19 bc bison flex libelf-dev libssl-dev cpio kmod busybox-static
-	qemu-system-x86 make gcc python3 xz-utils)
+	qemu-system-x86 make gcc python3 xz-utils linux-libc-dev)
 
 QUIET_KDIR=0
 [ "${1:-}" = "--kdir" ] && QUIET_KDIR=1
+PACKAGES_ONLY=0
+[ "${1:-}" = "--packages" ] && PACKAGES_ONLY=1
 
 say() { [ "$QUIET_KDIR" = 1 ] || echo "setup: $*" >&2; }
 
@@ -153,6 +157,16 @@ ready() {
 
 main() {
 	local miss kdir
+	if [ "$PACKAGES_ONLY" = 1 ]; then
+		[ -z "$(missing_packages)" ] && return 0
+		mkdir -p "$CACHE"
+		exec 9>"$CACHE/.setup-install.lock"
+		flock 9
+		miss=$(missing_packages)
+		# shellcheck disable=SC2086
+		[ -z "$miss" ] || step "installing Debian packages: $(echo $miss)" install_packages $miss
+		return 0
+	fi
 	mkdir -p "$CACHE"
 	# The common case, a warm cache, takes no lock: callers building against
 	# one kernel never wait for a build of another.

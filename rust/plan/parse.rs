@@ -27,6 +27,8 @@ use kernel::{
 pub(crate) const NAME_MAX: usize = 256;
 /// Records read from the blob per user copy.
 const RECORD_BATCH: usize = 64;
+/// List table ids read from the blob per user copy.
+const LIST_ID_BATCH: usize = 256;
 
 /// `kbin_mr_type_t`, numbered as the runtime numbers it (`enum nhbm_mr_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,13 +178,25 @@ fn check_name(src: &(impl BlobSource + ?Sized), off: u64) -> Result {
     }
 }
 
-/// Checks one raw record on its own and returns its kind.
-fn check_record(
-    m: &MemRef,
-    src: &(impl BlobSource + ?Sized),
-    hdr: &PlanHeader,
-    info: &ArchInfo,
-) -> Result<MrType> {
+/// The table of a LIST or PTR_TABLE record as the blob gives it: `count`
+/// little-endian variable ids at `ids_off`.
+#[derive(Clone, Copy)]
+struct RawList {
+    /// Position of the listing record.
+    pos: usize,
+    ids_off: u64,
+    count: u32,
+}
+
+/// One record, checked on its own, with its union decoded.
+struct Checked {
+    record: Record,
+    /// Where its table is, for a LIST or PTR_TABLE.
+    list: Option<(u64, u32)>,
+}
+
+/// Checks the kind-independent fields of `m` and returns its kind.
+fn check_shape(m: &MemRef) -> Result<MrType> {
     if m.flags != 0 {
         return Err(EINVAL);
     }
@@ -203,6 +217,11 @@ fn check_record(
     if ty.allocates() && m.size == 0 {
         return Err(EINVAL);
     }
+    Ok(ty)
+}
+
+/// Checks the payload and the name of `m`, a record of kind `ty`.
+fn check_payload(m: &MemRef, ty: MrType, src: &(impl BlobSource + ?Sized)) -> Result {
     if m.data_len != 0 {
         if !ty.allocates() || matches!(ty, MrType::List | MrType::PtrTable) || m.data_len > m.size {
             return Err(EINVAL);
@@ -211,10 +230,23 @@ fn check_record(
     } else if m.data_off != 0 {
         return Err(EINVAL);
     }
-    check_name(src, m.name_off)?;
+    check_name(src, m.name_off)
+}
+
+/// Decodes and checks the union of `m`, a record of kind `ty`: the only
+/// place that reads it. A LIST's or PTR_TABLE's placement gets its targets
+/// later; where its table is comes back beside it. A pointer's target is
+/// still a variable id.
+fn decode_union(
+    m: &MemRef,
+    ty: MrType,
+    src: &(impl BlobSource + ?Sized),
+    hdr: &PlanHeader,
+    info: &ArchInfo,
+) -> Result<(Placement, Option<(u64, u32)>)> {
     let [w0, w1] = m.u;
     let (lo, hi) = (w0 as u32, (w0 >> 32) as u32);
-    match ty {
+    let placement = match ty {
         MrType::List | MrType::PtrTable => {
             if hi != 0 {
                 return Err(EINVAL);
@@ -226,33 +258,17 @@ fn check_record(
                 return Err(EINVAL);
             }
             src.check(w1, u64::from(lo) * 4)?;
+            let first = 0;
+            return Ok((Placement::List { first, count: lo }, Some((w1, lo))));
         }
-        MrType::Ptr => {
-            if hi != 0 || w1 != 0 {
-                return Err(EINVAL);
-            }
-        }
-        MrType::Remote => {
-            if w1 != 0 {
-                return Err(EINVAL);
-            }
-        }
-        MrType::VirtualTmpBuf => {
-            let (backing, rsvd) = (w1 as u32, (w1 >> 32) as u32);
-            if rsvd != 0 {
-                return Err(EINVAL);
-            }
-            let limit = match backing {
-                0 => hdr.local_scratchpad_size,
-                1 => hdr.shared_scratchpad_size,
-                2 | 3 => return Err(EOPNOTSUPP),
-                _ => return Err(EINVAL),
-            };
-            match w0.checked_add(m.size) {
-                Some(end) if end <= limit && m.size > 0 => {}
-                _ => return Err(EINVAL),
-            }
-        }
+        MrType::Ptr if hi != 0 || w1 != 0 => return Err(EINVAL),
+        MrType::Ptr => Placement::Ptr { target: lo },
+        MrType::Remote if w1 != 0 => return Err(EINVAL),
+        MrType::Remote => Placement::Remote {
+            var_id: lo,
+            plan_id: hi,
+        },
+        MrType::VirtualTmpBuf => decode_scratch(m, w0, w1, hdr)?,
         MrType::Sb => {
             if hi != 0 || lo as usize >= info.nr_cores {
                 return Err(EINVAL);
@@ -261,18 +277,57 @@ fn check_record(
                 Some(end) if end <= SBUF_SIZE && m.size > 0 => {}
                 _ => return Err(EINVAL),
             }
+            Placement::Sb { nc: lo, offset: w1 }
         }
-        _ => {
-            if w0 != 0 || w1 != 0 {
-                return Err(EINVAL);
-            }
-        }
-    }
-    Ok(ty)
+        _ if w0 != 0 || w1 != 0 => return Err(EINVAL),
+        _ => Placement::Alloc,
+    };
+    Ok((placement, None))
 }
 
-/// Reads and validates the whole plan in `src` for a device of arch `info`.
-pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result<ParsedPlan> {
+/// The window `[offset, offset + size)` of a VIRTUAL_TMP_BUF record into the
+/// scratchpad `backing` names, checked against the header's sizes.
+fn decode_scratch(m: &MemRef, offset: u64, w1: u64, hdr: &PlanHeader) -> Result<Placement> {
+    let (backing, rsvd) = (w1 as u32, (w1 >> 32) as u32);
+    if rsvd != 0 {
+        return Err(EINVAL);
+    }
+    let (backing, limit) = match backing {
+        0 => (Backing::Local, hdr.local_scratchpad_size),
+        1 => (Backing::Shared, hdr.shared_scratchpad_size),
+        2 | 3 => return Err(EOPNOTSUPP),
+        _ => return Err(EINVAL),
+    };
+    match offset.checked_add(m.size) {
+        Some(end) if end <= limit && m.size > 0 => Ok(Placement::Scratch { backing, offset }),
+        _ => Err(EINVAL),
+    }
+}
+
+/// Checks one raw record on its own and decodes it.
+fn check_record(
+    m: &MemRef,
+    src: &(impl BlobSource + ?Sized),
+    hdr: &PlanHeader,
+    info: &ArchInfo,
+) -> Result<Checked> {
+    let ty = check_shape(m)?;
+    check_payload(m, ty, src)?;
+    let (placement, list) = decode_union(m, ty, src, hdr, info)?;
+    let record = Record {
+        mr_type: ty,
+        var_id: m.var_id,
+        size: m.size,
+        alignment: m.alignment,
+        data_off: m.data_off,
+        data_len: m.data_len,
+        placement,
+    };
+    Ok(Checked { record, list })
+}
+
+/// Reads and checks the header of the plan in `src`.
+fn read_header(src: &(impl BlobSource + ?Sized)) -> Result<PlanHeader> {
     let hdr: PlanHeader = read_struct(src, 0)?;
     if hdr.rsvd != 0 || hdr.nmem == 0 {
         return Err(EINVAL);
@@ -280,80 +335,62 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
     if hdr.nmem > MAX_PLAN_RECORDS {
         return Err(E2BIG);
     }
-    let nmem = hdr.nmem as usize;
-    let rec_size = size_of::<MemRef>() as u64;
     src.check(
         size_of::<PlanHeader>() as u64,
-        u64::from(hdr.nmem) * rec_size,
+        u64::from(hdr.nmem) * size_of::<MemRef>() as u64,
     )?;
+    Ok(hdr)
+}
 
+/// Reads and checks every record, in batches, and notes where the LIST and
+/// PTR_TABLE records keep their tables.
+fn read_records(
+    src: &(impl BlobSource + ?Sized),
+    hdr: &PlanHeader,
+    info: &ArchInfo,
+) -> Result<(KVVec<Record>, KVVec<RawList>)> {
+    let nmem = hdr.nmem as usize;
     let mut records = KVVec::with_capacity(nmem, GFP_KERNEL_ACCOUNT)?;
-    let mut raw_lists = KVVec::new(); // (position, ids_off, count)
-                                      // Buffers on the heap: kernel stacks are small.
+    let mut lists = KVVec::new();
+    // Buffers on the heap: kernel stacks are small.
     let mut batch = KVec::from_elem(MemRef::default(), RECORD_BATCH, GFP_KERNEL_ACCOUNT)?;
     let mut pos = 0usize;
     while pos < nmem {
         resched::checkpoint()?;
         let n = (nmem - pos).min(RECORD_BATCH);
-        let off = size_of::<PlanHeader>() as u64 + pos as u64 * rec_size;
+        let off = (size_of::<PlanHeader>() + pos * size_of::<MemRef>()) as u64;
         src.read_at(off, batch[..n].as_bytes_mut())?;
         for m in &batch[..n] {
-            let ty = check_record(m, src, &hdr, info)?;
-            let [w0, w1] = m.u;
-            let placement = match ty {
-                MrType::VirtualTmpBuf => Placement::Scratch {
-                    backing: if w1 as u32 == 0 {
-                        Backing::Local
-                    } else {
-                        Backing::Shared
+            let c = check_record(m, src, hdr, info)?;
+            if let Some((ids_off, count)) = c.list {
+                let pos = records.len();
+                lists.push(
+                    RawList {
+                        pos,
+                        ids_off,
+                        count,
                     },
-                    offset: w0,
-                },
-                // Targets are record positions; fixed up below once all ids are known.
-                MrType::Ptr => Placement::Ptr { target: w0 as u32 },
-                MrType::List | MrType::PtrTable => {
-                    raw_lists.push((records.len(), w1, w0 as u32), GFP_KERNEL_ACCOUNT)?;
-                    Placement::List {
-                        first: 0,
-                        count: w0 as u32,
-                    }
-                }
-                MrType::Sb => Placement::Sb {
-                    nc: w0 as u32,
-                    offset: w1,
-                },
-                MrType::Remote => Placement::Remote {
-                    var_id: w0 as u32,
-                    plan_id: (w0 >> 32) as u32,
-                },
-                _ => Placement::Alloc,
-            };
-            records.push(
-                Record {
-                    mr_type: ty,
-                    var_id: m.var_id,
-                    size: m.size,
-                    alignment: m.alignment,
-                    data_off: m.data_off,
-                    data_len: m.data_len,
-                    placement,
-                },
-                GFP_KERNEL_ACCOUNT,
-            )?;
+                    GFP_KERNEL_ACCOUNT,
+                )?;
+            }
+            records.push(c.record, GFP_KERNEL_ACCOUNT)?;
         }
         pos += n;
     }
+    Ok((records, lists))
+}
 
-    let index = VarIndex::new(records.iter().map(|r| r.var_id), nmem)?;
-
-    // Pointers: resolve ids to positions and follow chains to a non-pointer.
-    for i in 0..nmem {
-        if let Placement::Ptr { target } = records[i].placement {
+/// Points every pointer at the position of the non-pointer record its chain
+/// ends at: `ENOENT` for an unknown target, `EINVAL` for a cycle.
+fn resolve_pointers(records: &mut [Record], index: &VarIndex) -> Result {
+    let nmem = records.len();
+    for (i, rec) in records.iter_mut().enumerate() {
+        if let Placement::Ptr { target } = rec.placement {
             let t = index.get(target).ok_or(ENOENT)?;
             if t == i {
                 return Err(EINVAL);
             }
-            records[i].placement = Placement::Ptr { target: t as u32 };
+            rec.placement = Placement::Ptr { target: t as u32 };
         }
     }
     // Each chain is walked to its end once, then every pointer on it is
@@ -378,37 +415,54 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
             cur = target as usize;
         }
     }
+    Ok(())
+}
 
-    // Lists: read their ids, resolve to positions, check kinds.
-    let total: u64 = raw_lists.iter().map(|&(_, _, c)| u64::from(c)).sum();
+/// Reads the tables of `lists`, resolves their ids to record positions and
+/// checks their kinds; returns every table's positions, concatenated.
+fn read_lists(
+    src: &(impl BlobSource + ?Sized),
+    records: &mut [Record],
+    lists: &[RawList],
+    index: &VarIndex,
+) -> Result<KVVec<u32>> {
+    let total: u64 = lists.iter().map(|l| u64::from(l.count)).sum();
     if total > u64::from(MAX_LIST_COUNT) * 4 {
         return Err(E2BIG);
     }
-    let mut list_targets = KVVec::with_capacity(total as usize, GFP_KERNEL_ACCOUNT)?;
-    let mut ids = KVec::from_elem(0u32, 256, GFP_KERNEL_ACCOUNT)?;
-    for &(i, ids_off, count) in raw_lists.iter() {
-        let first = list_targets.len() as u32;
-        let table = records[i].mr_type == MrType::PtrTable;
+    let mut targets = KVVec::with_capacity(total as usize, GFP_KERNEL_ACCOUNT)?;
+    let mut ids = KVec::from_elem(0u32, LIST_ID_BATCH, GFP_KERNEL_ACCOUNT)?;
+    for l in lists {
+        let first = targets.len() as u32;
+        let table = records[l.pos].mr_type == MrType::PtrTable;
         let mut done = 0u32;
-        while done < count {
+        while done < l.count {
             resched::checkpoint()?;
-            let n = (count - done).min(256) as usize;
-            src.read_at(
-                ids_off + u64::from(done) * 4,
-                AsBytes::as_bytes_mut(&mut ids[..n]),
-            )?;
+            let n = (l.count - done).min(LIST_ID_BATCH as u32) as usize;
+            let off = l.ids_off + u64::from(done) * 4;
+            src.read_at(off, AsBytes::as_bytes_mut(&mut ids[..n]))?;
             for &id in &ids[..n] {
                 let t = index.get(u32::from_le(id)).ok_or(ENOENT)?;
-                if t == i || (table && records[t].mr_type != MrType::List) {
+                if t == l.pos || (table && records[t].mr_type != MrType::List) {
                     return Err(EINVAL);
                 }
-                list_targets.push(t as u32, GFP_KERNEL_ACCOUNT)?;
+                targets.push(t as u32, GFP_KERNEL_ACCOUNT)?;
             }
             done += n as u32;
         }
-        records[i].placement = Placement::List { first, count };
+        let count = l.count;
+        records[l.pos].placement = Placement::List { first, count };
     }
+    Ok(targets)
+}
 
+/// Reads and validates the whole plan in `src` for a device of arch `info`.
+pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result<ParsedPlan> {
+    let hdr = read_header(src)?;
+    let (mut records, lists) = read_records(src, &hdr, info)?;
+    let index = VarIndex::new(records.iter().map(|r| r.var_id), records.len())?;
+    resolve_pointers(&mut records, &index)?;
+    let list_targets = read_lists(src, &mut records, &lists, &index)?;
     Ok(ParsedPlan {
         local_scratch: hdr.local_scratchpad_size,
         shared_scratch: hdr.shared_scratchpad_size,

@@ -383,81 +383,88 @@ pub(crate) fn stage(
     plan_id: u32,
 ) -> Result<Plan> {
     dev.fault.point(ENOMEM)?;
-    let reset_epoch = dev.reset_epoch();
-    let n = parsed.records.len();
-    let mut vars = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
-    let mut plan = Plan {
-        dev: PlanSlot::claim(dev)?,
-        vars: KVVec::new(),
-        index: parsed.index,
-        chunks: KVVec::with_capacity(1, GFP_KERNEL_ACCOUNT)?,
-        scratch: KVec::with_capacity(2, GFP_KERNEL_ACCOUNT)?,
-        local_scratch_pa: PA_UNSTAGED,
-        shared_scratch_pa: PA_UNSTAGED,
-        bytes: 0,
-        serial: 0,
-        reset_epoch,
-        depth: remotes.depth(),
-        remotes,
-        charge: Charge::new(),
-    };
-    if parsed.local_scratch > 0 {
-        plan.local_scratch_pa = plan.alloc_scratch(channel, parsed.local_scratch)?;
+    let ParsedPlan {
+        local_scratch,
+        shared_scratch,
+        records,
+        list_targets,
+        index,
+    } = parsed;
+    let mut vars = KVVec::with_capacity(records.len(), GFP_KERNEL_ACCOUNT)?;
+    let mut plan = Plan::new(dev, index, remotes)?;
+    if local_scratch > 0 {
+        plan.local_scratch_pa = plan.alloc_scratch(channel, local_scratch)?;
     }
-    if parsed.shared_scratch > 0 {
-        plan.shared_scratch_pa = plan.alloc_scratch(channel, parsed.shared_scratch)?;
+    if shared_scratch > 0 {
+        plan.shared_scratch_pa = plan.alloc_scratch(channel, shared_scratch)?;
+    }
+    place_records(dev, &mut plan, &mut vars, &records, src, channel)?;
+    alias_pointers(&records, &mut vars)?;
+    write_list_tables(dev, &records, &list_targets, &vars)?;
+    plan.vars = vars;
+    plan.register(dev, plan_id)?;
+    Ok(plan)
+}
+
+impl Plan {
+    /// An empty plan on `dev`, holding `remotes`, its variables found by `index`.
+    fn new(dev: &Arc<Device>, index: VarIndex, remotes: Remotes) -> Result<Self> {
+        let reset_epoch = dev.reset_epoch();
+        Ok(Self {
+            dev: PlanSlot::claim(dev)?,
+            vars: KVVec::new(),
+            index,
+            chunks: KVVec::with_capacity(1, GFP_KERNEL_ACCOUNT)?,
+            scratch: KVec::with_capacity(2, GFP_KERNEL_ACCOUNT)?,
+            local_scratch_pa: PA_UNSTAGED,
+            shared_scratch_pa: PA_UNSTAGED,
+            bytes: 0,
+            serial: 0,
+            reset_epoch,
+            depth: remotes.depth(),
+            remotes,
+            charge: Charge::new(),
+        })
     }
 
-    // Allocating records are packed into one arena, like the runtime's
-    // per-model allocator: one grid chunk per plan keeps staging linear and
-    // per-variable bookkeeping small. A plan too large for one region falls
-    // back to one chunk per record.
-    let arena = Arena::layout(&parsed.records, dev.grid.geometry().min_alloc)?;
-    let allocs = arena.map_or(0, |a| a.records);
-    let arena_base = match arena {
-        Some(a) if a.records > 1 => match plan.alloc(channel, a.size, a.align) {
-            Ok(base) => Some(base),
-            Err(e) if e == ENOMEM => None,
-            Err(e) => return Err(e),
-        },
-        _ => None,
-    };
-    if arena_base.is_none() {
-        // One chunk per record: room for all of them, so pushes cannot fail.
-        plan.chunks.reserve(allocs, GFP_KERNEL_ACCOUNT)?;
+    /// Lists the staged plan in the device's telemetry as plan `plan_id` of
+    /// the current process.
+    fn register(&mut self, dev: &Device, plan_id: u32) -> Result {
+        let summary = PlanSummary {
+            serial: NEXT_SERIAL.fetch_add(1, Relaxed),
+            pid: kernel::current!().pid(),
+            plan_id,
+            vars: self.vars.len() as u32,
+            bytes: self.bytes,
+            kmem: self.footprint() as u64,
+        };
+        let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
+        dev.plans
+            .lock()
+            .insert(node.into_node(summary.serial, summary));
+        self.serial = summary.serial;
+        Ok(())
     }
-    let min_alloc = dev.grid.geometry().min_alloc;
-    // First byte of the arena not yet scrubbed or written.
-    let mut arena_done = 0u64;
-    let mut scrub = Scrub::new(dev);
-    for (i, rec) in parsed.records.iter().enumerate() {
+}
+
+/// Gives every record its PA and size in `vars`, in record order. Pointers
+/// are left unplaced for [`alias_pointers`].
+fn place_records(
+    dev: &Device,
+    plan: &mut Plan,
+    vars: &mut KVVec<Var>,
+    records: &[Record],
+    src: &(impl BlobSource + ?Sized),
+    channel: usize,
+) -> Result {
+    let mut allocs = Allocs::start(dev, plan, records, channel)?;
+    for (i, rec) in records.iter().enumerate() {
         if i % resched::EVERY == 0 {
             resched::checkpoint()?;
         }
         let (pa, size) = match rec.placement {
             Placement::Alloc | Placement::List { .. } => {
-                let (pa, gap_from, end) = match arena_base {
-                    Some(base) => {
-                        let off = align_up(arena_done, rec.alignment.max(min_alloc))?;
-                        (base + off, base + arena_done, base + off + rec.size)
-                    }
-                    None => {
-                        let pa = plan.alloc(channel, rec.size, rec.alignment)?;
-                        let fresh = plan.chunks.last().map_or(rec.size, |c| c.size());
-                        (pa, pa, pa + fresh)
-                    }
-                };
-                // Every byte is written once: padding and the tail are
-                // scrubbed, the payload uploaded.
-                scrub.add(gap_from, pa)?;
-                if rec.data_len > 0 {
-                    src.upload(dev, pa, rec.data_off, rec.data_len)?;
-                }
-                scrub.add(pa + rec.data_len, end)?;
-                if let Some(base) = arena_base {
-                    arena_done = end - base;
-                }
-                (pa, rec.size)
+                (allocs.place(plan, rec, src, channel)?, rec.size)
             }
             Placement::Scratch { backing, offset } => {
                 let base = match backing {
@@ -476,62 +483,129 @@ pub(crate) fn stage(
             }
             Placement::Ptr { .. } => (PA_UNSTAGED, rec.size),
         };
-        vars.push(
-            Var {
-                pa,
-                size,
-                mr_type: rec.mr_type,
+        let mr_type = rec.mr_type;
+        vars.push(Var { pa, size, mr_type }, GFP_KERNEL_ACCOUNT)?;
+    }
+    allocs.finish()
+}
+
+/// Where the allocating records of a plan go: packed into one arena, like
+/// the runtime's per-model allocator (one grid chunk per plan keeps staging
+/// linear and per-variable bookkeeping small), or, for a plan too large for
+/// one region, one chunk each. Every byte is written once: padding and tails
+/// are scrubbed, payloads uploaded.
+struct Allocs<'a> {
+    /// Base and size of the arena, if there is one.
+    arena: Option<(u64, u64)>,
+    /// First byte of the arena not yet scrubbed or written.
+    done: u64,
+    min_alloc: u64,
+    scrub: Scrub<'a>,
+}
+
+impl<'a> Allocs<'a> {
+    /// Lays out and allocates the arena of `records` for `plan`, or makes
+    /// room for one chunk per record.
+    fn start(dev: &'a Device, plan: &mut Plan, records: &[Record], channel: usize) -> Result<Self> {
+        let min_alloc = dev.grid.geometry().min_alloc;
+        let layout = Arena::layout(records, min_alloc)?;
+        let arena = match layout {
+            Some(a) if a.records > 1 => match plan.alloc(channel, a.size, a.align) {
+                Ok(base) => Some((base, a.size)),
+                Err(e) if e == ENOMEM => None,
+                Err(e) => return Err(e),
             },
-            GFP_KERNEL_ACCOUNT,
-        )?;
+            _ => None,
+        };
+        if arena.is_none() {
+            // One chunk per record: room for all of them, so pushes cannot fail.
+            let allocs = layout.map_or(0, |a| a.records);
+            plan.chunks.reserve(allocs, GFP_KERNEL_ACCOUNT)?;
+        }
+        Ok(Self {
+            arena,
+            done: 0,
+            min_alloc,
+            scrub: Scrub::new(dev),
+        })
     }
 
-    if let (Some(base), Some(a)) = (arena_base, arena) {
-        scrub.add(base + arena_done, base + a.size)?;
+    /// Places the allocating record `rec`, uploading its payload from `src`.
+    fn place(
+        &mut self,
+        plan: &mut Plan,
+        rec: &Record,
+        src: &(impl BlobSource + ?Sized),
+        channel: usize,
+    ) -> Result<u64> {
+        let (pa, gap_from, end) = match self.arena {
+            Some((base, _)) => {
+                let off = align_up(self.done, rec.alignment.max(self.min_alloc))?;
+                (base + off, base + self.done, base + off + rec.size)
+            }
+            None => {
+                let pa = plan.alloc(channel, rec.size, rec.alignment)?;
+                let fresh = plan.chunks.last().map_or(rec.size, |c| c.size());
+                (pa, pa, pa + fresh)
+            }
+        };
+        self.scrub.add(gap_from, pa)?;
+        if rec.data_len > 0 {
+            src.upload(self.scrub.dev, pa, rec.data_off, rec.data_len)?;
+        }
+        self.scrub.add(pa + rec.data_len, end)?;
+        if let Some((base, _)) = self.arena {
+            self.done = end - base;
+        }
+        Ok(pa)
     }
-    scrub.flush()?;
 
-    // Pointers alias their (non-pointer) targets.
-    for (i, rec) in parsed.records.iter().enumerate() {
+    /// Scrubs what is left of the arena.
+    fn finish(mut self) -> Result {
+        if let Some((base, size)) = self.arena {
+            self.scrub.add(base + self.done, base + size)?;
+        }
+        self.scrub.flush()
+    }
+}
+
+/// Points every pointer at its (non-pointer) target.
+fn alias_pointers(records: &[Record], vars: &mut [Var]) -> Result {
+    for (i, rec) in records.iter().enumerate() {
         if let Placement::Ptr { target } = rec.placement {
             let t = vars[target as usize];
             vars[i].pa = t.pa;
             vars[i].size = alias_size(rec.size, t.size)?;
         }
     }
+    Ok(())
+}
 
-    // List tables: the PAs of what they list, written through BAR4.
-    let mut table = KVec::from_elem(0u8, 512 * 8, GFP_KERNEL_ACCOUNT)?;
-    for (i, rec) in parsed.records.iter().enumerate() {
+/// Entries of a list table written to the device per BAR4 write.
+const LIST_ENTRIES_PER_WRITE: usize = 512;
+/// Bytes of one list table entry (a little-endian device PA).
+const LIST_ENTRY_BYTES: usize = size_of::<u64>();
+
+/// Writes the list tables through BAR4: the PAs of what they list.
+fn write_list_tables(dev: &Device, records: &[Record], targets: &[u32], vars: &[Var]) -> Result {
+    let piece_bytes = LIST_ENTRIES_PER_WRITE * LIST_ENTRY_BYTES;
+    let mut table = KVec::from_elem(0u8, piece_bytes, GFP_KERNEL_ACCOUNT)?;
+    for (i, rec) in records.iter().enumerate() {
         if i % resched::EVERY == 0 {
             resched::checkpoint()?;
         }
         if let Placement::List { first, count } = rec.placement {
-            let targets = &parsed.list_targets[first as usize..(first + count) as usize];
-            for (k, piece) in targets.chunks(512).enumerate() {
-                for (j, &t) in piece.iter().enumerate() {
-                    table[j * 8..j * 8 + 8].copy_from_slice(&vars[t as usize].pa.to_le_bytes());
+            let listed = &targets[first as usize..(first + count) as usize];
+            for (k, piece) in listed.chunks(LIST_ENTRIES_PER_WRITE).enumerate() {
+                for (entry, &t) in table.chunks_exact_mut(LIST_ENTRY_BYTES).zip(piece) {
+                    entry.copy_from_slice(&vars[t as usize].pa.to_le_bytes());
                 }
-                dev.write(vars[i].pa + (k * 512 * 8) as u64, &table[..piece.len() * 8])?;
+                let at = vars[i].pa + (k * piece_bytes) as u64;
+                dev.write(at, &table[..piece.len() * LIST_ENTRY_BYTES])?;
             }
         }
     }
-
-    plan.vars = vars;
-    let summary = PlanSummary {
-        serial: NEXT_SERIAL.fetch_add(1, Relaxed),
-        pid: kernel::current!().pid(),
-        plan_id,
-        vars: n as u32,
-        bytes: plan.bytes,
-        kmem: plan.footprint() as u64,
-    };
-    let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
-    dev.plans
-        .lock()
-        .insert(node.into_node(summary.serial, summary));
-    plan.serial = summary.serial;
-    Ok(plan)
+    Ok(())
 }
 
 /// One contiguous allocation holding every allocating record of a plan.

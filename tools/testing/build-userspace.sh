@@ -8,7 +8,9 @@
 #
 #   tools/testing/build-userspace.sh
 #
-# Works from a fresh clone: cargo fetches the crates named in tools/Cargo.lock.
+# Works from a fresh clone: the Debian packages come from tools/setup.sh
+# --packages (libclang, for the bindings generated from the UAPI header), and
+# cargo fetches the crates named in tools/Cargo.lock.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -19,6 +21,10 @@ TARGET=x86_64-unknown-linux-gnu
 BINS=(nhbm-uapi-test nhbm nhbm-onnx-gen nhbm-bench nhbm-fuzz-test nhbm-stress-test nhbm-unplug-test nhbm-pci-test)
 
 t0=$SECONDS
+
+"$TOOLS/setup.sh" --packages
+# bindgen (tools/nhbm/build.rs) loads the libclang that setup.sh installs.
+export LIBCLANG_PATH="${LIBCLANG_PATH:-/usr/lib/llvm-19/lib}"
 
 # The kernel build uses Debian's rustc (RUSTC=/usr/bin/rustc); userspace is
 # built by rustup's toolchain, so do not inherit the kernel's choices.

@@ -17,6 +17,10 @@ LOG="${1:?usage: host-tests.sh LOG}"
 unset RUSTC RUSTDOC RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER CARGO_TARGET_DIR
 command -v cargo >/dev/null 2>&1 || PATH="$HOME/.cargo/bin:$PATH"
 
+"$REPO/tools/setup.sh" --packages
+# bindgen (tools/nhbm/build.rs) loads the libclang that setup.sh installs.
+export LIBCLANG_PATH="${LIBCLANG_PATH:-/usr/lib/llvm-19/lib}"
+
 mkdir -p "$(dirname "$LOG")"
 echo "host-tests: cargo test --workspace, log in ${LOG#"$REPO"/}" >&2
 t0=$SECONDS

@@ -91,13 +91,27 @@ fi
 case "$MODE" in
 check | check-pci | distro) exec python3 "$HERE/ktap_summary.py" $HOST_ARGS "$LOG" ;;
 bench | bench-pci)
-	# One line per figure; the whole log stays in $LOG.
-	sed -n 's/^\(neuron_hbm: \)\{0,1\}\(bench: .*\)$/\2/p' "$LOG" | tr -d '\r'
-	grep -q NHBM-GUEST-DONE "$LOG" || { echo "bench: the guest did not finish" >&2; exit 1; }
+	# One line per figure (the module's and nhbm-bench's), each ending in its
+	# verdict; the whole log stays in $LOG. The run fails when a figure says
+	# FAIL, nhbm-bench exits non-zero, the guest does not finish or the
+	# kernel reports an Oops, BUG or WARNING.
+	FIGURES="$BUILD/$MODE-figures.txt"
+	sed -n 's/^\(neuron_hbm: \)\{0,1\}\(bench: .*\)$/\2/p' "$LOG" | tr -d '\r' >"$FIGURES"
+	cat "$FIGURES"
+	total=$(grep -cE ' (PASS|FAIL)$' "$FIGURES" || true)
+	failed=$(grep -c ' FAIL$' "$FIGURES" || true)
+	status=$(sed -n 's/^NHBM-BENCH-EXIT \([0-9]*\).*/\1/p' "$LOG" | tail -1)
+	echo "$MODE: $total figures, $failed failed (nhbm-bench exit ${status:-missing})"
+	rc=0
+	grep -q NHBM-GUEST-DONE "$LOG" || { echo "$MODE: the guest did not finish" >&2; rc=1; }
 	if grep -qE "Oops|BUG:|WARNING:|Kernel panic" "$LOG"; then
-		echo "bench: kernel report in $LOG" >&2
-		exit 1
+		echo "$MODE: kernel report in $LOG" >&2
+		rc=1
 	fi
+	if [ "$failed" != 0 ] || [ "$total" = 0 ] || [ "${status:-1}" != 0 ]; then
+		rc=1
+	fi
+	exit $rc
 	;;
 *)
 	# The demo itself; the boot log and the KUnit output stay in $LOG.

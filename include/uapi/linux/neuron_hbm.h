@@ -91,6 +91,55 @@ struct nhbm_plan_header {
 	__u32 rsvd;
 };
 
+/* The per-kind views of union nhbm_mem_ref_union. */
+
+/* MR_LIST, MR_PTR_TABLE */
+struct nhbm_mr_list {
+	__u32 count;
+	__u32 rsvd;
+	__u64 ids_off; /* count __u32 var ids, a blob offset;
+			* the format: a pointer to them */
+};
+
+/* MR_PTR */
+struct nhbm_mr_ptr {
+	__u32 target_var_id;
+	__u32 rsvd;
+	__u64 rsvd2;
+};
+
+/* MR_REMOTE */
+struct nhbm_mr_remote {
+	__u32 remote_var_id;
+	__u32 remote_plan_id; /* a plan of the same open file;
+			       * the format: a relative subgraph id */
+	__u64 rsvd;
+};
+
+/* MR_VIRTUAL_TMP_BUF */
+struct nhbm_mr_vtmp {
+	__u64 offset;
+	__u32 backing; /* enum nhbm_backing */
+	__u32 rsvd;
+};
+
+/* MR_SB */
+struct nhbm_mr_sb {
+	__u32 nc_id;
+	__u32 rsvd;
+	__u64 offset;
+};
+
+/* The 16-byte union at the end of struct nhbm_mem_ref, one view per kind. */
+union nhbm_mem_ref_union {
+	struct nhbm_mr_list list;     /* MR_LIST, MR_PTR_TABLE */
+	struct nhbm_mr_ptr ptr;       /* MR_PTR */
+	struct nhbm_mr_remote remote; /* MR_REMOTE */
+	struct nhbm_mr_vtmp vtmp;     /* MR_VIRTUAL_TMP_BUF */
+	struct nhbm_mr_sb sb;         /* MR_SB */
+	__u64 raw[2];                 /* all zero for the other kinds */
+};
+
 /*
  * One mem_ref record (152 bytes); offsets are from the start of the blob.
  *
@@ -119,37 +168,7 @@ struct nhbm_mem_ref {
 	__u64 data_len;  /* +0x80 0 = allocate only; <= size, the rest is
 			  *       zeroed; the format: the payload pointer (its
 			  *       payload is always size bytes) */
-	union {          /* +0x88 the format's 16-byte union, per kind */
-		struct { /* MR_LIST, MR_PTR_TABLE */
-			__u32 count;
-			__u32 rsvd;
-			__u64 ids_off; /* count __u32 var ids, a blob offset;
-					* the format: a pointer to them */
-		} list;
-		struct { /* MR_PTR */
-			__u32 target_var_id;
-			__u32 rsvd;
-			__u64 rsvd2;
-		} ptr;
-		struct { /* MR_REMOTE */
-			__u32 remote_var_id;
-			__u32 remote_plan_id; /* a plan of the same open file;
-					       * the format: a relative
-					       * subgraph id */
-			__u64 rsvd;
-		} remote;
-		struct { /* MR_VIRTUAL_TMP_BUF */
-			__u64 offset;
-			__u32 backing; /* enum nhbm_backing */
-			__u32 rsvd;
-		} vtmp;
-		struct { /* MR_SB */
-			__u32 nc_id;
-			__u32 rsvd;
-			__u64 offset;
-		} sb;
-		__u64 raw[2]; /* all zero for the other kinds */
-	} u;
+	union nhbm_mem_ref_union u; /* +0x88 the format's 16-byte union, per kind */
 };
 
 /* NHBM_IOC_DEVICE_INFO */

@@ -52,12 +52,10 @@ pub fn pointer_blob(n: u32, chain: bool) -> Vec<u8> {
             MemRef {
                 mr_type: MR_PTR,
                 var_id: id,
-                u: MemRefUnion {
-                    ptr: MrPtr {
-                        target_var_id: if chain { id + 1 } else { n },
-                        ..Default::default()
-                    },
-                },
+                u: MemRefUnion::from(MrPtr {
+                    target_var_id: if chain { id + 1 } else { n },
+                    ..Default::default()
+                }),
                 ..Default::default()
             }
         }
@@ -71,13 +69,11 @@ pub fn window_blob(n: u32, id: impl Fn(u32) -> u32) -> Vec<u8> {
         mr_type: MR_VIRTUAL_TMP_BUF,
         var_id: id(i),
         size: 64,
-        u: MemRefUnion {
-            vtmp: MrVtmp {
-                offset: (u64::from(i) * 64) % SCRATCH,
-                backing: 0,
-                rsvd: 0,
-            },
-        },
+        u: MemRefUnion::from(MrVtmp {
+            offset: (u64::from(i) * 64) % SCRATCH,
+            backing: 0,
+            rsvd: 0,
+        }),
         ..Default::default()
     });
     blob(recs, n, SCRATCH)

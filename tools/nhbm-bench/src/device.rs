@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use nhbm::uapi::ResolveQuery;
-use nhbm::{Device, Plan, Record};
+use nhbm::{Device, LoadedPlan, Plan, Record, Resolver};
 
 use crate::measure::{calibrate, median, per_op_ns, time_ns, try_time_ns};
 use crate::report::{Figure, Op, Raw};
@@ -98,12 +98,17 @@ pub fn note(msg: &str) {
 struct Staged<'a> {
     dev: &'a Device,
     id: u32,
+    loaded: LoadedPlan,
 }
 
 impl<'a> Staged<'a> {
     fn load(dev: &'a Device, blob: &[u8]) -> io::Result<Self> {
-        let p = dev.plan_load(blob, CHANNEL)?;
-        Ok(Staged { dev, id: p.plan_id })
+        let loaded = dev.plan_load(blob, CHANNEL)?;
+        Ok(Staged {
+            dev,
+            id: loaded.plan_id,
+            loaded,
+        })
     }
 }
 
@@ -137,33 +142,57 @@ fn info_block(dev: &Device, n: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// Figures 1 and 2: RESOLVE against DEVICE_INFO, and RESOLVE_BATCH per entry
-/// against RESOLVE. Returns both (the second may be an error on its own).
-pub fn resolve_figures(dev: &Device) -> io::Result<(Figure, io::Result<Figure>)> {
+fn library_block(r: &Resolver, n: u64) -> io::Result<()> {
+    for i in 0..n {
+        let (v, off, size) = query(i);
+        std::hint::black_box(r.resolve(v, off, size)?);
+    }
+    Ok(())
+}
+
+/// ABBA-interleaved medians of two block functions, `rounds` blocks each:
+/// per-operation ns of `a` and of `b`.
+fn interleaved(
+    rounds: usize,
+    mut a: impl FnMut() -> io::Result<f64>,
+    mut b: impl FnMut() -> io::Result<f64>,
+) -> io::Result<(f64, f64)> {
+    let (mut va, mut vb) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        if r % 2 == 0 {
+            va.push(a()?);
+            vb.push(b()?);
+        } else {
+            vb.push(b()?);
+            va.push(a()?);
+        }
+    }
+    Ok((median(&va), median(&vb)))
+}
+
+/// The RESOLVE figures: RESOLVE against DEVICE_INFO (`resolve`), and the
+/// library's in-process resolve against RESOLVE (`library_resolve`). The
+/// RESOLVE_BATCH comparison is printed as a diagnostic.
+pub fn resolve_figures(dev: &Device) -> io::Result<Vec<Figure>> {
     let blob = buffers_blob(RESOLVE_VARS, VAR_SIZE);
     let plan = Staged::load(dev, &blob)?;
     // A resolve answers what the load reported.
     let loaded = Plan::from_blob(&blob).map_err(io::Error::from)?;
     let first = dev.resolve(plan.id, loaded.records[0].var_id, 0, VAR_SIZE)?;
-    if first == nhbm::uapi::PA_UNSTAGED {
-        return Err(invalid("RESOLVE returned the unstaged sentinel".into()));
+    if first == nhbm::uapi::PA_UNSTAGED || first != plan.loaded.addrs[0] {
+        return Err(invalid(format!(
+            "RESOLVE returned {first:#x}, PLAN_LOAD reported {:#x}",
+            plan.loaded.addrs[0]
+        )));
     }
 
     let n_res = calibrate(BLOCK, |n| resolve_block(dev, plan.id, n))?;
     let n_info = calibrate(BLOCK, |n| info_block(dev, n))?;
-    let mut res = Vec::new();
-    let mut info = Vec::new();
-    for r in 0..RESOLVE_ROUNDS {
-        // ABBA order, so a drift of the emulator's speed cancels out.
-        if r % 2 == 0 {
-            info.push(per_op_ns(n_info, |n| info_block(dev, n))?);
-            res.push(per_op_ns(n_res, |n| resolve_block(dev, plan.id, n))?);
-        } else {
-            res.push(per_op_ns(n_res, |n| resolve_block(dev, plan.id, n))?);
-            info.push(per_op_ns(n_info, |n| info_block(dev, n))?);
-        }
-    }
-    let (r, i) = (median(&res), median(&info));
+    let (r, i) = interleaved(
+        RESOLVE_ROUNDS,
+        || per_op_ns(n_res, |n| resolve_block(dev, plan.id, n)),
+        || per_op_ns(n_info, |n| info_block(dev, n)),
+    )?;
     let resolve = Figure::new(
         "resolve",
         r / i,
@@ -175,11 +204,39 @@ pub fn resolve_figures(dev: &Device) -> io::Result<(Figure, io::Result<Figure>)>
     note(&format!(
         "resolve: {RESOLVE_ROUNDS} blocks per side of {n_res} RESOLVE / {n_info} DEVICE_INFO calls"
     ));
-    let batch = batch_figure(dev, plan.id, n_res);
-    Ok((resolve, batch))
+
+    let lib = Resolver::new(&loaded, &plan.loaded, |_, _| None)?;
+    for i in 0..u64::from(RESOLVE_VARS) {
+        let (v, off, size) = query(i);
+        let want = dev.resolve(plan.id, v, off, size)?;
+        if lib.resolve(v, off, size)? != want {
+            return Err(invalid(format!(
+                "library resolve of var {v} differs from RESOLVE"
+            )));
+        }
+    }
+    let n_lib = calibrate(BLOCK, |n| library_block(&lib, n))?;
+    let (l, r2) = interleaved(
+        RESOLVE_ROUNDS,
+        || per_op_ns(n_lib, |n| library_block(&lib, n)),
+        || per_op_ns(n_res, |n| resolve_block(dev, plan.id, n)),
+    )?;
+    let library = Figure::new(
+        "library_resolve",
+        l / r2,
+        Raw::new("nhbm::Resolver median ns/call", format!("{l:.2}")),
+        Raw::new("RESOLVE median ns/call", format!("{r2:.1}")),
+        Op::AtMost,
+        0.02,
+    );
+    batch_diagnostic(dev, plan.id, n_res)?;
+    Ok(vec![resolve, library])
 }
 
-fn batch_figure(dev: &Device, plan: u32, n_res: u64) -> io::Result<Figure> {
+/// RESOLVE_BATCH per entry against RESOLVE, with the share of the user copies
+/// (each 32-byte query is copied in and back out) estimated from a userspace
+/// `rep movsq` of the same pieces.
+fn batch_diagnostic(dev: &Device, plan: u32, n_res: u64) -> io::Result<()> {
     let mut queries: Vec<ResolveQuery> = (0..u64::from(RESOLVE_VARS))
         .map(|i| {
             let (var_id, offset, size) = query(i);
@@ -208,50 +265,40 @@ fn batch_figure(dev: &Device, plan: u32, n_res: u64) -> io::Result<Figure> {
         Ok(())
     };
     let n_batch = calibrate(BLOCK, &mut batch_block)?;
-    let mut per_entry = Vec::new();
-    let mut res = Vec::new();
-    for r in 0..BATCH_ROUNDS {
-        if r % 2 == 0 {
-            per_entry.push(per_op_ns(n_batch, &mut batch_block)? / f64::from(RESOLVE_VARS));
-            res.push(per_op_ns(n_res, |n| resolve_block(dev, plan, n))?);
-        } else {
-            res.push(per_op_ns(n_res, |n| resolve_block(dev, plan, n))?);
-            per_entry.push(per_op_ns(n_batch, &mut batch_block)? / f64::from(RESOLVE_VARS));
-        }
-    }
-    let (e, r) = (median(&per_entry), median(&res));
-    // Fixed against per-entry cost: a batch of one query.
-    let mut one = [queries[0]];
-    let mut one_block = |n: u64| {
+    let (b, r) = interleaved(
+        BATCH_ROUNDS,
+        || per_op_ns(n_batch, &mut batch_block),
+        || per_op_ns(n_res, |n| resolve_block(dev, plan, n)),
+    )?;
+    let e = b / f64::from(RESOLVE_VARS);
+    // The kernel copies the queries in and out in pieces of 256 (8 KiB).
+    let bytes = RESOLVE_VARS as usize * std::mem::size_of::<ResolveQuery>();
+    let src = vec![0x5au8; bytes];
+    let mut dst = vec![0u8; bytes];
+    let mut copy_block = |n: u64| {
         for _ in 0..n {
-            dev.resolve_batch(plan, &mut one)?;
+            for (d, s) in dst.chunks_mut(8192).zip(src.chunks(8192)) {
+                rep_movsq(d, s);
+            }
         }
         Ok(())
     };
-    let n_one = calibrate(BLOCK, &mut one_block)?;
-    let mut singles = Vec::new();
+    let n_copy = calibrate(BLOCK, &mut copy_block)?;
+    let mut copies = Vec::new();
     for _ in 0..3 {
-        singles.push(per_op_ns(n_one, &mut one_block)?);
+        copies.push(per_op_ns(n_copy, &mut copy_block)?);
     }
-    let single = median(&singles);
-    let whole = e * f64::from(RESOLVE_VARS);
+    // In and out: twice the bytes.
+    let c = 2.0 * median(&copies) / f64::from(RESOLVE_VARS);
     note(&format!(
-        "batch_resolve: one {RESOLVE_VARS}-entry RESOLVE_BATCH takes {whole:.0} ns ({:.2} RESOLVE \
-         calls); a 1-entry batch {single:.0} ns, so each further entry costs {:.1} ns",
-        whole / r,
-        (whole - single) / f64::from(RESOLVE_VARS - 1)
-    ));
-    Ok(Figure::new(
-        "batch_resolve",
+        "batch_resolve: RESOLVE_BATCH x{RESOLVE_VARS} {e:.1} ns/entry / RESOLVE {r:.1} ns/call \
+         = {:.3}; user copy share: 64 bytes/entry at userspace rep movsq {c:.1} ns = {:.0}% of \
+         an entry, {:.3} of a RESOLVE",
         e / r,
-        Raw::new(
-            format!("RESOLVE_BATCH x{RESOLVE_VARS} median ns/entry"),
-            format!("{e:.1}"),
-        ),
-        Raw::new("RESOLVE median ns/call", format!("{r:.1}")),
-        Op::AtMost,
-        0.05,
-    ))
+        100.0 * c / e,
+        c / r
+    ));
+    Ok(())
 }
 
 /// `Slab:` + `VmallocUsed:` of /proc/meminfo, in bytes.
@@ -522,6 +569,110 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
     ))
 }
 
+/// Whole-model staging: payload bytes and records of the plan.
+pub const MODEL_BYTES: usize = 256 << 20;
+pub const MODEL_RECORDS: u32 = 1000;
+/// Timed loads (and memcpys) of the whole-model figure.
+const MODEL_ROUNDS: usize = 3;
+
+/// Sizes of the whole-model plan's records: varied multiples of 64 (rarely of
+/// 4 KiB) around the mean, adding up to exactly [`MODEL_BYTES`], so that the
+/// payloads lie back to back in the blob.
+pub fn model_sizes() -> Vec<u64> {
+    let n = MODEL_RECORDS as u64;
+    let mean = MODEL_BYTES as u64 / n;
+    let mut sizes: Vec<u64> = (0..n)
+        .map(|i| (mean / 2 + (i * 7919 % n) * mean / n) & !63)
+        .collect();
+    let sum: u64 = sizes.iter().sum();
+    let last = sizes.last_mut().expect("records");
+    *last = *last + MODEL_BYTES as u64 - sum;
+    sizes
+}
+
+/// A plan of [`MODEL_RECORDS`] MR_BUFFER_STAGED records whose payloads add up
+/// to [`MODEL_BYTES`], and where in the blob the payload bytes start.
+pub fn model_blob() -> io::Result<(Vec<u8>, usize)> {
+    let mut plan = Plan::new(0, 0);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for (i, size) in model_sizes().into_iter().enumerate() {
+        let data: Vec<u8> = (0..size)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        plan.records
+            .push(Record::buffer_staged(i as u32 + 1, size).data(data));
+    }
+    // One copy of the payloads at a time: the guest holds three more later.
+    let raw = plan.to_raw().map_err(io::Error::from)?;
+    drop(plan);
+    Ok((
+        raw.to_bytes(),
+        nhbm::RawPlan::data_start(MODEL_RECORDS as usize),
+    ))
+}
+
+/// PLAN_LOAD of a whole model's weights (upload, scrub, placement) against a
+/// userspace memcpy of the same bytes. Equal bytes: the ratio is memcpy time /
+/// PLAN_LOAD time.
+pub fn model_staging_figure(dev: &Device) -> io::Result<Figure> {
+    let (blob, start) = model_blob()?;
+    let src = blob
+        .get(start..start + MODEL_BYTES)
+        .ok_or_else(|| invalid("model blob shorter than its payloads".into()))?;
+    let mut dst = vec![0u8; MODEL_BYTES];
+    let mut copy = || {
+        dst.copy_from_slice(std::hint::black_box(src));
+        std::hint::black_box(&dst);
+    };
+    // One untimed pass of each: faults in the destination and the simulated
+    // device's pages, like a device that has been in use.
+    copy();
+    let first = Staged::load(dev, &blob)?;
+    let last = MODEL_RECORDS - 1;
+    let mut tail = vec![0u8; 64];
+    let size = model_sizes()[last as usize];
+    dev.mem_read(first.id, last + 1, size - 64, &mut tail)?;
+    if tail[..] != src[MODEL_BYTES - 64..] {
+        return Err(invalid("the last payload did not arrive".into()));
+    }
+    drop(first);
+    let mut load = Vec::new();
+    let mut mem = Vec::new();
+    for r in 0..MODEL_ROUNDS {
+        let mut staged = || -> io::Result<()> {
+            let (p, ns) = time_ns(|| Staged::load(dev, &blob));
+            drop(p?);
+            load.push(ns);
+            Ok(())
+        };
+        if r % 2 == 0 {
+            staged()?;
+            mem.push(time_ns(&mut copy).1);
+        } else {
+            mem.push(time_ns(&mut copy).1);
+            staged()?;
+        }
+    }
+    let (l, m) = (median(&load), median(&mem));
+    let bytes = MODEL_BYTES as f64;
+    Ok(Figure::new(
+        "model_staging",
+        m / l,
+        Raw::new(
+            format!("PLAN_LOAD {MODEL_RECORDS} records, 256 MiB of payloads, bytes/ns"),
+            format!("{:.4}", bytes / l),
+        ),
+        Raw::new("memcpy 256 MiB bytes/ns", format!("{:.4}", bytes / m)),
+        Op::AtLeast,
+        0.5,
+    ))
+}
+
 /// PCI MEM_WRITE: bytes per write and alternating rounds per side.
 pub const PCI_CHUNK: usize = 16 << 20;
 const PCI_ROUNDS: usize = 6;
@@ -632,6 +783,15 @@ mod tests {
                 && r.kind == nhbm::Kind::Buffer
                 && r.data.is_empty()));
         assert_eq!(blob.len(), 24 + 100 * 152);
+    }
+
+    #[test]
+    fn model_payloads_add_up_and_lie_back_to_back() {
+        let sizes = model_sizes();
+        assert_eq!(sizes.len(), MODEL_RECORDS as usize);
+        assert_eq!(sizes.iter().sum::<u64>(), MODEL_BYTES as u64);
+        assert!(sizes.iter().all(|&s| s > 0 && s % 64 == 0));
+        assert!(sizes.iter().any(|&s| s % 4096 != 0));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! nhbm-bench DEVICE --pci-write PCI_DEVICE
 //! ```
 //!
-//! With `--pci-write` only figure 7 runs, DEVICE being a simulated device
+//! With `--pci-write` only figure 9 runs, DEVICE being a simulated device
 //! and PCI_DEVICE an emulated PCI function.
 //!
 //! DEVICE defaults to `/dev/neuron_hbm0`, DIR (the model descriptions) to
@@ -27,10 +27,11 @@
 //!    offsets) alternate with blocks of NHBM_IOC_DEVICE_INFO, the cheapest
 //!    ioctl, 11 blocks each in ABBA order. Figure: median ns per RESOLVE /
 //!    median ns per DEVICE_INFO. Target <= 1.25.
-//! 2. `batch_resolve`: on the same plan, one NHBM_IOC_RESOLVE_BATCH of 4096
-//!    queries (each variable once; the answers are first checked against
-//!    RESOLVE) in blocks alternating with RESOLVE blocks, 7 each. Figure:
-//!    median ns per batch entry / median ns per RESOLVE. Target <= 0.05.
+//! 2. `library_resolve`: on the same plan, `nhbm::Resolver` (the library's
+//!    in-process resolve from the address table PLAN_LOAD returned; its
+//!    answers are first checked against RESOLVE for every variable) in blocks
+//!    alternating with RESOLVE blocks, 11 each. Figure: median ns per library
+//!    resolve / median ns per RESOLVE. Target <= 0.02.
 //! 3. `staging_scale`: NHBM_IOC_PLAN_LOAD of 100,000 MR_BUFFER records of
 //!    4 KiB (no payload, no names, so every record is a real HBM allocation:
 //!    400 MB of a 16 GiB V2 channel) / of 10,000 such records, each load from
@@ -69,7 +70,16 @@
 //!    options, exact's 10 s budget): exact 1.000, hill_climb <= 1.05, and
 //!    neither above greedy_by_size on any instance.
 //!
-//! 7. `pci_mem_write`: NHBM_IOC_MEM_WRITE of 16 MiB into an emulated PCI
+//! 7. `model_staging`: NHBM_IOC_PLAN_LOAD of a plan of 1,000 MR_BUFFER_STAGED
+//!    records carrying 256 MiB of payloads (upload, scrub, placement) against
+//!    a userspace memcpy of the same 256 MiB, 3 alternating rounds after one
+//!    untimed pass of each. Figure: memcpy time / PLAN_LOAD time. Target
+//!    >= 0.5.
+//! 8. `pointer_chain` and `crafted_ids`: PLAN_LOAD of 2^20 records whose
+//!    pointers form one chain / whose pointers all name one buffer, and of
+//!    variable ids sharing their low bits / random ids (tools/nhbm-bench/src/
+//!    adversarial.rs). Target <= 3 each.
+//! 9. `pci_mem_write`: NHBM_IOC_MEM_WRITE of 16 MiB into an emulated PCI
 //!    function's write-combining BAR4 / into the simulated device, 6 rounds
 //!    each in ABBA order after one untimed write of each; both in one guest
 //!    (`make bench`'s second run, QEMU 11 with tools/nhbm-devmodel). Target
@@ -98,52 +108,46 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use clap::Parser;
+use nhbm::cli::{DeviceArg, DeviceNode};
 use nhbm::{io_errno_name, Device};
 use nhbm_planner::{Model, PlannerOptions};
 
 use device::note;
 use report::{error_line, Figure};
 
+/// Benchmarks of neuron_hbm, each figure a ratio of two things measured in
+/// the same run.
+#[derive(Parser, Debug)]
+#[command(name = "nhbm-bench")]
 struct Args {
-    device: PathBuf,
+    #[command(flatten)]
+    device: DeviceArg,
+    /// The device (as -d)
+    #[arg(value_name = "DEVICE")]
+    device_pos: Option<DeviceNode>,
+    /// Where the example models are
+    #[arg(long, value_name = "DIR", default_value = "/tests")]
     models: PathBuf,
-    run_device: bool,
-    run_planner: bool,
+    /// Skip the device figures
+    #[arg(long)]
+    no_device: bool,
+    /// Skip the planner figures
+    #[arg(long)]
+    no_planner: bool,
+    /// Only MEM_WRITE into this emulated PCI function's node against DEVICE
+    #[arg(long, value_name = "PCI_DEVICE")]
     pci_write: Option<PathBuf>,
 }
 
-fn usage() -> ExitCode {
-    eprintln!("usage: nhbm-bench [DEVICE] [--models DIR] [--no-device] [--no-planner]");
-    eprintln!("       nhbm-bench DEVICE --pci-write PCI_DEVICE");
-    ExitCode::from(2)
-}
-
-fn parse_args() -> Option<Args> {
-    let mut a = Args {
-        device: PathBuf::from("/dev/neuron_hbm0"),
-        models: PathBuf::from("/tests"),
-        run_device: true,
-        run_planner: true,
-        pci_write: None,
-    };
-    let mut it = std::env::args().skip(1);
-    let mut positional = false;
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--models" => a.models = PathBuf::from(it.next()?),
-            "--no-device" => a.run_device = false,
-            "--no-planner" => a.run_planner = false,
-            "--pci-write" => a.pci_write = Some(PathBuf::from(it.next()?)),
-            "-h" | "--help" => return None,
-            s if s.starts_with('-') => return None,
-            s if !positional => {
-                a.device = PathBuf::from(s);
-                positional = true;
-            }
-            _ => return None,
-        }
+impl Args {
+    /// The device under test: DEVICE, else -d, else /dev/neuron_hbm0.
+    fn device(&self) -> PathBuf {
+        self.device_pos
+            .clone()
+            .unwrap_or_else(|| self.device.node())
+            .path
     }
-    Some(a)
 }
 
 /// Collects lines and verdicts, printing each line at once.
@@ -179,10 +183,11 @@ impl Out {
 fn device_figures(path: &Path, out: &mut Out) {
     let all = [
         "resolve",
-        "batch_resolve",
+        "library_resolve",
         "staging_scale",
-        "upload_bandwidth",
         "kmem_per_var",
+        "upload_bandwidth",
+        "model_staging",
         "pointer_chain",
         "crafted_ids",
     ];
@@ -207,14 +212,8 @@ fn device_figures(path: &Path, out: &mut Out) {
         Err(e) => return out.error(&all, &e),
     }
     match device::resolve_figures(&dev) {
-        Ok((r, b)) => {
-            out.figure(&r);
-            match b {
-                Ok(b) => out.figure(&b),
-                Err(e) => out.error(&["batch_resolve"], &e),
-            }
-        }
-        Err(e) => out.error(&["resolve", "batch_resolve"], &e),
+        Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
+        Err(e) => out.error(&all[..2], &e),
     }
     match device::staging_figures(&dev) {
         Ok((s, k)) => {
@@ -226,6 +225,10 @@ fn device_figures(path: &Path, out: &mut Out) {
     match device::upload_figure(&dev) {
         Ok(f) => out.figure(&f),
         Err(e) => out.error(&["upload_bandwidth"], &e),
+    }
+    match device::model_staging_figure(&dev) {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(&["model_staging"], &e),
     }
     match adversarial::adversarial_figures(&dev) {
         Ok((c, i)) => {
@@ -322,18 +325,17 @@ fn planner_figures(dir: &Path, out: &mut Out) {
 }
 
 fn main() -> ExitCode {
-    let Some(args) = parse_args() else {
-        return usage();
-    };
+    let args = Args::parse();
+    let device = args.device();
     let mut out = Out::default();
     let (_, ns) = measure::time_ns(|| {
         if let Some(pci) = &args.pci_write {
-            return pci_figure(&args.device, pci, &mut out);
+            return pci_figure(&device, pci, &mut out);
         }
-        if args.run_device {
-            device_figures(&args.device, &mut out);
+        if !args.no_device {
+            device_figures(&device, &mut out);
         }
-        if args.run_planner {
+        if !args.no_planner {
             planner_figures(&args.models, &mut out);
         }
     });

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use anyhow::{anyhow, Context};
 use nhbm_planner::{lower, plan as run_planner, MemoryPlannerType, Model, PlanReport, Target};
 
 use crate::{fmt, Session, R};
@@ -30,17 +31,17 @@ fn find_models(dir: Option<&str>) -> R<(PathBuf, Vec<PathBuf>)> {
         None => std::env::current_exe()
             .ok()
             .and_then(|e| e.parent().map(Path::to_path_buf))
-            .ok_or("cannot tell where the example models are; name their directory")?,
+            .context("cannot tell where the example models are; name their directory")?,
     };
     let mut models: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(|e| anyhow!("{}: {e}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .filter(|p| Model::load(p).is_ok())
         .collect();
     models.sort();
     if models.is_empty() {
-        return Err(format!(
+        return Err(anyhow!(
             "no model descriptions (*.json) in {}",
             dir.display()
         ));
@@ -61,9 +62,7 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
     // it allocates.
     let target = Target::from_device(&s.dev.path().display().to_string(), &s.info, &start);
     for path in &models {
-        let model = Model::load(path)
-            .and_then(|m| m.for_target(target.clone()))
-            .map_err(|e| e.to_string())?;
+        let model = Model::load(path).and_then(|m| m.for_target(target.clone()))?;
         section(&format!(
             "model {} ({})",
             model.name(),
@@ -82,7 +81,7 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
         for kind in PLANNERS {
             let t0 = Instant::now();
             let mp = run_planner(&model, kind, &model.desc.planner_options)
-                .map_err(|e| format!("{kind}: {e}"))?;
+                .map_err(|e| anyhow!("{kind}: {e}"))?;
             let ms = t0.elapsed().as_secs_f64() * 1e3;
             let r = PlanReport::new(&model, kind, &mp);
             rows.push(vec![
@@ -106,9 +105,8 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
             )
         );
 
-        let mp = run_planner(&model, model.desc.planner, &model.desc.planner_options)
-            .map_err(|e| e.to_string())?;
-        let lowered = lower(&model, &mp).map_err(|e| e.to_string())?;
+        let mp = run_planner(&model, model.desc.planner, &model.desc.planner_options)?;
+        let lowered = lower(&model, &mp)?;
         let report = PlanReport::new(&model, model.desc.planner, &mp);
         let mut ids = Vec::new();
         for l in &lowered {
@@ -117,7 +115,7 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
             let loaded = s.load_plan(l.plan.clone(), &label, l.channel(), true)?;
             let predicted = report.device_bytes.get(&l.memory).copied();
             if predicted != Some(loaded.bytes_allocated) {
-                return Err(format!(
+                return Err(anyhow!(
                     "{label}: PLAN_LOAD allocated {} bytes, the planner said {predicted:?}",
                     loaded.bytes_allocated
                 ));
@@ -145,7 +143,7 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
     s.stats()?;
     let end = s.io("MEM_STATS", s.dev.mem_stats())?;
     if (end.total_used(), end.total_chunks()) != (start.total_used(), start.total_chunks()) {
-        return Err(format!(
+        return Err(anyhow!(
             "the pools did not return to their starting usage: {} in {} chunks, started at {} in {} chunks",
             end.total_used(),
             end.total_chunks(),
@@ -183,7 +181,7 @@ fn show_some_variables(s: &Session, id: u32, plan: &nhbm::Plan) -> R<()> {
                 s.dev.resolve(id, r.var_id, off, 1),
             )?;
             if a != base + off {
-                return Err(format!(
+                return Err(anyhow!(
                     "RESOLVE {name} + {off:#x} gave {a:#x}, not base {base:#x} + offset"
                 ));
             }
@@ -198,7 +196,7 @@ fn show_some_variables(s: &Session, id: u32, plan: &nhbm::Plan) -> R<()> {
         println!("read back the first {n} bytes of {name} (uploaded at load):");
         print!("{}", fmt::hexdump(&buf, 0));
         if buf != c.data[..n] {
-            return Err(format!(
+            return Err(anyhow!(
                 "{name}: the bytes read back differ from the payload"
             ));
         }

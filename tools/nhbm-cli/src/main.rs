@@ -10,6 +10,8 @@ mod demo;
 mod fmt;
 
 use std::collections::HashMap;
+
+use anyhow::{anyhow, Context};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,200 +25,103 @@ use nhbm::{io_errno_name, Device, Kind, Limits, LoadedPlan, Plan};
 use nhbm_planner::planner::memory_lower_bounds;
 use nhbm_planner::{
     lower, plan_with_outcome, var_ids, ExactOutcome, MemoryPlan, MemoryPlannerType, Model,
-    PlanReport, PlannerOptions, Target,
+    PlanReport, PlannerError, PlannerOptions, Target,
 };
 use serde_json::{json, Value};
 
-use args::{parse_num, Args};
-
-const USAGE: &str = "\
-usage: nhbm COMMAND [ARGS] [-d N] [--json]
-
-  info                          device geometry (DEVICE_INFO)
-  stats                         pool usage per channel x region, with bars
-  plan MODEL.json|MODEL.onnx    plan a model: arenas, high-water mark vs the
-        [--planner greedy|greedy_by_size|hill_climb|exact] [--iterations N]
-        [--seed N] [--max-stall N] [--time-budget MS] [-o PREFIX]
-        [--format blob|json] [-d N | --arch v2|v3|v4]
-                                lower bound per memory and planner, each
-                                planner's time; writes PREFIX.hbmN.plan (or
-                                .plan.json), one per memory (PREFIX defaults
-                                to the model's name); plans for device N's
-                                channels and pools (DEVICE_INFO, MEM_STATS),
-                                or an arch's with the module defaults
-                                (default: --arch v2), and shows the bytes
-                                PLAN_LOAD will allocate per memory
-  validate PLAN                 check a plan against the kernel's rules
-  load PLAN [--channel N|any] [--verify] [--hold]
-                                stage a plan and show where each variable
-                                landed (alias: stage); --verify reads every
-                                payload back; --hold keeps it until stdin ends
-  resolve PLAN VAR [OFFSET [SIZE]]   stage PLAN, resolve VAR (name or var_id)
-  read PLAN VAR [OFFSET [LEN]]       stage PLAN, hex dump of VAR
-  write PLAN VAR OFFSET HEX          stage PLAN, write bytes, read them back
-  reset [--tpb NC_MAP]               reset the device (or NeuronCores)
-  session [FILE]                run commands from FILE (or stdin) against one
-                                open file; `help` inside lists them
-  demo [DEVICE [MODEL_DIR]]     plan the example models with each planner,
-                                stage them, check the uploaded bytes, unload,
-                                and show the pools back at their start
-
-PLAN is a blob (as `plan` writes) or its JSON form. A file named *.hbmN.*
-loads on channel N unless --channel says otherwise. -d N (or a path)
-picks /dev/neuron_hbmN (default 0).";
+use args::{Cli, Cmd, PlanArgs, PlanFormat, VarArgs};
+use clap::Parser;
+use nhbm::cli::{parse_num, DeviceArg};
 
 /// A failure: one line, naming what failed.
-type R<T> = Result<T, String>;
+type R<T> = anyhow::Result<T>;
 
 fn main() -> ExitCode {
-    let args = match Args::parse(std::env::args().skip(1)) {
-        Ok(a) => a,
-        Err(e) => return fail(&e),
-    };
-    if args.flag("--help") || args.pos.is_empty() {
-        println!("{USAGE}");
-        return if args.pos.is_empty() && !args.flag("--help") {
-            ExitCode::from(2)
-        } else {
-            ExitCode::SUCCESS
-        };
-    }
-    match run(&args) {
+    let cli = Cli::parse();
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(&e),
+        Err(e) => {
+            eprintln!("nhbm: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 
-fn fail(msg: &str) -> ExitCode {
-    eprintln!("nhbm: {msg}");
-    ExitCode::FAILURE
-}
-
-fn run(a: &Args) -> R<()> {
-    let cmd = a.pos[0].as_str();
-    let known: &[&str] = match cmd {
-        "plan" => &[
-            "--planner",
-            "--iterations",
-            "--seed",
-            "--max-stall",
-            "--time-budget",
-            "--output",
-            "--format",
-            "--arch",
-        ],
-        "load" | "stage" => &["--channel", "--verify", "--hold"],
-        "resolve" | "read" | "write" => &["--channel"],
-        "reset" => &["--tpb"],
-        _ => &[],
+fn run(cli: Cli) -> R<()> {
+    let json = cli.json;
+    let mut s = match &cli.cmd {
+        Cmd::Plan(p) => return cmd_plan(p, &cli.device, json),
+        Cmd::Validate { plan } => return cmd_validate(plan, &cli.device, json),
+        // `demo DEVICE` names the device positionally.
+        Cmd::Demo {
+            device: Some(d), ..
+        } => Session::open(&d.path, json)?,
+        _ => Session::open(&cli.device.node().path, json)?,
     };
-    if let Some(f) = a.unknown(known) {
-        return Err(format!("{cmd}: unknown option {f}"));
-    }
-    let json = a.flag("--json");
-    match cmd {
-        "plan" => return cmd_plan(a),
-        "validate" => return cmd_validate(a),
-        _ => {}
-    }
-    let p = &a.pos[1..];
-    // `demo DEVICE` names the device positionally.
-    let dev_arg = match (cmd, p.first()) {
-        ("demo", Some(d)) => Some(d.as_str()),
-        _ => a.opt("--device"),
-    };
-    let mut s = Session::open(&device_path_arg(dev_arg)?, json)?;
-    match cmd {
-        "info" => s.info(),
-        "stats" => s.stats(),
-        "reset" => s.reset(a.opt_num::<u32>("--tpb")?),
-        "load" | "stage" => {
-            let file = p.first().ok_or("load: which plan file?")?;
-            let id = s.load(file, channel_opt(a)?, a.flag("--verify"))?;
-            if a.flag("--hold") {
+    match cli.cmd {
+        Cmd::Info => s.info(),
+        Cmd::Stats => s.stats(),
+        Cmd::Reset { tpb } => s.reset(tpb),
+        Cmd::Load {
+            plan,
+            channel,
+            verify,
+            hold,
+        } => {
+            let id = s.load(&plan, channel.channel, verify)?;
+            if hold {
                 eprintln!("nhbm: plan {id} stays loaded until stdin closes");
                 let mut line = String::new();
-                while std::io::stdin()
-                    .read_line(&mut line)
-                    .map_err(|e| e.to_string())?
-                    > 0
-                {
+                while std::io::stdin().read_line(&mut line)? > 0 {
                     line.clear();
                 }
             }
             Ok(())
         }
-        "resolve" | "read" | "write" => {
-            let file = p
-                .first()
-                .ok_or_else(|| format!("{cmd}: which plan file?"))?;
-            let var = p.get(1).ok_or_else(|| format!("{cmd}: which variable?"))?;
-            s.quiet = true;
-            let id = s.load(file, channel_opt(a)?, false)?;
-            s.quiet = false;
-            let rest: Vec<&str> = p[2..].iter().map(String::as_str).collect();
-            match cmd {
-                "resolve" => s.resolve(id, var, &rest),
-                "read" => s.read(id, var, &rest),
-                _ => s.write(id, var, &rest),
-            }
+        Cmd::Resolve(v) => {
+            let id = s.stage_quietly(&v)?;
+            s.resolve(id, &v.var, &v.rest_args())
         }
-        "session" => {
-            let input: Box<dyn BufRead> = match p.first() {
+        Cmd::Read(v) => {
+            let id = s.stage_quietly(&v)?;
+            s.read(id, &v.var, &v.rest_args())
+        }
+        Cmd::Write(v) => {
+            let id = s.stage_quietly(&v)?;
+            s.write(id, &v.var, &v.rest_args())
+        }
+        Cmd::Session { file } => {
+            let input: Box<dyn BufRead> = match file.as_deref() {
                 Some(f) if f != "-" => Box::new(std::io::BufReader::new(
-                    std::fs::File::open(f).map_err(|e| format!("{f}: {e}"))?,
+                    std::fs::File::open(f).map_err(|e| anyhow!("{f}: {e}"))?,
                 )),
                 _ => Box::new(std::io::stdin().lock()),
             };
             s.script(input)
         }
-        "demo" => demo::run(&mut s, a.pos.get(2).map(String::as_str)),
-        _ => Err(format!("unknown command {cmd:?} (nhbm --help)")),
-    }
-}
-
-/// `-d N` or `-d /dev/neuron_hbmN`.
-fn device_path_arg(v: Option<&str>) -> R<PathBuf> {
-    match v {
-        None => Ok(nhbm::device_path(0)),
-        Some(v) if v.contains('/') => Ok(PathBuf::from(v)),
-        Some(v) => parse_num(v)
-            .map(nhbm::device_path)
-            .ok_or_else(|| format!("-d: {v:?} is not a device")),
-    }
-}
-
-fn channel_opt(a: &Args) -> R<Option<u32>> {
-    match a.opt("--channel") {
-        None => Ok(None),
-        Some("any") => Ok(Some(CHANNEL_ANY)),
-        Some(v) => parse_num(v)
-            .map(Some)
-            .ok_or_else(|| format!("--channel: {v:?} is not a channel")),
+        Cmd::Demo { model_dir, .. } => demo::run(&mut s, model_dir.as_deref()),
+        Cmd::Plan(_) | Cmd::Validate { .. } => unreachable!("handled above"),
     }
 }
 
 // ---- planning ----
 
-fn cmd_plan(a: &Args) -> R<()> {
-    let path = a.pos.get(1).ok_or("plan: which model file?")?;
-    let target = plan_target(a)?;
-    let model = load_model(Path::new(path), target)?;
-    let kind = match a.opt("--planner") {
-        Some(p) => p.parse()?,
-        None => model.desc.planner,
-    };
+fn cmd_plan(a: &PlanArgs, device: &DeviceArg, json: bool) -> R<()> {
+    let path = a.model.display();
+    let target = plan_target(a, device)?;
+    let model = load_model(&a.model, target)?;
+    let kind = a.planner.unwrap_or(model.desc.planner);
     let mut opts = model.desc.planner_options;
-    if let Some(v) = a.opt_num("--iterations")? {
+    if let Some(v) = a.iterations {
         opts.iterations = v;
     }
-    if let Some(v) = a.opt_num("--seed")? {
+    if let Some(v) = a.seed {
         opts.seed = v;
     }
-    if let Some(v) = a.opt_num("--max-stall")? {
+    if let Some(v) = a.max_stall {
         opts.max_stall_iterations = v;
     }
-    if let Some(v) = a.opt_num("--time-budget")? {
+    if let Some(v) = a.time_budget {
         opts.time_budget_ms = v;
     }
     let runs = compare_planners(&model, &opts);
@@ -226,37 +131,35 @@ fn cmd_plan(a: &Args) -> R<()> {
         .expect("every planner runs");
     let mp = match &chosen.result {
         Ok((mp, _)) => mp.clone(),
-        Err(e) => return Err(format!("{path}: {e}")),
+        Err(e) => return Err(anyhow!("{path}: {e}")),
     };
     let elapsed = chosen.took;
     let report = PlanReport::new(&model, kind, &mp);
-    let lowered = lower(&model, &mp).map_err(|e| format!("{path}: {e}"))?;
-    let format = a.opt("--format").unwrap_or("blob");
-    if !["blob", "json"].contains(&format) {
-        return Err(format!("--format: {format:?} is not blob or json"));
-    }
-    let prefix = a
-        .opt("--output")
-        .map(str::to_string)
-        .unwrap_or_else(|| model.name().to_string());
+    let lowered = lower(&model, &mp).map_err(|e| anyhow!("{path}: {e}"))?;
+    let format = a.format;
+    let prefix = a.output.clone().unwrap_or_else(|| model.name().to_string());
     let mut written = Vec::new();
     for l in &lowered {
         let file = format!(
             "{prefix}.{}.plan{}",
             l.memory,
-            if format == "json" { ".json" } else { "" }
+            if format == PlanFormat::Json {
+                ".json"
+            } else {
+                ""
+            }
         );
-        let bytes = if format == "json" {
-            l.plan.to_blob().map_err(|e| format!("{file}: {e}"))?;
+        let bytes = if format == PlanFormat::Json {
+            l.plan.to_blob().map_err(|e| anyhow!("{file}: {e}"))?;
             l.plan.to_json().into_bytes()
         } else {
-            l.plan.to_blob().map_err(|e| format!("{file}: {e}"))?
+            l.plan.to_blob().map_err(|e| anyhow!("{file}: {e}"))?
         };
-        std::fs::write(&file, &bytes).map_err(|e| format!("{file}: {e}"))?;
+        std::fs::write(&file, &bytes).map_err(|e| anyhow!("{file}: {e}"))?;
         written.push((file, l.memory, bytes.len(), l.plan.records.len()));
     }
 
-    if a.flag("--json") {
+    if json {
         let files: Vec<Value> = written
             .iter()
             .map(|(f, m, n, r)| json!({"file": f, "memory": m, "channel": m.channel(), "bytes": n, "records": r, "device_bytes": report.device_bytes.get(m)}))
@@ -366,7 +269,11 @@ fn cmd_plan(a: &Args) -> R<()> {
         println!(
             "wrote {f}: {r} records, {} ({}), load on channel {}: allocates {}",
             fmt::bytes(*n as u64),
-            format,
+            if format == PlanFormat::Json {
+                "json"
+            } else {
+                "blob"
+            },
             m.channel().unwrap(),
             report
                 .device_bytes
@@ -386,26 +293,24 @@ fn load_model(path: &Path, target: Target) -> R<Model> {
     {
         #[cfg(feature = "onnx")]
         {
-            nhbm_onnx::load(path)
+            nhbm_onnx::load(path)?
         }
         #[cfg(not(feature = "onnx"))]
-        return Err(format!(
+        return Err(anyhow!(
             "{}: this nhbm is built without ONNX support",
             path.display()
         ));
     } else {
-        Model::load(path)
+        Model::load(path)?
     };
-    model
-        .and_then(|m| m.for_target(target))
-        .map_err(|e| e.to_string())
+    Ok(model.for_target(target)?)
 }
 
 /// One planner's run on the model being planned.
 struct PlannerRun {
     kind: MemoryPlannerType,
     took: Duration,
-    result: Result<(MemoryPlan, Vec<ExactOutcome>), String>,
+    result: Result<(MemoryPlan, Vec<ExactOutcome>), PlannerError>,
     /// Per memory with scratch: (scratch arena bytes, its lower bound).
     memories: Vec<(nhbm_planner::MemoryType, u64, u64)>,
 }
@@ -428,7 +333,7 @@ impl PlannerRun {
             .collect();
         json!({
             "planner": self.kind, "ms": self.took.as_secs_f64() * 1e3,
-            "error": self.result.as_ref().err(), "memories": memories,
+            "error": self.result.as_ref().err().map(ToString::to_string), "memories": memories,
         })
     }
 }
@@ -444,7 +349,7 @@ fn compare_planners(model: &Model, opts: &PlannerOptions) -> Vec<PlannerRun> {
     .into_iter()
     .map(|kind| {
         let t0 = Instant::now();
-        let result = plan_with_outcome(model, kind, opts).map_err(|e| e.to_string());
+        let result = plan_with_outcome(model, kind, opts);
         let took = t0.elapsed();
         let memories = match &result {
             Ok((mp, _)) => {
@@ -475,7 +380,7 @@ fn print_comparison(runs: &[PlannerRun]) {
             rows.push(vec![
                 r.kind.to_string(),
                 "-".into(),
-                e.clone(),
+                e.to_string(),
                 String::new(),
                 String::new(),
                 ms,
@@ -521,54 +426,52 @@ fn print_comparison(runs: &[PlannerRun]) {
 
 /// The device `plan` plans for: `-d N` (its DEVICE_INFO and MEM_STATS),
 /// `--arch NAME` (the arch table with the module's defaults), else V2.
-fn plan_target(a: &Args) -> R<Target> {
-    match (a.opt("--device"), a.opt("--arch")) {
-        (Some(_), Some(_)) => Err("plan: -d and --arch exclude each other".into()),
+fn plan_target(a: &PlanArgs, device: &DeviceArg) -> R<Target> {
+    match (&device.device, &a.arch) {
+        (Some(_), Some(_)) => Err(anyhow!("plan: -d and --arch exclude each other")),
         (Some(d), None) => {
-            let path = device_path_arg(Some(d))?;
-            let dev = Device::open_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let path = &d.path;
+            let dev = Device::open_path(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
             let info = dev
                 .device_info()
-                .map_err(|e| format!("{}: DEVICE_INFO: {e}", path.display()))?;
+                .map_err(|e| anyhow!("{}: DEVICE_INFO: {e}", path.display()))?;
             let stats = dev
                 .mem_stats()
-                .map_err(|e| format!("{}: MEM_STATS: {e}", path.display()))?;
+                .map_err(|e| anyhow!("{}: MEM_STATS: {e}", path.display()))?;
             Ok(Target::from_device(
                 &path.display().to_string(),
                 &info,
                 &stats,
             ))
         }
-        (None, Some(arch)) => Target::for_arch_name(arch),
+        (None, Some(arch)) => Ok(Target::for_arch_name(arch)?),
         (None, None) => Ok(Target::default()),
     }
 }
 
 fn read_plan(path: &str, limits: &Limits) -> R<Plan> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    let bytes = std::fs::read(path).map_err(|e| anyhow!("{path}: {e}"))?;
     let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
     if first == Some(&b'{') {
-        let text = String::from_utf8(bytes).map_err(|e| format!("{path}: {e}"))?;
-        let plan = Plan::from_json(&text).map_err(|e| format!("{path}: {e}"))?;
+        let text = String::from_utf8(bytes).map_err(|e| anyhow!("{path}: {e}"))?;
+        let plan = Plan::from_json(&text).map_err(|e| anyhow!("{path}: {e}"))?;
         plan.to_blob_for(limits)
-            .map_err(|e| format!("{path}: {e}"))?;
+            .map_err(|e| anyhow!("{path}: {e}"))?;
         Ok(plan)
     } else {
-        Plan::from_blob_for(&bytes, limits).map_err(|e| format!("{path}: {e}"))
+        Plan::from_blob_for(&bytes, limits).map_err(|e| anyhow!("{path}: {e}"))
     }
 }
 
-fn cmd_validate(a: &Args) -> R<()> {
-    let path = a.pos.get(1).ok_or("validate: which plan file?")?;
+fn cmd_validate(path: &str, device: &DeviceArg, json: bool) -> R<()> {
     // With a device at hand, its SBUF size and core count are checked too.
-    let dev = device_path_arg(a.opt("--device"))?;
-    let limits = Device::open_path(dev)
+    let limits = Device::open_path(device.node().path)
         .and_then(|d| d.device_info())
         .map(|i| Limits::from_device_info(&i))
         .unwrap_or_default();
     let plan = read_plan(path, &limits)?;
-    let size = plan.to_blob().map_err(|e| e.to_string())?.len();
-    if a.flag("--json") {
+    let size = plan.to_blob()?.len();
+    if json {
         println!(
             "{}",
             json!({"file": path, "valid": true, "records": plan.records.len(), "blob_bytes": size})
@@ -625,7 +528,7 @@ fn kind_detail(k: &Kind) -> String {
 impl Session {
     fn open(path: &Path, json: bool) -> R<Session> {
         let dev = Device::open_path(path).map_err(|e| {
-            format!(
+            anyhow!(
                 "cannot open {}: {} ({e})",
                 path.display(),
                 io_errno_name(&e)
@@ -633,7 +536,7 @@ impl Session {
         })?;
         let info = dev
             .device_info()
-            .map_err(|e| format!("DEVICE_INFO: {}", io_errno_name(&e)))?;
+            .map_err(|e| anyhow!("DEVICE_INFO: {}", io_errno_name(&e)))?;
         Ok(Session {
             dev,
             path: path.to_path_buf(),
@@ -646,7 +549,7 @@ impl Session {
     }
 
     fn io<T>(&self, what: &str, r: std::io::Result<T>) -> R<T> {
-        r.map_err(|e| format!("{what}: {} ({e})", io_errno_name(&e)))
+        r.map_err(|e| anyhow!("{what}: {} ({e})", io_errno_name(&e)))
     }
 
     fn info(&self) -> R<()> {
@@ -763,7 +666,7 @@ impl Session {
         };
         let status = self.io("RESET", self.dev.reset(ty, map))?;
         if status != 0 {
-            return Err(format!(
+            return Err(anyhow!(
                 "RESET: the device reported {}",
                 nhbm::errno_name(-status)
             ));
@@ -780,6 +683,14 @@ impl Session {
     }
 
     /// Stages a plan file; returns its plan id.
+    /// Stages the plan of `resolve`, `read` or `write` without a listing.
+    fn stage_quietly(&mut self, v: &VarArgs) -> R<u32> {
+        self.quiet = true;
+        let id = self.load(&v.plan, v.channel.channel, false);
+        self.quiet = false;
+        id
+    }
+
     fn load(&mut self, path: &str, channel: Option<u32>, verify: bool) -> R<u32> {
         let limits = Limits::from_device_info(&self.info);
         let plan = read_plan(path, &limits)?;
@@ -795,7 +706,7 @@ impl Session {
         let limits = Limits::from_device_info(&self.info);
         let blob = plan
             .to_blob_for(&limits)
-            .map_err(|e| format!("{label}: {e}"))?;
+            .map_err(|e| anyhow!("{label}: {e}"))?;
         let payload: u64 = plan.records.iter().map(|r| r.data.len() as u64).sum();
         let t0 = Instant::now();
         let loaded = with_progress(payload, || self.dev.plan_load(&blob, channel));
@@ -910,7 +821,7 @@ impl Session {
                 self.dev.mem_read(id, r.var_id, 0, &mut buf),
             )?;
             if let Some(k) = buf.iter().zip(&r.data).position(|(a, b)| a != b) {
-                return Err(format!(
+                return Err(anyhow!(
                     "verify: var {} ({}) byte {k:#x} reads {:#04x}, uploaded {:#04x}",
                     r.var_id,
                     r.name.as_deref().unwrap_or("-"),
@@ -933,12 +844,12 @@ impl Session {
         let plan = self
             .plans
             .get(&id)
-            .ok_or_else(|| format!("plan {id} was not loaded here"))?;
+            .ok_or_else(|| anyhow!("plan {id} was not loaded here"))?;
         plan.records
             .iter()
             .find(|r| r.name.as_deref() == Some(v))
             .map(|r| r.var_id)
-            .ok_or_else(|| format!("plan {id} has no variable named {v:?}"))
+            .ok_or_else(|| anyhow!("plan {id} has no variable named {v:?}"))
     }
 
     fn var_size(&self, id: u32, var: u32) -> Option<u64> {
@@ -990,8 +901,8 @@ impl Session {
 
     fn write(&self, id: u32, var: &str, rest: &[&str]) -> R<()> {
         let v = self.var(id, var)?;
-        let off = num_arg(rest.first(), "offset")?.ok_or("write: offset and hex bytes needed")?;
-        let hex = rest.get(1).ok_or("write: hex bytes needed")?;
+        let off = num_arg(rest.first(), "offset")?.context("write: offset and hex bytes needed")?;
+        let hex = rest.get(1).context("write: hex bytes needed")?;
         let data = unhex(hex)?;
         self.io(
             &format!("MEM_WRITE {var} [{off:#x}, +{:#x})", data.len()),
@@ -1000,7 +911,7 @@ impl Session {
         let mut back = vec![0u8; data.len()];
         self.io("MEM_READ", self.dev.mem_read(id, v, off, &mut back))?;
         if back != data {
-            return Err(format!("write: var {v} reads back differently"));
+            return Err(anyhow!("write: var {v} reads back differently"));
         }
         if !self.json {
             println!(
@@ -1014,7 +925,7 @@ impl Session {
     /// Runs one command per line; stops at the first failure.
     fn script(&mut self, input: Box<dyn BufRead>) -> R<()> {
         for (n, line) in input.lines().enumerate() {
-            let line = line.map_err(|e| e.to_string())?;
+            let line = line?;
             let words: Vec<&str> = line
                 .split('#')
                 .next()
@@ -1028,7 +939,7 @@ impl Session {
                 println!("> {}", words.join(" "));
             }
             self.session_command(cmd, rest)
-                .map_err(|e| format!("line {}: {e}", n + 1))?;
+                .map_err(|e| anyhow!("line {}: {e}", n + 1))?;
             let _ = std::io::stdout().flush();
         }
         Ok(())
@@ -1038,10 +949,10 @@ impl Session {
         let last = self.last;
         let plan_id = |s: Option<&&str>| -> R<u32> {
             match s {
-                Some(&"last") => last.ok_or_else(|| format!("{cmd}: no plan loaded yet")),
+                Some(&"last") => last.ok_or_else(|| anyhow!("{cmd}: no plan loaded yet")),
                 _ => s
                     .and_then(|v| parse_num(v))
-                    .ok_or_else(|| format!("{cmd}: a plan id (or last) is needed")),
+                    .ok_or_else(|| anyhow!("{cmd}: a plan id (or last) is needed")),
             }
         };
         match cmd {
@@ -1049,12 +960,12 @@ impl Session {
             "stats" => self.stats(),
             "reset" => self.reset(None),
             "load" | "stage" | "load-verify" => {
-                let file = rest.first().ok_or("load: which plan file?")?;
+                let file = rest.first().context("load: which plan file?")?;
                 let ch = match rest.get(1) {
                     None => None,
                     Some(&"any") => Some(CHANNEL_ANY),
                     Some(c) => {
-                        Some(parse_num(c).ok_or_else(|| format!("load: bad channel {c:?}"))?)
+                        Some(parse_num(c).ok_or_else(|| anyhow!("load: bad channel {c:?}"))?)
                     }
                 };
                 let id = self.load(file, ch, cmd == "load-verify")?;
@@ -1076,7 +987,7 @@ impl Session {
                 let id = plan_id(rest.first())?;
                 let var = rest
                     .get(1)
-                    .ok_or_else(|| format!("{cmd}: which variable?"))?;
+                    .ok_or_else(|| anyhow!("{cmd}: which variable?"))?;
                 match cmd {
                     "resolve" => self.resolve(id, var, &rest[2..]),
                     "read" => self.read(id, var, &rest[2..]),
@@ -1088,7 +999,7 @@ impl Session {
                 let plan = self
                     .plans
                     .get(&id)
-                    .ok_or_else(|| format!("plan {id} was not loaded here"))?;
+                    .ok_or_else(|| anyhow!("plan {id} was not loaded here"))?;
                 self.verify(id, plan, &LoadedPlan::default())
             }
             "echo" => {
@@ -1103,20 +1014,20 @@ impl Session {
                 );
                 Ok(())
             }
-            _ => Err(format!("unknown session command {cmd:?} (try help)")),
+            _ => Err(anyhow!("unknown session command {cmd:?} (try help)")),
         }
     }
 }
 
 fn num_arg(s: Option<&&str>, what: &str) -> R<Option<u64>> {
-    s.map(|v| parse_num(v).ok_or_else(|| format!("{what}: {v:?} is not a number")))
+    s.map(|v| parse_num(v).ok_or_else(|| anyhow!("{what}: {v:?} is not a number")))
         .transpose()
 }
 
 fn unhex(s: &str) -> R<Vec<u8>> {
     let s = s.trim_start_matches("0x");
     if s.len() % 2 != 0 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
-        return Err(format!("{s:?} is not an even number of hex digits"));
+        return Err(anyhow!("{s:?} is not an even number of hex digits"));
     }
     Ok((0..s.len())
         .step_by(2)

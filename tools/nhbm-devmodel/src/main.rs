@@ -5,60 +5,53 @@
 //! Serves one client connection and exits when it closes (QEMU exits or the
 //! function is hot-removed).
 
-use nhbm_devmodel::{arch::Arch, device::NeuronFunction};
 use std::path::PathBuf;
-use std::process::exit;
 use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use clap::Parser;
+use nhbm_devmodel::{arch::Arch, device::NeuronFunction};
 use vfio_user::Server;
 
-fn usage() -> ! {
-    eprintln!("usage: nhbm-devmodel --socket PATH [--arch v2] [--reset-ms N | --reset-never]");
-    exit(2);
+/// Serves one Neuron PCI function to QEMU's vfio-user client.
+#[derive(Parser, Debug)]
+#[command(name = "nhbm-devmodel")]
+struct Cli {
+    /// The vfio-user socket to create
+    #[arg(long, value_name = "PATH")]
+    socket: PathBuf,
+    /// The function's arch
+    #[arg(long, default_value = "v2", value_parser = arch)]
+    arch: &'static Arch,
+    /// Milliseconds the firmware takes to complete a reset
+    #[arg(long, value_name = "N", default_value_t = 150)]
+    reset_ms: u64,
+    /// The firmware never completes a reset
+    #[arg(long, conflicts_with = "reset_ms")]
+    reset_never: bool,
 }
 
-fn main() {
-    let mut socket = None;
-    let mut arch = &nhbm_devmodel::arch::V2;
-    let mut delay = Some(Duration::from_millis(150));
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--socket" => socket = Some(PathBuf::from(args.next().unwrap_or_else(|| usage()))),
-            "--arch" => {
-                let name = args.next().unwrap_or_else(|| usage());
-                arch = Arch::by_name(&name).unwrap_or_else(|| usage());
-            }
-            "--reset-ms" => {
-                let ms = args.next().and_then(|s| s.parse().ok());
-                delay = Some(Duration::from_millis(ms.unwrap_or_else(|| usage())));
-            }
-            "--reset-never" => delay = None,
-            _ => usage(),
-        }
-    }
-    let socket = socket.unwrap_or_else(|| usage());
-    let mut function = match NeuronFunction::new(arch, delay) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("nhbm-devmodel: BAR4 memory: {e}");
-            exit(1);
-        }
-    };
-    let server = match Server::new(&socket, true, NeuronFunction::irqs(), function.regions()) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("nhbm-devmodel: {}: {e}", socket.display());
-            exit(1);
-        }
-    };
+fn arch(name: &str) -> anyhow::Result<&'static Arch> {
+    Arch::by_name(name).ok_or_else(|| anyhow!("unknown arch {name:?}"))
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let arch = cli.arch;
+    let delay = (!cli.reset_never).then(|| Duration::from_millis(cli.reset_ms));
+    let mut function = NeuronFunction::new(arch, delay).context("BAR4 memory")?;
+    let server = Server::new(
+        &cli.socket,
+        true,
+        NeuronFunction::irqs(),
+        function.regions(),
+    )
+    .with_context(|| cli.socket.display().to_string())?;
     eprintln!(
         "nhbm-devmodel: {} function 1d0f:{:04x} on {}",
         arch.name,
         arch.device_id,
-        socket.display()
+        cli.socket.display()
     );
-    if let Err(e) = server.run(&mut function) {
-        eprintln!("nhbm-devmodel: {e}");
-        exit(1);
-    }
+    server.run(&mut function).map_err(|e| anyhow!("{e}"))
 }

@@ -20,37 +20,94 @@ use tract_onnx::pb::ModelProto;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::konst::Const;
 
-fn err(msg: impl Into<String>) -> ModelError {
-    ModelError(msg.into())
+/// Why an ONNX model does not import.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The file named, and what went wrong with it.
+    #[error("{}: {error}", path.display())]
+    File {
+        /// The ONNX file.
+        path: PathBuf,
+        /// What went wrong.
+        error: Box<ImportError>,
+    },
+    /// tract could not read the model or infer its shapes.
+    #[error("{what}: {message}")]
+    Tract {
+        /// The step that failed.
+        what: &'static str,
+        /// tract's error chain, on one line.
+        message: String,
+    },
+    /// A tensor whose shape is not known after shape inference.
+    #[error("tensor {tensor:?}: shape {shape} stays dynamic{hint}")]
+    DynamicShape {
+        /// The tensor.
+        tensor: String,
+        /// Its shape, with the symbols left.
+        shape: String,
+        /// What to do about it, if anything.
+        hint: &'static str,
+    },
+    /// A tensor of an element type the planner has no size for.
+    #[error("tensor {tensor:?}: element type {dtype} is not supported")]
+    ElementType {
+        /// The tensor.
+        tensor: String,
+        /// Its element type.
+        dtype: String,
+    },
+    /// A tensor whose size in bytes does not fit in 64 bits.
+    #[error("tensor {0:?}: size overflows")]
+    Overflow(String),
+    /// A tensor with no elements.
+    #[error("tensor {0:?}: has no elements")]
+    Empty(String),
+    /// The imported description does not make a model.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+}
+
+/// Turns tract's error of step `what` into an [`ImportError`].
+fn tract(what: &'static str) -> impl Fn(TractError) -> ImportError {
+    move |e| ImportError::Tract {
+        what,
+        message: format!("{e:#}"),
+    }
 }
 
 /// Reads an ONNX file into a planner model named after the file.
-pub fn load(path: &Path) -> Result<Model, ModelError> {
+pub fn load(path: &Path) -> Result<Model, ImportError> {
     let name = path
         .file_stem()
         .map_or("model".into(), |s| s.to_string_lossy().into_owned());
-    let inference = tract_onnx::onnx()
+    tract_onnx::onnx()
         .model_for_path(path)
-        .map_err(|e| err(format!("{}: {e:#}", path.display())))?;
-    import(
-        &name,
-        inference,
-        path.parent().map(Path::to_path_buf).unwrap_or_default(),
-    )
-    .map_err(|e| err(format!("{}: {}", path.display(), e.0)))
+        .map_err(tract("read"))
+        .and_then(|inference| {
+            import(
+                &name,
+                inference,
+                path.parent().map(Path::to_path_buf).unwrap_or_default(),
+            )
+        })
+        .map_err(|e| ImportError::File {
+            path: path.to_path_buf(),
+            error: Box::new(e),
+        })
 }
 
 /// Imports an ONNX model held in memory.
-pub fn from_proto(name: &str, proto: &ModelProto) -> Result<Model, ModelError> {
+pub fn from_proto(name: &str, proto: &ModelProto) -> Result<Model, ImportError> {
     let inference = tract_onnx::onnx()
         .model_for_proto_model(proto)
-        .map_err(|e| err(format!("{e:#}")))?;
+        .map_err(tract("read"))?;
     import(name, inference, PathBuf::from("."))
 }
 
 /// The planner's name of a tract element type, and its size in bytes.
-fn dtype(t: DatumType) -> Result<(&'static str, u64), String> {
-    Ok(match t {
+fn dtype(t: DatumType) -> Option<(&'static str, u64)> {
+    Some(match t {
         DatumType::Bool => ("bool", 1),
         DatumType::U8 => ("uint8", 1),
         DatumType::I8 => ("int8", 1),
@@ -63,42 +120,36 @@ fn dtype(t: DatumType) -> Result<(&'static str, u64), String> {
         DatumType::U64 => ("uint64", 8),
         DatumType::I64 => ("int64", 8),
         DatumType::F64 => ("float64", 8),
-        other => return Err(format!("element type {other:?} is not supported")),
+        _ => return None,
     })
 }
 
-fn import(name: &str, inference: InferenceModel, base_dir: PathBuf) -> Result<Model, ModelError> {
+fn import(name: &str, inference: InferenceModel, base_dir: PathBuf) -> Result<Model, ImportError> {
     // A graph input with a symbolic dimension would otherwise be reported
     // by the first operator that needs it; name the input instead.
-    for &o in inference
-        .input_outlets()
-        .map_err(|e| err(format!("{e:#}")))?
-    {
-        let fact = inference
-            .outlet_fact(o)
-            .map_err(|e| err(format!("{e:#}")))?;
+    for &o in inference.input_outlets().map_err(tract("graph inputs"))? {
+        let fact = inference.outlet_fact(o).map_err(tract("graph inputs"))?;
         let label = inference
             .outlet_label(o)
             .unwrap_or(&inference.node(o.node).name);
         if !matches!(fact.shape.as_concrete_finite(), Ok(Some(_))) {
-            return Err(err(format!(
-                "tensor {label:?}: shape {:?} stays dynamic; give the graph input fixed dimensions",
-                fact.shape
-            )));
+            return Err(ImportError::DynamicShape {
+                tensor: label.to_string(),
+                shape: format!("{:?}", fact.shape),
+                hint: "; give the graph input fixed dimensions",
+            });
         }
     }
-    let typed = inference
-        .into_typed()
-        .map_err(|e| err(format!("shape inference: {e:#}")))?;
+    let typed = inference.into_typed().map_err(tract("shape inference"))?;
     let inputs = typed
         .input_outlets()
-        .map_err(|e| err(format!("{e:#}")))?
+        .map_err(tract("graph inputs"))?
         .to_vec();
     let outputs = typed
         .output_outlets()
-        .map_err(|e| err(format!("{e:#}")))?
+        .map_err(tract("graph outputs"))?
         .to_vec();
-    let order = typed.eval_order().map_err(|e| err(format!("{e:#}")))?;
+    let order = typed.eval_order().map_err(tract("evaluation order"))?;
 
     let raw_name = |o: OutletId| -> String {
         if let Some(l) = typed.outlet_label(o) {
@@ -140,19 +191,24 @@ fn import(name: &str, inference: InferenceModel, base_dir: PathBuf) -> Result<Mo
             let outlet = OutletId::new(n, slot);
             let id = tensor_name(outlet);
             let Some(shape) = out.fact.shape.as_concrete() else {
-                return Err(err(format!(
-                    "tensor {id:?}: shape {:?} stays dynamic after shape inference",
-                    out.fact.shape
-                )));
+                return Err(ImportError::DynamicShape {
+                    tensor: id,
+                    shape: format!("{:?}", out.fact.shape),
+                    hint: " after shape inference",
+                });
             };
-            let (dt, elem) =
-                dtype(out.fact.datum_type).map_err(|e| err(format!("tensor {id:?}: {e}")))?;
+            let Some((dt, elem)) = dtype(out.fact.datum_type) else {
+                return Err(ImportError::ElementType {
+                    tensor: id,
+                    dtype: format!("{:?}", out.fact.datum_type),
+                });
+            };
             let size = shape
                 .iter()
                 .try_fold(elem, |acc, &d| acc.checked_mul(d as u64))
-                .ok_or_else(|| err(format!("tensor {id:?}: size overflows")))?;
+                .ok_or_else(|| ImportError::Overflow(id.clone()))?;
             if size == 0 {
-                return Err(err(format!("tensor {id:?}: has no elements")));
+                return Err(ImportError::Empty(id));
             }
             let io = if is_source {
                 Some(Io::Input)
@@ -207,5 +263,5 @@ fn import(name: &str, inference: InferenceModel, base_dir: PathBuf) -> Result<Mo
         tensors,
         operators,
     };
-    Model::new(desc, base_dir)?.with_payloads(payloads)
+    Ok(Model::new(desc, base_dir)?.with_payloads(payloads)?)
 }

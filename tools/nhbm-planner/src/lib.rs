@@ -19,4 +19,4 @@ pub use desc::{synthetic_bytes, Model, ModelDesc, ModelError};
 pub use lower::{lower, var_ids, LoweredPlan};
 pub use model::*;
 pub use planner::{plan, plan_model, plan_with_outcome, ExactOutcome, PlanReport, PlannerError};
-pub use target::Target;
+pub use target::{Target, TargetError};

@@ -45,9 +45,21 @@ impl fmt::Display for MemoryType {
     }
 }
 
+/// A name that names none of the choices.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {what} {name:?} ({choices})")]
+pub struct UnknownName {
+    /// What was named ("memory", "planner").
+    pub what: &'static str,
+    /// The name given.
+    pub name: String,
+    /// The names there are.
+    pub choices: &'static str,
+}
+
 impl FromStr for MemoryType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         let lower = s.to_ascii_lowercase();
         if lower == "host" {
             return Ok(MemoryType::Host);
@@ -57,7 +69,11 @@ impl FromStr for MemoryType {
             .and_then(|n| n.parse::<u32>().ok())
             .filter(|&n| (n as usize) < nhbm::uapi::MAX_CHANNELS)
             .map(MemoryType::Hbm)
-            .ok_or_else(|| format!("unknown memory {s:?} (hbm0..hbm3 or host)"))
+            .ok_or_else(|| UnknownName {
+                what: "memory",
+                name: s.to_string(),
+                choices: "hbm0..hbm3 or host",
+            })
     }
 }
 
@@ -250,16 +266,18 @@ pub enum MemoryPlannerType {
 }
 
 impl FromStr for MemoryPlannerType {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         match s.replace('-', "_").as_str() {
             "greedy" => Ok(MemoryPlannerType::Greedy),
             "greedy_by_size" => Ok(MemoryPlannerType::GreedyBySize),
             "hill_climb" => Ok(MemoryPlannerType::HillClimb),
             "exact" => Ok(MemoryPlannerType::Exact),
-            _ => Err(format!(
-                "unknown planner {s:?} (greedy, greedy_by_size, hill_climb, exact)"
-            )),
+            _ => Err(UnknownName {
+                what: "planner",
+                name: s.to_string(),
+                choices: "greedy, greedy_by_size, hill_climb, exact",
+            }),
         }
     }
 }

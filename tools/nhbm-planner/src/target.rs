@@ -50,26 +50,41 @@ impl Default for Target {
     }
 }
 
+/// A geometry no Neuron device has.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    /// An arch number other than 2, 3 or 4.
+    #[error("arch {0} is not 2, 3 or 4")]
+    Arch(u32),
+    /// An arch name other than v2, v3 or v4.
+    #[error("unknown arch {0:?} (v2, v3, v4)")]
+    ArchName(String),
+    /// A region count outside 1..MAX_REGIONS.
+    #[error("regions {0} is not 1..{MAX_REGIONS}")]
+    Regions(usize),
+    /// A minimum allocation that is not a power of two in 1 KiB..1 GiB.
+    #[error("min_alloc {0} is not a power of two in 1024..1 GiB")]
+    MinAlloc(u64),
+}
+
 impl Target {
     /// The geometry of arch `arch` (2, 3, 4) with `regions` regions per
     /// channel and minimum allocation `min_alloc`, as the kernel builds its
     /// pools (`Grid::new` in rust/mempool.rs: the 16 MiB firmware carve-out
     /// at the start of region 0 on V2 and V3, and on V2 the last granule of
     /// each channel kept out for the BAR4 remap).
-    pub fn for_arch(arch: u32, regions: usize, min_alloc: u64) -> Result<Target, String> {
+    pub fn for_arch(arch: u32, regions: usize, min_alloc: u64) -> Result<Target, TargetError> {
         let (name, channels, channel_size, carveout, packed_bar4) = match arch {
             ARCH_V2 => ("v2", 2, 16 * GIB, 16 * MIB, true),
             ARCH_V3 => ("v3", 4, 24 * GIB, 16 * MIB, false),
             ARCH_V4 => ("v4", 4, 36 * GIB, 0, false),
-            _ => return Err(format!("arch {arch} is not 2, 3 or 4")),
+            _ => return Err(TargetError::Arch(arch)),
         };
         if !(1..=MAX_REGIONS).contains(&regions) {
-            return Err(format!("regions {regions} is not 1..{MAX_REGIONS}"));
+            return Err(TargetError::Regions(regions));
         }
         if !min_alloc.is_power_of_two() || !(1024..=GIB).contains(&min_alloc) {
-            return Err(format!(
-                "min_alloc {min_alloc} is not a power of two in 1024..1 GiB"
-            ));
+            return Err(TargetError::MinAlloc(min_alloc));
         }
         let region = channel_size / regions as u64;
         let pools = (0..regions)
@@ -93,12 +108,12 @@ impl Target {
 
     /// The geometry of arch `name` ("v2", "v3", "v4") with the module's
     /// default parameters.
-    pub fn for_arch_name(name: &str) -> Result<Target, String> {
+    pub fn for_arch_name(name: &str) -> Result<Target, TargetError> {
         let arch = match name.to_ascii_lowercase().as_str() {
             "v2" => ARCH_V2,
             "v3" => ARCH_V3,
             "v4" => ARCH_V4,
-            _ => return Err(format!("unknown arch {name:?} (v2, v3, v4)")),
+            _ => return Err(TargetError::ArchName(name.to_string())),
         };
         Target::for_arch(arch, DEFAULT_REGIONS, DEFAULT_MIN_ALLOC)
     }

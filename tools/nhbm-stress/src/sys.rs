@@ -116,28 +116,6 @@ impl ReadOnly {
     }
 }
 
-/// A struct as bytes.
-pub fn bytes_of<T: Copy>(v: &T) -> Vec<u8> {
-    let n = std::mem::size_of::<T>();
-    let mut out = vec![0u8; n];
-    // SAFETY: `v` is a live T of n bytes; the UAPI structs have no padding.
-    unsafe { std::ptr::copy_nonoverlapping(v as *const T as *const u8, out.as_mut_ptr(), n) };
-    out
-}
-
-/// A struct from bytes (at least size_of::<T>() of them).
-///
-/// # Safety
-/// Every bit pattern must be a valid `T` (true of the UAPI structs).
-pub unsafe fn from_bytes<T: Copy + Default>(b: &[u8]) -> T {
-    let mut v = T::default();
-    let n = std::mem::size_of::<T>();
-    assert!(b.len() >= n);
-    // SAFETY: v is n bytes; the caller vouches for the bit pattern.
-    unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), &mut v as *mut T as *mut u8, n) };
-    v
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,18 +126,5 @@ mod tests {
         r.set(b"xyz").unwrap();
         assert_eq!(r.read(3), b"xyz");
         let _h = Hole::new().unwrap();
-    }
-
-    #[test]
-    fn struct_bytes_round_trip() {
-        let u = nhbm::uapi::PlanUnload {
-            plan_id: 7,
-            rsvd: 9,
-        };
-        let b = bytes_of(&u);
-        assert_eq!(b, [7, 0, 0, 0, 9, 0, 0, 0]);
-        // SAFETY: PlanUnload is plain integers.
-        let back: nhbm::uapi::PlanUnload = unsafe { from_bytes(&b) };
-        assert_eq!(back, u);
     }
 }

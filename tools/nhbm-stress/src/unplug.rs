@@ -16,6 +16,8 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use nhbm::cli::DeviceArg;
 use nhbm::uapi::*;
 use nhbm::{Device, Record};
 
@@ -386,38 +388,39 @@ pub fn run_suite(device: u32, force: bool, w: &mut dyn std::io::Write) -> bool {
     k.end()
 }
 
-pub const USAGE: &str = "usage: nhbm-unplug-test [-d N] [--force]
-  Removes /dev/neuron_hbmN (default 1): a simulated device through debugfs
-  `unplug`, an emulated PCI function (NHBM_BACKEND=pci) through the host's
-  device_del; then checks what follows (KTAP suite nhbm_unplug). Irreversible
-  until the module is reloaded: skipped unless this is the last *-test
-  program of its directory (--force overrides).";
+/// The command line of nhbm-unplug-test.
+#[derive(clap::Parser, Debug)]
+#[command(
+    name = "nhbm-unplug-test",
+    about = "Removes /dev/neuron_hbmN (default 1): a simulated device through debugfs `unplug`, \
+             an emulated PCI function (NHBM_BACKEND=pci) through the host's device_del; then \
+             checks what follows (KTAP suite nhbm_unplug)",
+    long_about = None,
+    after_help = "Irreversible until the module is reloaded: skipped unless this is the last \
+                  *-test program of its directory (--force overrides)."
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub device: DeviceArg,
+    /// Run even when other *-test programs follow this one
+    #[arg(long)]
+    pub force: bool,
+}
 
-pub fn main_with(args: &[String]) -> i32 {
-    let mut device = DEFAULT_DEVICE;
-    let mut force = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return 0;
-            }
-            "--force" => force = true,
-            "-d" | "--device" => match it.next().and_then(|v| v.parse().ok()) {
-                Some(n) => device = n,
-                None => {
-                    eprintln!("nhbm-unplug-test: -d needs a device number");
-                    return 2;
-                }
-            },
-            _ => {
-                eprintln!("nhbm-unplug-test: unknown argument {a:?}\n{USAGE}");
+/// The program: exit status 0 when every test passed.
+pub fn main() -> i32 {
+    let a = Args::parse();
+    let device = match a.device.device {
+        None => DEFAULT_DEVICE,
+        Some(_) => match a.device.index() {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("nhbm-unplug-test: --device: {e}");
                 return 2;
             }
-        }
-    }
-    let ok = run_suite(device, force, &mut std::io::stdout().lock());
+        },
+    };
+    let ok = run_suite(device, a.force, &mut std::io::stdout().lock());
     i32::from(!ok)
 }
 

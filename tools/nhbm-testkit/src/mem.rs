@@ -23,16 +23,26 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    /// `pages` pages readable and writable.
+    /// `pages` pages readable and writable, private to this process.
     pub fn new(pages: usize) -> io::Result<Mapping> {
+        Self::map(pages, libc::MAP_PRIVATE)
+    }
+
+    /// `pages` pages readable and writable, shared with the children this
+    /// process forks from now on.
+    pub fn shared(pages: usize) -> io::Result<Mapping> {
+        Self::map(pages, libc::MAP_SHARED)
+    }
+
+    fn map(pages: usize, sharing: i32) -> io::Result<Mapping> {
         let len = pages.max(1) * page_size();
-        // SAFETY: a fresh anonymous private mapping; the result is checked.
+        // SAFETY: a fresh anonymous mapping; the result is checked.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                sharing | libc::MAP_ANONYMOUS,
                 -1,
                 0,
             )
@@ -44,6 +54,12 @@ impl Mapping {
             ptr: ptr as *mut u8,
             len,
         })
+    }
+
+    /// The first byte, for raw access by its owner (the mapping stays valid
+    /// for `len()` bytes while `self` lives).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
     }
 
     /// The address of the first byte.

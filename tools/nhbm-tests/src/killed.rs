@@ -16,6 +16,7 @@ use nhbm::{Device, Plan, Record};
 
 use crate::fixtures::*;
 use nhbm_testkit::ktap::*;
+use nhbm_testkit::mem::{page_size, Mapping};
 
 /// Bytes moved by the killed call: far more than what the kernel moves
 /// between the start the parent sees and the kill.
@@ -24,68 +25,41 @@ const LEN: usize = 96 << 20;
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// What the parent fills a MEM_READ buffer with; the variable reads zeros.
 const FILL: u8 = 0xa5;
-const PAGE: usize = 4096;
 
-/// A shared anonymous mapping of `len` bytes: parent and child see the same
-/// pages.
+/// Shared anonymous memory: parent and child see the same pages.
 struct SharedBuf {
-    ptr: *mut u8,
-    len: usize,
+    map: Mapping,
 }
 
 impl SharedBuf {
-    /// A mapping holding `bytes`, then `fill` up to `len`.
+    /// At least `len` bytes holding `bytes`, then `fill`.
     fn new(len: usize, bytes: &[u8], fill: u8) -> io::Result<Self> {
-        // SAFETY: a new mapping, unmapped on drop.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let buf = Self {
-            ptr: ptr.cast(),
-            len,
-        };
-        // SAFETY: the new mapping is `len` bytes long, and no other
-        // reference to it exists yet.
-        let all = unsafe { std::slice::from_raw_parts_mut(buf.ptr, len) };
-        all[..bytes.len()].copy_from_slice(bytes);
-        all[bytes.len()..].fill(fill);
-        Ok(buf)
+        let mut map = Mapping::shared(len.div_ceil(page_size()))?;
+        map.write(0, bytes);
+        map.write(bytes.len(), &vec![fill; map.len() - bytes.len()]);
+        Ok(Self { map })
+    }
+
+    fn addr(&self) -> u64 {
+        self.map.addr()
     }
 
     fn byte(&self, at: usize) -> u8 {
-        assert!(at < self.len);
+        assert!(at < self.map.len());
         // SAFETY: in the mapping; read volatile, the child's kernel writes it.
-        unsafe { self.ptr.add(at).read_volatile() }
+        unsafe { self.map.as_ptr().add(at).read_volatile() }
     }
 
     /// Maps every page writable in the calling process's page tables, by
     /// writing each page's first byte back (madvise may be compiled out).
-    fn populate(&self) -> io::Result<()> {
-        for at in (0..self.len).step_by(PAGE) {
+    fn populate(&self) {
+        for at in (0..self.map.len()).step_by(page_size()) {
             // SAFETY: in the mapping; nothing else writes it meanwhile.
             unsafe {
-                let p = self.ptr.add(at);
+                let p = self.map.as_ptr().add(at);
                 p.write_volatile(p.read_volatile());
             }
         }
-        Ok(())
-    }
-}
-
-impl Drop for SharedBuf {
-    fn drop(&mut self) {
-        // SAFETY: the mapping was made in `new` and is not used after.
-        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 
@@ -104,12 +78,10 @@ fn kill_midway(
         return Err(io::Error::last_os_error()).ctx("fork");
     }
     if pid == 0 {
-        // The exit code says which step failed and its errno: 100 + errno
-        // populating, 200 + errno in the call.
-        let code = match buf.populate().map(|()| call()) {
+        buf.populate();
+        let code = match call() {
+            Ok(()) => 0,
             Err(e) => 100 + e.raw_os_error().unwrap_or(0),
-            Ok(Err(e)) => 200 + e.raw_os_error().unwrap_or(0),
-            Ok(Ok(())) => 0,
         };
         // SAFETY: ends the child without running the parent's destructors.
         unsafe { libc::_exit(code) };
@@ -126,7 +98,7 @@ fn kill_midway(
         // SAFETY: `pid` is our child; WNOHANG never blocks.
         if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
             return fail(format!(
-                "the child ended on its own (exit code {}) before it could be killed",
+                "the child ended on its own (exit code {}: 100 + errno of its call) before it could be killed",
                 libc::WEXITSTATUS(status)
             ));
         }
@@ -159,7 +131,7 @@ pub fn killed_plan_load_stops_and_leaves_nothing() -> TestResult {
         .ctx("build")?;
     let buf = SharedBuf::new(blob.len(), &blob, 0).ctx("mmap")?;
     let mut arg = nhbm::uapi::PlanLoad {
-        blob: buf.ptr as u64,
+        blob: buf.addr(),
         blob_len: blob.len() as u64,
         ..Default::default()
     };
@@ -188,7 +160,7 @@ pub fn killed_mem_read_stops_and_the_plan_stays() -> TestResult {
         var_id: 1,
         offset: 0,
         len: LEN as u64,
-        buf: buf.ptr as u64,
+        buf: buf.addr(),
     };
     // Fresh memory reads zeros: the copy has begun once a byte is zero.
     let started = || Ok(buf.byte(0) != FILL);

@@ -10,6 +10,7 @@
 mod cases;
 mod fixtures;
 mod killed;
+mod library_resolve;
 mod limits;
 mod planner;
 mod reject;
@@ -17,6 +18,8 @@ mod uffd;
 
 use std::io;
 
+use clap::Parser;
+use nhbm::cli::DeviceArg;
 use nhbm_testkit::ktap::{self, Case};
 
 /// Runs `cases` as the subtest `suite`, printing KTAP on stdout. Returns
@@ -117,6 +120,10 @@ fn all_cases() -> Vec<Case> {
             cases::remote_to_missing_plan_or_var_is_enoent,
         ),
         Case::plain(
+            "library_resolve_matches_kernel",
+            library_resolve::library_resolve_matches_kernel,
+        ),
+        Case::plain(
             "resolve_batch_answers_each_query_in_place",
             cases::resolve_batch_answers_each_query_in_place,
         ),
@@ -172,37 +179,32 @@ fn all_cases() -> Vec<Case> {
     v
 }
 
-fn main() {
-    let mut filters = Vec::new();
-    let mut list = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--list" => list = true,
-            "-d" | "--device" => {
-                let n = args.next().and_then(|s| s.parse().ok());
-                let Some(n) = n else {
-                    eprintln!("nhbm-uapi-test: -d needs a device number");
-                    std::process::exit(2);
-                };
-                fixtures::set_device_index(n);
-            }
-            "-h" | "--help" => {
-                println!("usage: nhbm-uapi-test [-d N] [--list] [NAME_SUBSTRING...]");
-                return;
-            }
-            _ => filters.push(a),
-        }
-    }
+/// The UAPI tests of neuron_hbm, as KTAP (suite nhbm_uapi).
+#[derive(Parser)]
+#[command(name = "nhbm-uapi-test")]
+struct Cli {
+    #[command(flatten)]
+    device: DeviceArg,
+    /// Print the names of the cases instead of running them
+    #[arg(long)]
+    list: bool,
+    /// Run only the cases whose name contains one of these
+    #[arg(value_name = "NAME_SUBSTRING")]
+    filters: Vec<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    fixtures::set_device_index(cli.device.index()?);
     let mut cases = all_cases();
-    if !filters.is_empty() {
-        cases.retain(|c| filters.iter().any(|f| c.name.contains(f.as_str())));
+    if !cli.filters.is_empty() {
+        cases.retain(|c| cli.filters.iter().any(|f| c.name.contains(f.as_str())));
     }
-    if list {
+    if cli.list {
         for c in &cases {
             println!("{}", c.name);
         }
-        return;
+        return Ok(());
     }
     // Without a device node there is nothing to exercise: one failing case
     // that says why, rather than the same failure for every case.

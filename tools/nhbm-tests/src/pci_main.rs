@@ -14,6 +14,8 @@ mod pci_function;
 use std::io;
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use nhbm::cli::DeviceArg;
 use nhbm::uapi::*;
 use nhbm::Device;
 use nhbm_testkit::fixtures::{
@@ -244,23 +246,17 @@ fn untaken_request_times_out() -> TestResult {
     )
 }
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "-d" | "--device" => match args.next().and_then(|s| s.parse().ok()) {
-                Some(n) => set_device_index(n),
-                None => {
-                    eprintln!("nhbm-pci-test: -d needs a device number");
-                    std::process::exit(2);
-                }
-            },
-            _ => {
-                eprintln!("usage: nhbm-pci-test [-d N]");
-                std::process::exit(2);
-            }
-        }
-    }
+/// The PCI tests of neuron_hbm on emulated Neuron functions, as KTAP
+/// (suite nhbm_pci).
+#[derive(Parser)]
+#[command(name = "nhbm-pci-test")]
+struct Cli {
+    #[command(flatten)]
+    device: DeviceArg,
+}
+
+fn main() -> anyhow::Result<()> {
+    set_device_index(Cli::parse().device.index()?);
     let cases = [
         Case::plain(
             "functions_are_bound_to_neuron_hbm",
@@ -297,7 +293,7 @@ fn main() {
             })
             .collect();
         ktap::run("nhbm_pci", &cases);
-        return;
+        return Ok(());
     }
     let ok = ktap::run("nhbm_pci", &cases);
     std::process::exit(if ok { 0 } else { 1 });

@@ -96,12 +96,10 @@ pub fn cases() -> Vec<Case> {
         }),
         reject_raw("rejects_union_rsvd_nonzero", libc::EINVAL, |r| {
             let m = rec(r, 8);
-            m.u = MemRefUnion {
-                ptr: MrPtr {
-                    rsvd: 1,
-                    ..m.u.ptr()
-                },
-            };
+            m.u = MemRefUnion::from(MrPtr {
+                rsvd: 1,
+                ..m.u.ptr()
+            });
         }),
         reject_raw("rejects_union_bits_on_a_buffer", libc::EINVAL, |r| {
             rec(r, 12).u = MemRefUnion { raw: [0, 1] };
@@ -131,22 +129,18 @@ pub fn cases() -> Vec<Case> {
             rec(r, 12).var_id = 5
         }),
         reject_raw("rejects_dangling_ptr_with_enoent", libc::ENOENT, |r| {
-            rec(r, 8).u = MemRefUnion {
-                ptr: MrPtr {
-                    target_var_id: 4242,
-                    rsvd: 0,
-                    rsvd2: 0,
-                },
-            };
+            rec(r, 8).u = MemRefUnion::from(MrPtr {
+                target_var_id: 4242,
+                rsvd: 0,
+                rsvd2: 0,
+            });
         }),
         reject_raw("rejects_self_ptr", libc::EINVAL, |r| {
-            rec(r, 8).u = MemRefUnion {
-                ptr: MrPtr {
-                    target_var_id: 8,
-                    rsvd: 0,
-                    rsvd2: 0,
-                },
-            };
+            rec(r, 8).u = MemRefUnion::from(MrPtr {
+                target_var_id: 8,
+                rsvd: 0,
+                rsvd2: 0,
+            });
         }),
         reject_raw(
             "rejects_dangling_list_entry_with_enoent",
@@ -174,24 +168,20 @@ pub fn cases() -> Vec<Case> {
         }),
         reject_raw("rejects_list_ids_outside_blob", libc::EINVAL, |r| {
             let m = rec(r, 9);
-            m.u = MemRefUnion {
-                list: MrList {
-                    ids_off: u64::MAX - 7,
-                    ..m.u.list()
-                },
-            };
+            m.u = MemRefUnion::from(MrList {
+                ids_off: u64::MAX - 7,
+                ..m.u.list()
+            });
         }),
         reject_raw(
             "rejects_list_count_over_limit_with_e2big",
             libc::E2BIG,
             |r| {
                 let m = rec(r, 9);
-                m.u = MemRefUnion {
-                    list: MrList {
-                        count: MAX_LIST_COUNT + 1,
-                        ..m.u.list()
-                    },
-                };
+                m.u = MemRefUnion::from(MrList {
+                    count: MAX_LIST_COUNT + 1,
+                    ..m.u.list()
+                });
                 m.size = 8 * u64::from(MAX_LIST_COUNT + 1);
             },
         ),
@@ -226,12 +216,10 @@ pub fn cases() -> Vec<Case> {
         }),
         reject_raw("rejects_empty_list", libc::EINVAL, |r| {
             let m = rec(r, 10);
-            m.u = MemRefUnion {
-                list: MrList {
-                    count: 0,
-                    ..m.u.list()
-                },
-            };
+            m.u = MemRefUnion::from(MrList {
+                count: 0,
+                ..m.u.list()
+            });
         }),
         reject_raw("rejects_name_longer_than_name_max", libc::EINVAL, |r| {
             let long = vec![b'n'; nhbm::validate::NAME_MAX];
@@ -242,30 +230,24 @@ pub fn cases() -> Vec<Case> {
         }),
         reject_raw("rejects_vtmp_outside_scratchpad", libc::EINVAL, |r| {
             let m = rec(r, 6);
-            m.u = MemRefUnion {
-                vtmp: MrVtmp {
-                    offset: 64 * 1024 - 1023,
-                    ..m.u.vtmp()
-                },
-            };
+            m.u = MemRefUnion::from(MrVtmp {
+                offset: 64 * 1024 - 1023,
+                ..m.u.vtmp()
+            });
         }),
         reject_raw("rejects_vtmp_offset_overflow", libc::EINVAL, |r| {
             let m = rec(r, 6);
-            m.u = MemRefUnion {
-                vtmp: MrVtmp {
-                    offset: u64::MAX - 10,
-                    ..m.u.vtmp()
-                },
-            };
+            m.u = MemRefUnion::from(MrVtmp {
+                offset: u64::MAX - 10,
+                ..m.u.vtmp()
+            });
         }),
         reject_raw("rejects_unknown_backing", libc::EINVAL, |r| {
             let m = rec(r, 6);
-            m.u = MemRefUnion {
-                vtmp: MrVtmp {
-                    backing: 4,
-                    ..m.u.vtmp()
-                },
-            };
+            m.u = MemRefUnion::from(MrVtmp {
+                backing: 4,
+                ..m.u.vtmp()
+            });
         }),
         reject_record(
             "rejects_sharded_backing_with_eopnotsupp",

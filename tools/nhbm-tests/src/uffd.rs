@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use nhbm_testkit::mem::Mapping;
+
 const PAGE: usize = 4096;
 
 /// `UFFD_API`.
@@ -71,8 +73,7 @@ fn check(rc: i64) -> io::Result<i64> {
 /// A buffer of `len` bytes: the first half ordinary memory, the second half
 /// stalled until [`Stall::release`].
 pub struct Stall {
-    base: *mut u8,
-    len: usize,
+    map: Mapping,
     fd: i32,
     faulted: Receiver<()>,
     fill: Sender<u8>,
@@ -88,21 +89,7 @@ impl Stall {
     /// Maps and registers the buffer; `len` is a multiple of two pages.
     pub fn new(len: usize) -> io::Result<Stall> {
         assert!(len % (2 * PAGE) == 0);
-        // SAFETY: An anonymous private mapping of `len` bytes, owned here.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = base.cast::<u8>();
+        let map = Mapping::new(len / PAGE)?;
         // SAFETY: A plain system call; its result is checked.
         let fd = check(unsafe {
             libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK)
@@ -114,7 +101,7 @@ impl Stall {
         };
         let half = len / 2;
         let mut reg = UffdioRegister {
-            start: base as u64 + half as u64,
+            start: map.addr() + half as u64,
             len: half as u64,
             mode: MODE_MISSING,
             ioctls: 0,
@@ -132,8 +119,7 @@ impl Stall {
             std::thread::spawn(move || serve(fd, &stop, faulted_tx, fill_rx))
         };
         Ok(Stall {
-            base,
-            len,
+            map,
             fd,
             faulted,
             fill,
@@ -146,7 +132,7 @@ impl Stall {
     pub fn fill_head(&self, byte: u8) {
         // SAFETY: The first half is mapped and not registered, so writing it
         // does not fault into the server.
-        unsafe { std::ptr::write_bytes(self.base, byte, self.len / 2) };
+        unsafe { std::ptr::write_bytes(self.map.as_ptr(), byte, self.map.len() / 2) };
     }
 
     /// The whole buffer, for the kernel to copy from. Never read it here
@@ -154,7 +140,7 @@ impl Stall {
     pub fn buf(&self) -> &[u8] {
         // SAFETY: Mapped for `len` bytes for our lifetime; the kernel only
         // reads it.
-        unsafe { std::slice::from_raw_parts(self.base, self.len) }
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr(), self.map.len()) }
     }
 
     /// Waits until an access stalls on the second half.
@@ -230,10 +216,8 @@ impl Drop for Stall {
         if let Some(s) = self.server.take() {
             let _ = s.join();
         }
-        // SAFETY: Our own mapping and fd, no longer used by anyone.
-        unsafe {
-            libc::munmap(self.base.cast(), self.len);
-            libc::close(self.fd);
-        }
+        // SAFETY: Our own fd, no longer used by anyone; the mapping is
+        // unmapped when `map` drops.
+        unsafe { libc::close(self.fd) };
     }
 }

@@ -4,145 +4,40 @@
 //! [`RawPlan`] is the blob taken apart without any validation, so that a test
 //! can build a well-formed plan, break one field, and put it back together.
 
+use zerocopy::{FromBytes, IntoBytes};
+
 use crate::error::PlanError;
-use crate::uapi::{MemRef, MemRefUnion, PlanHeader, MAX_NDIM, MEM_REF_SIZE, PLAN_HEADER_SIZE};
+use crate::uapi::{MemRef, PlanHeader, MEM_REF_SIZE, PLAN_HEADER_SIZE};
 
-fn rd_u32(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
-}
-
-fn rd_u64(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
-}
+// The blob is the structures' memory image, and the kernel reads it as such;
+// the format is little-endian, so the image is the blob only on such a host.
+const _: () = assert!(
+    cfg!(target_endian = "little"),
+    "the plan blob is little-endian"
+);
 
 impl PlanHeader {
     /// The header as the 24 bytes of the blob.
     pub fn encode(&self) -> [u8; PLAN_HEADER_SIZE] {
-        let mut b = [0u8; PLAN_HEADER_SIZE];
-        b[0..8].copy_from_slice(&self.local_scratchpad_size.to_le_bytes());
-        b[8..16].copy_from_slice(&self.shared_scratchpad_size.to_le_bytes());
-        b[16..20].copy_from_slice(&self.nmem.to_le_bytes());
-        b[20..24].copy_from_slice(&self.rsvd.to_le_bytes());
-        b
+        zerocopy::transmute!(*self)
     }
 
     /// Reads a header from at least 24 bytes.
     pub fn decode(b: &[u8]) -> Option<Self> {
-        if b.len() < PLAN_HEADER_SIZE {
-            return None;
-        }
-        Some(PlanHeader {
-            local_scratchpad_size: rd_u64(b, 0),
-            shared_scratchpad_size: rd_u64(b, 8),
-            nmem: rd_u32(b, 16),
-            rsvd: rd_u32(b, 20),
-        })
+        Self::read_from_prefix(b).ok().map(|(h, _)| h)
     }
 }
 
 impl MemRef {
     /// The record as the 152 bytes of the blob.
     pub fn encode(&self) -> [u8; MEM_REF_SIZE] {
-        let mut b = [0u8; MEM_REF_SIZE];
-        b[0..4].copy_from_slice(&self.mr_type.to_le_bytes());
-        b[4..8].copy_from_slice(&self.flags.to_le_bytes());
-        b[8..16].copy_from_slice(&self.name_off.to_le_bytes());
-        b[16..24].copy_from_slice(&self.size.to_le_bytes());
-        b[24..32].copy_from_slice(&self.alignment.to_le_bytes());
-        b[32..36].copy_from_slice(&self.var_id.to_le_bytes());
-        b[36..52].copy_from_slice(&self.dtype);
-        b[52..56].copy_from_slice(&self.ndim.to_le_bytes());
-        for (i, s) in self.shape.iter().enumerate() {
-            b[56 + 8 * i..64 + 8 * i].copy_from_slice(&s.to_le_bytes());
-        }
-        b[120..128].copy_from_slice(&self.data_off.to_le_bytes());
-        b[128..136].copy_from_slice(&self.data_len.to_le_bytes());
-        // The union's variants are laid out as (u32, u32, u64) or (u64, u32, u32);
-        // encode each field little-endian according to the record's kind view.
-        let raw = self.u.raw();
-        let (lo, hi) = (raw[0], raw[1]);
-        b[136..152].copy_from_slice(&union_to_le(self.mr_type, lo, hi));
-        b
+        zerocopy::transmute!(*self)
     }
 
     /// Reads a record from at least 152 bytes.
     pub fn decode(b: &[u8]) -> Option<Self> {
-        if b.len() < MEM_REF_SIZE {
-            return None;
-        }
-        let mut dtype = [0u8; 16];
-        dtype.copy_from_slice(&b[36..52]);
-        let mut shape = [0u64; MAX_NDIM];
-        for (i, s) in shape.iter_mut().enumerate() {
-            *s = rd_u64(b, 56 + 8 * i);
-        }
-        let mr_type = rd_u32(b, 0);
-        Some(MemRef {
-            mr_type,
-            flags: rd_u32(b, 4),
-            name_off: rd_u64(b, 8),
-            size: rd_u64(b, 16),
-            alignment: rd_u64(b, 24),
-            var_id: rd_u32(b, 32),
-            dtype,
-            ndim: rd_u32(b, 52),
-            shape,
-            data_off: rd_u64(b, 120),
-            data_len: rd_u64(b, 128),
-            u: union_from_le(mr_type, &b[136..152]),
-        })
+        Self::read_from_prefix(b).ok().map(|(r, _)| r)
     }
-}
-
-/// Whether the union of this kind starts with a u64 (vtmp) rather than two u32.
-fn union_starts_with_u64(mr_type: u32) -> bool {
-    mr_type == crate::uapi::MR_VIRTUAL_TMP_BUF
-}
-
-/// The union's 16 bytes in little-endian order. The in-memory words are
-/// reinterpreted field by field so the blob is little-endian on any host.
-fn union_to_le(mr_type: u32, lo: u64, hi: u64) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    let ne = |w: u64| w.to_ne_bytes();
-    if union_starts_with_u64(mr_type) {
-        out[0..8].copy_from_slice(&u64::from_ne_bytes(ne(lo)).to_le_bytes());
-    } else {
-        let b = ne(lo);
-        let a0 = u32::from_ne_bytes(b[0..4].try_into().unwrap());
-        let a1 = u32::from_ne_bytes(b[4..8].try_into().unwrap());
-        out[0..4].copy_from_slice(&a0.to_le_bytes());
-        out[4..8].copy_from_slice(&a1.to_le_bytes());
-    }
-    if union_starts_with_u64(mr_type) {
-        let b = ne(hi);
-        let a0 = u32::from_ne_bytes(b[0..4].try_into().unwrap());
-        let a1 = u32::from_ne_bytes(b[4..8].try_into().unwrap());
-        out[8..12].copy_from_slice(&a0.to_le_bytes());
-        out[12..16].copy_from_slice(&a1.to_le_bytes());
-    } else {
-        out[8..16].copy_from_slice(&hi.to_le_bytes());
-    }
-    out
-}
-
-fn union_from_le(mr_type: u32, b: &[u8]) -> MemRefUnion {
-    let mut words = [0u64; 2];
-    let pair = |x: &[u8]| {
-        let a0 = u32::from_le_bytes(x[0..4].try_into().unwrap());
-        let a1 = u32::from_le_bytes(x[4..8].try_into().unwrap());
-        let mut w = [0u8; 8];
-        w[0..4].copy_from_slice(&a0.to_ne_bytes());
-        w[4..8].copy_from_slice(&a1.to_ne_bytes());
-        u64::from_ne_bytes(w)
-    };
-    if union_starts_with_u64(mr_type) {
-        words[0] = rd_u64(b, 0);
-        words[1] = pair(&b[8..16]);
-    } else {
-        words[0] = pair(&b[0..8]);
-        words[1] = rd_u64(b, 8);
-    }
-    MemRefUnion { raw: words }
 }
 
 /// A plan blob taken apart: header, records, and everything after the records.
@@ -165,10 +60,8 @@ impl RawPlan {
     /// while the records actually present are all written.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(Self::data_start(self.records.len()) + self.data.len());
-        out.extend_from_slice(&self.header.encode());
-        for r in &self.records {
-            out.extend_from_slice(&r.encode());
-        }
+        out.extend_from_slice(self.header.as_bytes());
+        out.extend_from_slice(self.records.as_bytes());
         out.extend_from_slice(&self.data);
         out
     }
@@ -201,6 +94,14 @@ mod tests {
     use super::*;
     use crate::uapi::*;
 
+    fn rd_u32(b: &[u8], off: usize) -> u32 {
+        u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
+    }
+
+    fn rd_u64(b: &[u8], off: usize) -> u64 {
+        u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
+    }
+
     #[test]
     fn header_is_little_endian() {
         let h = PlanHeader {
@@ -229,13 +130,11 @@ mod tests {
             ndim: 2,
             data_off: 0xCC,
             data_len: 0xDD,
-            u: MemRefUnion {
-                sb: MrSb {
-                    nc_id: 1,
-                    rsvd: 0,
-                    offset: 0x1000,
-                },
-            },
+            u: MemRefUnion::from(MrSb {
+                nc_id: 1,
+                rsvd: 0,
+                offset: 0x1000,
+            }),
             ..Default::default()
         };
         r.dtype[..7].copy_from_slice(b"float32");
@@ -263,13 +162,11 @@ mod tests {
     fn union_variants_encode_little_endian() {
         let v = MemRef {
             mr_type: MR_VIRTUAL_TMP_BUF,
-            u: MemRefUnion {
-                vtmp: MrVtmp {
-                    offset: 0x0102_0304_0506_0708,
-                    backing: 1,
-                    rsvd: 0,
-                },
-            },
+            u: MemRefUnion::from(MrVtmp {
+                offset: 0x0102_0304_0506_0708,
+                backing: 1,
+                rsvd: 0,
+            }),
             ..Default::default()
         };
         let b = v.encode();
@@ -279,13 +176,11 @@ mod tests {
 
         let l = MemRef {
             mr_type: MR_LIST,
-            u: MemRefUnion {
-                list: MrList {
-                    count: 7,
-                    rsvd: 0,
-                    ids_off: 0x300,
-                },
-            },
+            u: MemRefUnion::from(MrList {
+                count: 7,
+                rsvd: 0,
+                ids_off: 0x300,
+            }),
             ..Default::default()
         };
         let b = l.encode();
@@ -295,13 +190,11 @@ mod tests {
 
         let r = MemRef {
             mr_type: MR_REMOTE,
-            u: MemRefUnion {
-                remote: MrRemote {
-                    remote_var_id: 9,
-                    remote_plan_id: 4,
-                    rsvd: 0,
-                },
-            },
+            u: MemRefUnion::from(MrRemote {
+                remote_var_id: 9,
+                remote_plan_id: 4,
+                rsvd: 0,
+            }),
             ..Default::default()
         };
         let b = r.encode();

@@ -5,6 +5,8 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use zerocopy::{FromBytes, IntoBytes};
+
 use crate::uapi::*;
 
 /// The device node of device `index`.
@@ -63,8 +65,9 @@ impl Device {
         }
     }
 
-    /// An ioctl whose argument struct holds no user pointers.
-    fn ioctl<T>(&self, request: u32, arg: &mut T) -> io::Result<i32> {
+    /// An ioctl whose argument struct holds no user pointers; whatever bytes
+    /// the kernel writes into it are a valid `T`.
+    fn ioctl<T: FromBytes + IntoBytes>(&self, request: u32, arg: &mut T) -> io::Result<i32> {
         // SAFETY: `arg` is a live, exclusively borrowed T of the request's size
         // (the request numbers encode size_of::<T>()), with no pointers inside.
         unsafe { self.ioctl_raw(request, arg as *mut T as *mut libc::c_void) }

@@ -3,9 +3,12 @@
 //! with the kernel's validation rules, JSON form).
 
 pub mod blob;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod device;
 pub mod error;
 pub mod plan;
+pub mod resolve;
 pub mod uapi;
 pub mod validate;
 
@@ -13,4 +16,5 @@ pub use blob::RawPlan;
 pub use device::{device_path, Device, LoadedPlan};
 pub use error::{errno_name, io_errno_name, PlanError};
 pub use plan::{Backing, Kind, Plan, Record};
+pub use resolve::Resolver;
 pub use validate::{validate, Limits};

@@ -312,45 +312,35 @@ impl Plan {
                     } else {
                         place(&mut data, data_start, &bytes, 4)
                     };
-                    MemRefUnion {
-                        list: MrList {
-                            count,
-                            rsvd: 0,
-                            ids_off,
-                        },
-                    }
-                }
-                Kind::Ptr { target } => MemRefUnion {
-                    ptr: MrPtr {
-                        target_var_id: *target,
+                    MemRefUnion::from(MrList {
+                        count,
                         rsvd: 0,
-                        rsvd2: 0,
-                    },
-                },
+                        ids_off,
+                    })
+                }
+                Kind::Ptr { target } => MemRefUnion::from(MrPtr {
+                    target_var_id: *target,
+                    rsvd: 0,
+                    rsvd2: 0,
+                }),
                 Kind::Remote {
                     remote_var_id,
                     remote_plan_id,
-                } => MemRefUnion {
-                    remote: MrRemote {
-                        remote_var_id: *remote_var_id,
-                        remote_plan_id: *remote_plan_id,
-                        rsvd: 0,
-                    },
-                },
-                Kind::VirtualTmpBuf { offset, backing } => MemRefUnion {
-                    vtmp: MrVtmp {
-                        offset: *offset,
-                        backing: backing.to_raw(),
-                        rsvd: 0,
-                    },
-                },
-                Kind::Sb { nc_id, offset } => MemRefUnion {
-                    sb: MrSb {
-                        nc_id: *nc_id,
-                        rsvd: 0,
-                        offset: *offset,
-                    },
-                },
+                } => MemRefUnion::from(MrRemote {
+                    remote_var_id: *remote_var_id,
+                    remote_plan_id: *remote_plan_id,
+                    rsvd: 0,
+                }),
+                Kind::VirtualTmpBuf { offset, backing } => MemRefUnion::from(MrVtmp {
+                    offset: *offset,
+                    backing: backing.to_raw(),
+                    rsvd: 0,
+                }),
+                Kind::Sb { nc_id, offset } => MemRefUnion::from(MrSb {
+                    nc_id: *nc_id,
+                    rsvd: 0,
+                    offset: *offset,
+                }),
                 _ => MemRefUnion::default(),
             };
         }

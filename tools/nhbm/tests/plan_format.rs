@@ -380,52 +380,40 @@ fn rejects_reserved_union_fields() {
     type Break = fn(&mut MemRef);
     let cases: [(u32, Break); 6] = [
         (6, |m| {
-            m.u = MemRefUnion {
-                vtmp: MrVtmp {
-                    rsvd: 1,
-                    ..m.u.vtmp()
-                },
-            }
+            m.u = MemRefUnion::from(MrVtmp {
+                rsvd: 1,
+                ..m.u.vtmp()
+            })
         }),
         (8, |m| {
-            m.u = MemRefUnion {
-                ptr: MrPtr {
-                    rsvd: 1,
-                    ..m.u.ptr()
-                },
-            }
+            m.u = MemRefUnion::from(MrPtr {
+                rsvd: 1,
+                ..m.u.ptr()
+            })
         }),
         (8, |m| {
-            m.u = MemRefUnion {
-                ptr: MrPtr {
-                    rsvd2: 1,
-                    ..m.u.ptr()
-                },
-            }
+            m.u = MemRefUnion::from(MrPtr {
+                rsvd2: 1,
+                ..m.u.ptr()
+            })
         }),
         (9, |m| {
-            m.u = MemRefUnion {
-                list: MrList {
-                    rsvd: 1,
-                    ..m.u.list()
-                },
-            }
+            m.u = MemRefUnion::from(MrList {
+                rsvd: 1,
+                ..m.u.list()
+            })
         }),
         (13, |m| {
-            m.u = MemRefUnion {
-                sb: MrSb {
-                    rsvd: 1,
-                    ..m.u.sb()
-                },
-            }
+            m.u = MemRefUnion::from(MrSb {
+                rsvd: 1,
+                ..m.u.sb()
+            })
         }),
         (14, |m| {
-            m.u = MemRefUnion {
-                remote: MrRemote {
-                    rsvd: 1,
-                    ..m.u.remote()
-                },
-            }
+            m.u = MemRefUnion::from(MrRemote {
+                rsvd: 1,
+                ..m.u.remote()
+            })
         }),
     ];
     for (var, f) in cases {
@@ -458,12 +446,10 @@ fn unsupported_backings_are_eopnotsupp() {
     }
     let e = broken(|r| {
         let m = rec(r, 6);
-        m.u = MemRefUnion {
-            vtmp: MrVtmp {
-                backing: 4,
-                ..m.u.vtmp()
-            },
-        };
+        m.u = MemRefUnion::from(MrVtmp {
+            backing: 4,
+            ..m.u.vtmp()
+        });
     });
     assert_eq!(errno_of(e), libc::EINVAL);
 }
@@ -501,12 +487,10 @@ fn virtual_tmp_buf_must_fit_its_scratchpad() {
 fn list_count_over_the_maximum_is_e2big() {
     let e = broken(|r| {
         let m = rec(r, 9);
-        m.u = MemRefUnion {
-            list: MrList {
-                count: MAX_LIST_COUNT + 1,
-                ..m.u.list()
-            },
-        };
+        m.u = MemRefUnion::from(MrList {
+            count: MAX_LIST_COUNT + 1,
+            ..m.u.list()
+        });
     });
     assert_eq!(errno_of(e), libc::E2BIG);
 }
@@ -515,22 +499,18 @@ fn list_count_over_the_maximum_is_e2big() {
 fn list_ids_must_be_inside_the_blob() {
     let e = broken(|r| {
         let m = rec(r, 9);
-        m.u = MemRefUnion {
-            list: MrList {
-                ids_off: u64::MAX - 3,
-                ..m.u.list()
-            },
-        };
+        m.u = MemRefUnion::from(MrList {
+            ids_off: u64::MAX - 3,
+            ..m.u.list()
+        });
     });
     assert_eq!(errno_of(e), libc::EINVAL);
     let e = broken(|r| {
         let m = rec(r, 9);
-        m.u = MemRefUnion {
-            list: MrList {
-                count: 100_000,
-                ..m.u.list()
-            },
-        };
+        m.u = MemRefUnion::from(MrList {
+            count: 100_000,
+            ..m.u.list()
+        });
         m.size = 800_000;
     });
     assert_eq!(errno_of(e), libc::EINVAL);
@@ -680,13 +660,11 @@ fn all_lists_together_have_a_limit() {
                 mr_type: MR_LIST,
                 var_id: k,
                 size: 8 * n as u64,
-                u: MemRefUnion {
-                    list: MrList {
-                        count: n as u32,
-                        rsvd: 0,
-                        ids_off,
-                    },
-                },
+                u: MemRefUnion::from(MrList {
+                    count: n as u32,
+                    rsvd: 0,
+                    ids_off,
+                }),
                 ..Default::default()
             });
         }

@@ -14,8 +14,9 @@ for n in 0 1; do
 done
 if [ -n "$sim" ] && [ -n "$pci" ]; then
 	/tests/nhbm-bench "$sim" --pci-write "$pci"
+	echo "NHBM-BENCH-EXIT $?"
 else
-	echo "bench: pci_mem_write: error: no simulated device ($sim) or PCI function ($pci)"
+	echo "bench: pci_mem_write: error: no simulated device ($sim) or PCI function ($pci) FAIL"
 fi
 rmmod neuron_hbm
 finish

@@ -2,12 +2,22 @@
 //! `small_cnn_onnx.onnx` and `transformer_block_onnx.onnx`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
+use anyhow::Context;
+use clap::Parser;
 use prost::Message;
 
-fn main() -> ExitCode {
-    let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| ".".into()));
+/// Write the generated ONNX models (a small CNN, a transformer block).
+#[derive(Parser, Debug)]
+#[command(name = "nhbm-onnx-gen")]
+struct Cli {
+    /// The directory to write them into
+    #[arg(default_value = ".")]
+    dir: PathBuf,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
     let models = [
         ("small_cnn_onnx", nhbm_onnx::gen::small_cnn(Some(1))),
         (
@@ -16,12 +26,10 @@ fn main() -> ExitCode {
         ),
     ];
     for (name, proto) in models {
-        let path = dir.join(format!("{name}.onnx"));
-        if let Err(e) = std::fs::write(&path, proto.encode_to_vec()) {
-            eprintln!("nhbm-onnx-gen: {}: {e}", path.display());
-            return ExitCode::FAILURE;
-        }
+        let path = cli.dir.join(format!("{name}.onnx"));
+        std::fs::write(&path, proto.encode_to_vec())
+            .with_context(|| format!("{}", path.display()))?;
         println!("wrote {}", path.display());
     }
-    ExitCode::SUCCESS
+    Ok(())
 }

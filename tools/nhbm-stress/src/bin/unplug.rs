@@ -2,6 +2,5 @@
 //! `nhbm_unplug`). Irreversible until the module is reloaded.
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    std::process::exit(nhbm_stress::unplug::main_with(&args));
+    std::process::exit(nhbm_stress::unplug::main());
 }

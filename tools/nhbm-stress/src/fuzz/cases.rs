@@ -9,8 +9,9 @@ use crate::fuzz::env::{Env, ANCHOR_VARS};
 use crate::fuzz::gen::valid_plan;
 use crate::fuzz::mutate::{blob_len, cut_point, flip_bits, mutate_field, smash_bytes};
 use crate::rng::Rng;
-use crate::sys::{bytes_of, errno_of, KERNEL_ADDRS};
+use crate::sys::{errno_of, KERNEL_ADDRS};
 use nhbm_testkit::fixtures::{GIB, KIB, MIB};
+use zerocopy::{FromBytes, IntoBytes};
 
 /// What the request under test must answer.
 #[derive(Clone, Copy, Debug)]
@@ -860,7 +861,7 @@ pub fn huge_counts(env: &mut Env, rng: &mut Rng) -> CaseOut {
             let last = r.records.last_mut().unwrap();
             let mut u = last.u.list();
             u.count = count;
-            last.u = MemRefUnion { list: u };
+            last.u = MemRefUnion::from(u);
             last.size = 8 * u64::from(count);
             raw = r;
             (
@@ -902,13 +903,11 @@ pub fn huge_counts(env: &mut Env, rng: &mut Rng) -> CaseOut {
                 std::iter::repeat_n(target.to_le_bytes(), MAX_LIST_COUNT as usize).flatten(),
             );
             for m in r.records.iter_mut().filter(|m| ids.contains(&m.var_id)) {
-                m.u = MemRefUnion {
-                    list: MrList {
-                        count: MAX_LIST_COUNT,
-                        rsvd: 0,
-                        ids_off: start,
-                    },
-                };
+                m.u = MemRefUnion::from(MrList {
+                    count: MAX_LIST_COUNT,
+                    rsvd: 0,
+                    ids_off: start,
+                });
                 m.size = 8 * u64::from(MAX_LIST_COUNT);
             }
             raw = r;
@@ -1049,7 +1048,7 @@ fn batch_limits(env: &mut Env, rng: &mut Rng, anchor: u32) -> CaseOut {
         size: 1,
         addr: 0,
     };
-    let one = bytes_of(&q);
+    let one = q.as_bytes().to_vec();
     let variant = rng.below(3);
     let (count, placed) = match variant {
         0 => (
@@ -1091,8 +1090,7 @@ fn batch_limits(env: &mut Env, rng: &mut Rng, anchor: u32) -> CaseOut {
             let want = env.dev.resolve(anchor, avar, q.offset, 1).ok();
             let back = env.scratch.read_before_guard(queries.len());
             for (k, c) in back.chunks(qsize).enumerate() {
-                // SAFETY: ResolveQuery is plain integers.
-                let got: ResolveQuery = unsafe { crate::sys::from_bytes(c) };
+                let got = ResolveQuery::read_from_bytes(c).expect("whole queries");
                 if got.status != 0 || Some(got.addr) != want {
                     out.failures.push(format!(
                         "query {k}: status {} addr {:#x}, want 0 and {want:x?}",
@@ -1327,7 +1325,7 @@ pub fn faulting_pointers(env: &mut Env, rng: &mut Rng) -> CaseOut {
                         size: 1,
                         addr: 0,
                     };
-                    (IOC_RESOLVE, bytes_of(&q), "RESOLVE")
+                    (IOC_RESOLVE, q.as_bytes().to_vec(), "RESOLVE")
                 }
                 _ => {
                     let addr = env.scratch.place_before_guard(&blob, 0);
@@ -1338,7 +1336,11 @@ pub fn faulting_pointers(env: &mut Env, rng: &mut Rng) -> CaseOut {
                         channel: CHANNEL_ANY,
                         ..Default::default()
                     };
-                    (IOC_PLAN_LOAD, bytes_of(&a), "PLAN_LOAD of a valid plan")
+                    (
+                        IOC_PLAN_LOAD,
+                        a.as_bytes().to_vec(),
+                        "PLAN_LOAD of a valid plan",
+                    )
                 }
             };
             out.what = format!("{name} with a read-only argument");
@@ -1423,7 +1425,7 @@ pub fn faulting_pointers(env: &mut Env, rng: &mut Rng) -> CaseOut {
                         ..Default::default()
                     };
                     let b: Vec<u8> =
-                        std::iter::repeat_n(bytes_of(&q), (count as usize).min(4096 / 32))
+                        std::iter::repeat_n(q.as_bytes().to_vec(), (count as usize).min(4096 / 32))
                             .flatten()
                             .collect();
                     match env.ro.set(&b) {

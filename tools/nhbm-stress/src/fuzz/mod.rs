@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use nhbm::cli::{num, parse_num, BadDevice, DeviceArg};
 use nhbm::uapi::CHANNEL_ANY;
 use nhbm::{errno_name, Device};
 
@@ -540,78 +542,97 @@ pub fn run_suite(cfg: &Config, w: &mut dyn Write) -> bool {
 /// kernel is many times slower than the plain one).
 pub const MS_PER_CASE: u64 = 12;
 
-/// Parses the command line. `NHBM_FUZZ_CASES` gives the default case count
-/// and `NHBM_FUZZ_SECONDS` the default time bound; without either, the time
-/// bound grows with the case count (60 s, or 12 ms a case: 1200 s for
-/// 100000).
-pub fn parse_args(
-    args: &[String],
-    env_cases: Option<&str>,
-    env_seconds: Option<&str>,
-) -> Result<Config, String> {
-    let mut cfg = Config::default();
-    let env_num = |name: &str, v: Option<&str>| -> Result<Option<u64>, String> {
-        match v.map(str::trim).filter(|v| !v.is_empty()) {
+/// The command line of nhbm-fuzz-test.
+#[derive(clap::Parser, Debug, Default)]
+#[command(
+    name = "nhbm-fuzz-test",
+    about = "Fuzzes the neuron_hbm ioctls of /dev/neuron_hbmN and prints KTAP (suite \
+             nhbm_fuzz); stops after --cases cases or --seconds seconds, whichever comes first"
+)]
+pub struct FuzzArgs {
+    #[command(flatten)]
+    pub device: DeviceArg,
+    /// Cases to run [default: $NHBM_FUZZ_CASES, else 3000]
+    #[arg(short = 'n', long, value_parser = num::<u64>)]
+    pub cases: Option<u64>,
+    /// The seed [default: a fixed one]
+    #[arg(short = 's', long, value_parser = num::<u64>)]
+    pub seed: Option<u64>,
+    /// Time bound [default: $NHBM_FUZZ_SECONDS, else 60 s, 12 ms a case for longer runs]
+    #[arg(short = 't', long, value_parser = num::<u64>)]
+    pub seconds: Option<u64>,
+    /// Replay case I of the seed
+    #[arg(long, value_name = "I", value_parser = num::<u64>)]
+    pub only: Option<u64>,
+    /// Print every case
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Skip the plans-per-file limit (4096 loads)
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// A command line or environment the fuzzer cannot run with.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    /// An environment variable that should hold a number.
+    #[error("{name}={value:?} is not a number")]
+    Env { name: &'static str, value: String },
+    /// A device given by a path other than /dev/neuron_hbmN.
+    #[error("--device: {0}")]
+    Device(#[from] BadDevice),
+}
+
+impl FuzzArgs {
+    /// The run configuration. `env_cases` (`NHBM_FUZZ_CASES`) gives the
+    /// default case count and `env_seconds` (`NHBM_FUZZ_SECONDS`) the default
+    /// time bound; without either, the time bound grows with the case count
+    /// (60 s, or 12 ms a case: 1200 s for 100000).
+    pub fn config(
+        &self,
+        env_cases: Option<&str>,
+        env_seconds: Option<&str>,
+    ) -> Result<Config, ArgsError> {
+        let env_num = |name: &'static str, v: Option<&str>| match v
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+        {
             None => Ok(None),
-            Some(v) => parse_num(v)
-                .map(Some)
-                .ok_or(format!("{name}={v:?} is not a number")),
-        }
-    };
-    if let Some(n) = env_num("NHBM_FUZZ_CASES", env_cases)? {
-        cfg.cases = n;
-    }
-    let mut seconds = env_num("NHBM_FUZZ_SECONDS", env_seconds)?;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = |name: &str| -> Result<u64, String> {
-            let v = it.next().ok_or(format!("{name} needs a value"))?;
-            parse_num(v).ok_or(format!("{name} {v:?} is not a number"))
+            Some(v) => parse_num(v).map(Some).ok_or(ArgsError::Env {
+                name,
+                value: v.to_string(),
+            }),
         };
-        match a.as_str() {
-            "--cases" | "-n" => cfg.cases = val("--cases")?,
-            "--seed" | "-s" => cfg.seed = val("--seed")?,
-            "--seconds" | "-t" => seconds = Some(val("--seconds")?),
-            "--only" => cfg.only = Some(val("--only")?),
-            "-d" | "--device" => cfg.device = val("--device")? as u32,
-            "-v" | "--verbose" => cfg.verbose = true,
-            "--quick" => cfg.quick = true,
-            _ => return Err(format!("unknown argument {a:?}")),
-        }
-    }
-    cfg.seconds = seconds
-        .unwrap_or_else(|| DEFAULT_SECONDS.max(cfg.cases.saturating_mul(MS_PER_CASE) / 1000));
-    Ok(cfg)
-}
-
-/// A decimal or 0x-prefixed hexadecimal number.
-pub fn parse_num(s: &str) -> Option<u64> {
-    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => s.parse().ok(),
+        let d = Config::default();
+        let cases = match self.cases {
+            Some(n) => n,
+            None => env_num("NHBM_FUZZ_CASES", env_cases)?.unwrap_or(d.cases),
+        };
+        let seconds = match self.seconds {
+            Some(t) => Some(t),
+            None => env_num("NHBM_FUZZ_SECONDS", env_seconds)?,
+        };
+        Ok(Config {
+            cases,
+            seed: self.seed.unwrap_or(d.seed),
+            seconds: seconds
+                .unwrap_or_else(|| DEFAULT_SECONDS.max(cases.saturating_mul(MS_PER_CASE) / 1000)),
+            only: self.only,
+            device: self.device.index()?,
+            verbose: self.verbose,
+            quick: self.quick,
+        })
     }
 }
-
-pub const USAGE: &str =
-    "usage: nhbm-fuzz-test [--cases N] [--seed S] [--seconds T] [--only I] [-d N] [-v] [--quick]
-  Fuzzes the neuron_hbm ioctls of /dev/neuron_hbmN (default 0) and prints KTAP
-  (suite nhbm_fuzz). Stops after N cases or T seconds, whichever comes first
-  (defaults: 3000 cases or $NHBM_FUZZ_CASES; $NHBM_FUZZ_SECONDS or 60 s,
-  12 ms a case for longer runs; a fixed seed).
-  --only I replays case I of seed S; --quick skips the 4096-plan limit.";
 
 /// The program: exit status 0 when every test passed.
-pub fn main_with(args: &[String]) -> i32 {
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{USAGE}");
-        return 0;
-    }
+pub fn main() -> i32 {
     let env_cases = std::env::var("NHBM_FUZZ_CASES").ok();
     let env_seconds = std::env::var("NHBM_FUZZ_SECONDS").ok();
-    let cfg = match parse_args(args, env_cases.as_deref(), env_seconds.as_deref()) {
+    let cfg = match FuzzArgs::parse().config(env_cases.as_deref(), env_seconds.as_deref()) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("nhbm-fuzz-test: {e}\n{USAGE}");
+            eprintln!("nhbm-fuzz-test: {e}");
             return 2;
         }
     };
@@ -623,34 +644,36 @@ pub fn main_with(args: &[String]) -> i32 {
 mod tests {
     use super::*;
 
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| x.to_string()).collect()
+    fn cfg(args: &[&str], cases: Option<&str>, seconds: Option<&str>) -> Result<Config, String> {
+        let a = FuzzArgs::try_parse_from(std::iter::once("fuzz").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        a.config(cases, seconds).map_err(|e| e.to_string())
     }
 
     #[test]
     fn arguments_and_environment() {
-        let c = parse_args(&[], None, None).unwrap();
+        let c = cfg(&[], None, None).unwrap();
         assert_eq!(c, Config::default());
-        let c = parse_args(&[], Some("100000"), None).unwrap();
+        let c = cfg(&[], Some("100000"), None).unwrap();
         assert_eq!((c.cases, c.seconds), (100_000, 1200));
-        let c = parse_args(&[], Some("100000"), Some("90")).unwrap();
+        let c = cfg(&[], Some("100000"), Some("90")).unwrap();
         assert_eq!((c.cases, c.seconds), (100_000, 90));
-        let c = parse_args(
-            &s(&["--cases", "7", "--seed", "0x10", "--seconds", "1200"]),
+        let c = cfg(
+            &["--cases", "7", "--seed", "0x10", "--seconds", "1200"],
             Some("5"),
             Some("3"),
         )
         .unwrap();
         assert_eq!((c.cases, c.seed, c.seconds), (7, 16, 1200));
-        let c = parse_args(&s(&["--cases", "100000", "--seconds", "1200"]), None, None).unwrap();
+        let c = cfg(&["--cases", "100000", "--seconds", "1200"], None, None).unwrap();
         assert_eq!((c.cases, c.seconds), (100_000, 1200));
-        assert!(parse_args(&s(&["--cases"]), None, None).is_err());
-        assert!(parse_args(&s(&["--bogus"]), None, None).is_err());
-        assert!(parse_args(&[], Some("lots"), None).is_err());
-        assert_eq!(
-            parse_args(&s(&["--only", "42"]), None, None).unwrap().only,
-            Some(42)
-        );
+        let c = cfg(&["-n", "5", "-d", "1", "-v", "--quick"], None, None).unwrap();
+        assert_eq!((c.cases, c.device, c.verbose, c.quick), (5, 1, true, true));
+        assert!(cfg(&["--cases"], None, None).is_err());
+        assert!(cfg(&["--bogus"], None, None).is_err());
+        assert!(cfg(&[], Some("lots"), None).is_err());
+        assert!(cfg(&["-d", "/tmp/node"], None, None).is_err());
+        assert_eq!(cfg(&["--only", "42"], None, None).unwrap().only, Some(42));
     }
 
     #[test]

@@ -10,9 +10,9 @@ use nhbm::{Backing, Device, LoadedPlan, Plan, Record};
 use crate::debugfs::{kernel_pointers_in, looks_like_kernel_pointer, DevDebugFs};
 use crate::fixtures::{check_loaded, every_local_kind, pattern};
 use crate::stress::fork_child;
-use crate::sys::from_bytes;
 use nhbm_testkit::fixtures::{device_index, open_device, KIB};
 use nhbm_testkit::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, Notes, TestResult};
+use zerocopy::FromBytes;
 
 pub fn device_nodes_are_mode_0660(notes: &mut Notes) -> TestResult {
     let mut seen = 0;
@@ -139,12 +139,11 @@ fn check_no_pointer(what: &str, v: u64) -> TestResult {
 pub fn no_kernel_pointers_reach_userspace(notes: &mut Notes) -> TestResult {
     let d = open_device(device_index())?;
     // DEVICE_INFO over a poisoned buffer: every field written, none a pointer.
-    let mut raw = [0xAAu8; 128];
-    // SAFETY: 128 writable bytes, what DEVICE_INFO writes.
+    let mut raw = [0xAAu8; size_of::<DeviceInfo>()];
+    // SAFETY: writable bytes of the size DEVICE_INFO writes.
     unsafe { d.ioctl_raw(IOC_DEVICE_INFO, raw.as_mut_ptr() as *mut libc::c_void) }
         .ctx("DEVICE_INFO")?;
-    // SAFETY: DeviceInfo is plain integers.
-    let info: DeviceInfo = unsafe { from_bytes(&raw) };
+    let info = DeviceInfo::read_from_bytes(&raw).expect("a DeviceInfo");
     for c in info.nr_channels as usize..MAX_CHANNELS {
         ensure_eq(
             &format!("channel_base/size[{c}] of an absent channel"),
@@ -165,12 +164,11 @@ pub fn no_kernel_pointers_reach_userspace(notes: &mut Notes) -> TestResult {
     })?;
 
     // MEM_STATS over a poisoned buffer: absent pools all zero.
-    let mut raw = [0xAAu8; 528];
-    // SAFETY: 528 writable bytes, what MEM_STATS writes.
+    let mut raw = [0xAAu8; size_of::<MemStats>()];
+    // SAFETY: writable bytes of the size MEM_STATS writes.
     unsafe { d.ioctl_raw(IOC_MEM_STATS, raw.as_mut_ptr() as *mut libc::c_void) }
         .ctx("MEM_STATS")?;
-    // SAFETY: MemStats is plain integers.
-    let s: MemStats = unsafe { from_bytes(&raw) };
+    let s = MemStats::read_from_bytes(&raw).expect("a MemStats");
     for (c, regions) in s.pools.iter().enumerate() {
         for (r, p) in regions.iter().enumerate() {
             if p.present == 0 {

@@ -10,6 +10,8 @@ pub mod faults;
 pub mod isolation;
 pub mod tenancy;
 
+use clap::Parser;
+use nhbm::cli::{num, DeviceArg};
 use nhbm::Device;
 use nhbm_testkit::fixtures::set_device_index;
 use std::io::{self, Write};
@@ -127,62 +129,38 @@ pub fn fork_child(f: impl FnOnce() -> Result<(), String>) -> Result<Result<(), S
     Ok(c.wait().map(|_| ()))
 }
 
-/// Command-line settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The command line of nhbm-stress-test.
+#[derive(clap::Parser, Clone, Debug)]
+#[command(
+    name = "nhbm-stress-test",
+    about = "Isolation, fault injection (debugfs fail_nth) and concurrency tests of \
+             /dev/neuron_hbmN and N+1 (default N = 0), printed as KTAP (suite nhbm_stress)"
+)]
 pub struct Args {
-    pub device: u32,
+    #[command(flatten)]
+    pub device: DeviceArg,
+    /// Length of the concurrency phase
+    #[arg(short = 't', long, default_value_t = 20, value_parser = num::<u64>)]
     pub seconds: u64,
+    /// Processes of the concurrency phase (1..64)
+    #[arg(long, default_value_t = 4, value_parser = num::<usize>)]
     pub procs: usize,
+    /// The seed
+    #[arg(long, default_value_t = 0x5354_5245_5353, value_parser = num::<u64>)]
     pub seed: u64,
+    /// Print the names of the cases instead of running them
+    #[arg(long)]
     pub list: bool,
+    /// Run only the cases whose name contains one of these
+    #[arg(value_name = "NAME")]
     pub filters: Vec<String>,
-}
-
-impl Default for Args {
-    fn default() -> Self {
-        Args {
-            device: 0,
-            seconds: 20,
-            procs: 4,
-            seed: 0x5354_5245_5353,
-            list: false,
-            filters: Vec::new(),
-        }
-    }
-}
-
-pub const USAGE: &str =
-    "usage: nhbm-stress-test [-d N] [--seconds T] [--procs P] [--seed S] [--list] [NAME...]
-  Isolation, fault injection (debugfs fail_nth) and concurrency tests of
-  /dev/neuron_hbmN and N+1 (default N = 0), printed as KTAP (suite
-  nhbm_stress). --seconds bounds the concurrency phase (default 20).";
-
-pub fn parse_args(args: &[String]) -> Result<Args, String> {
-    let mut a = Args::default();
-    let mut it = args.iter();
-    while let Some(x) = it.next() {
-        let mut val = |name: &str| -> Result<u64, String> {
-            let v = it.next().ok_or(format!("{name} needs a value"))?;
-            crate::fuzz::parse_num(v).ok_or(format!("{name} {v:?} is not a number"))
-        };
-        match x.as_str() {
-            "-d" | "--device" => a.device = val("--device")? as u32,
-            "--seconds" | "-t" => a.seconds = val("--seconds")?,
-            "--procs" => a.procs = (val("--procs")? as usize).clamp(1, 64),
-            "--seed" => a.seed = val("--seed")?,
-            "--list" => a.list = true,
-            s if s.starts_with('-') => return Err(format!("unknown option {s:?}")),
-            s => a.filters.push(s.to_string()),
-        }
-    }
-    Ok(a)
 }
 
 /// The cases, in order: isolation, fault injection, then the load.
 pub fn cases(a: &Args) -> Vec<Case> {
     let load = concurrency::Load {
         seconds: a.seconds,
-        procs: a.procs,
+        procs: a.procs.clamp(1, 64),
         seed: a.seed,
     };
     vec![
@@ -229,19 +207,16 @@ pub fn cases(a: &Args) -> Vec<Case> {
 }
 
 /// The program: exit status 0 when every case passed.
-pub fn main_with(args: &[String]) -> i32 {
-    if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{USAGE}");
-        return 0;
-    }
-    let a = match parse_args(args) {
-        Ok(a) => a,
+pub fn main() -> i32 {
+    let a = Args::parse();
+    let device = match a.device.index() {
+        Ok(n) => n,
         Err(e) => {
-            eprintln!("nhbm-stress-test: {e}\n{USAGE}");
+            eprintln!("nhbm-stress-test: --device: {e}");
             return 2;
         }
     };
-    set_device_index(a.device);
+    set_device_index(device);
     let mut cs = cases(&a);
     if !a.filters.is_empty() {
         cs.retain(|c| a.filters.iter().any(|f| c.name.contains(f.as_str())));
@@ -252,10 +227,10 @@ pub fn main_with(args: &[String]) -> i32 {
         }
         return 0;
     }
-    if let Err(e) = Device::open(a.device) {
+    if let Err(e) = Device::open(device) {
         let msg = format!(
             "cannot open {}: {}",
-            nhbm::device_path(a.device).display(),
+            nhbm::device_path(device).display(),
             nhbm::io_errno_name(&e)
         );
         ktap::run(
@@ -273,16 +248,16 @@ mod tests {
 
     #[test]
     fn arguments() {
-        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
-        assert_eq!(parse_args(&[]).unwrap(), Args::default());
-        let a = parse_args(&s(&["--seconds", "5", "--procs", "2", "fault"])).unwrap();
-        assert_eq!((a.seconds, a.procs), (5, 2));
+        let parse =
+            |v: &[&str]| Args::try_parse_from(std::iter::once("stress").chain(v.iter().copied()));
+        let d = parse(&[]).unwrap();
+        assert_eq!((d.seconds, d.procs, d.seed), (20, 4, 0x5354_5245_5353));
+        assert_eq!(d.device.index().unwrap(), 0);
+        let a = parse(&["--seconds", "5", "--procs", "2", "-d", "1", "fault"]).unwrap();
+        assert_eq!((a.seconds, a.procs, a.device.index().unwrap()), (5, 2, 1));
         assert_eq!(a.filters, vec!["fault".to_string()]);
-        assert!(parse_args(&s(&["--nope"])).is_err());
-        let names: Vec<String> = cases(&Args::default())
-            .into_iter()
-            .map(|c| c.name)
-            .collect();
+        assert!(parse(&["--nope"]).is_err());
+        let names: Vec<String> = cases(&d).into_iter().map(|c| c.name).collect();
         assert_eq!(
             names.last().unwrap(),
             "processes_and_threads_on_both_devices"
