@@ -1,7 +1,9 @@
 //! The planners: constants and persistent tensors are bump-allocated per
 //! memory; scratch tensors are packed by first fit over their lifetimes in an
 //! order each strategy chooses, spilling an unpinned tensor to the next
-//! writable memory when the current one would exceed its budget.
+//! writable memory when the current one would exceed its budget. hill_climb
+//! ([`crate::search`]) and exact then repack each memory's scratch tensors
+//! without moving any to another memory.
 //!
 //! Budgets count what the kernel allocates ([`crate::target`]): the arena it
 //! packs constants, persistent tensors and graph I/O into at its minimum
@@ -445,8 +447,9 @@ impl Packer<'_> {
     /// greedy_by_size decides which memory every item goes to (its spill
     /// choices fit the budgets); then each memory's items are packed anew
     /// by [`search::pack`] with `iterations` moves per 100 items (at least
-    /// `iterations`), and the new packing is kept where its arena is
-    /// smaller, so hill_climb is never worse than greedy_by_size.
+    /// `iterations`; `max_stall_iterations` per 100 without gain end it),
+    /// and the new packing is kept where its arena is smaller, so
+    /// hill_climb is never worse than greedy_by_size.
     fn hill_climb(&self, opts: &PlannerOptions) -> Result<Placement, PlannerError> {
         let mut p = self.place(&self.order_by_size())?;
         for (mi, c) in self.model.memories.iter().enumerate() {
@@ -468,8 +471,13 @@ impl Packer<'_> {
                     }
                 })
                 .collect();
-            let moves = u64::from(opts.iterations) * ks.len().max(100) as u64 / 100;
-            let (hwm, offsets) = search::pack(&bufs, moves, opts.seed);
+            let per = |x: u32| u64::from(x) * ks.len().max(100) as u64 / 100;
+            let (hwm, offsets) = search::pack(
+                &bufs,
+                per(opts.iterations),
+                per(opts.max_stall_iterations),
+                opts.seed,
+            );
             if hwm < p.high_water[mi] {
                 p.high_water[mi] = hwm;
                 for (&k, off) in ks.iter().zip(offsets) {

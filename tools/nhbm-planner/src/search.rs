@@ -15,8 +15,10 @@
 //! a buffer live at the same time), preferring buffers live where bytes
 //! were wasted, and keeps the change when the cost (high-water mark, then
 //! the area under the packing's skyline, which counts wasted bytes) is not
-//! above the current one or the one 30 moves back (late acceptance). The
-//! generator is seeded: the same options give the same packing.
+//! above the current one or the one 30 moves back (late acceptance). It
+//! stops after its moves, after `stall` moves without a lower high-water
+//! mark, or at the liveness lower bound. The generator is seeded and
+//! nothing depends on timing: the same arguments give the same packing.
 
 use crate::exact::Buffer;
 use crate::planner::SplitMix64;
@@ -256,9 +258,10 @@ impl<'a> Filler<'a> {
     }
 }
 
-/// Packs `bufs` (at least one) with `moves` moves of search; returns the
-/// best packing's high-water mark and offsets.
-pub fn pack(bufs: &[Buffer], moves: u64, seed: u64) -> (u64, Vec<u64>) {
+/// Packs `bufs` (at least one) with at most `moves` moves of search (see
+/// the module comment); returns the best packing's high-water mark and
+/// offsets.
+pub fn pack(bufs: &[Buffer], moves: u64, stall: u64, seed: u64) -> (u64, Vec<u64>) {
     let n = bufs.len();
     let mut d = Filler::new(bufs);
     let ops = d.floor.len() as u64;
@@ -272,7 +275,25 @@ pub fn pack(bufs: &[Buffer], moves: u64, seed: u64) -> (u64, Vec<u64>) {
     let mut cur = cost(first);
     let mut history = [cur; HISTORY];
     let mut rng = SplitMix64(seed);
+    // No packing goes below the most bytes live at one operator.
+    let mut load = vec![0u64; ops as usize + 1];
+    for b in bufs {
+        load[b.first] = load[b.first].wrapping_add(b.size);
+        load[b.last + 1] = load[b.last + 1].wrapping_sub(b.size);
+    }
+    let bound = load
+        .iter()
+        .scan(0u64, |live, &d| {
+            *live = live.wrapping_add(d);
+            Some(*live)
+        })
+        .max()
+        .unwrap_or(0);
+    let mut last_gain = 0;
     for m in 0..moves {
+        if best.0 <= bound || m - last_gain > stall {
+            break;
+        }
         let mut k = rng.below(n);
         if !d.raised.is_empty() && rng.below(2) == 0 {
             let (a, b) = d.raised[rng.below(d.raised.len())];
@@ -297,6 +318,7 @@ pub fn pack(bufs: &[Buffer], moves: u64, seed: u64) -> (u64, Vec<u64>) {
             cur = c;
             if r.0 < best.0 {
                 best = (r.0, d.off.clone());
+                last_gain = m;
             }
         } else {
             wt[k] = wk;
@@ -329,7 +351,7 @@ mod tests {
                     }
                 })
                 .collect();
-            let (hwm, offsets) = pack(&bufs, 200, round);
+            let (hwm, offsets) = pack(&bufs, 200, 200, round);
             assert!(Instance::new(&bufs).is_packing(&offsets), "round {round}");
             let top = bufs.iter().zip(&offsets).map(|(b, o)| o + b.size).max();
             assert_eq!(Some(hwm), top);
