@@ -2,7 +2,7 @@
 //! memory; scratch tensors are packed by first fit over their lifetimes in an
 //! order each strategy chooses, spilling an unpinned tensor to the next
 //! writable memory when the current one would exceed its budget. hill_climb
-//! ([`crate::search`]) and exact then repack each memory's scratch tensors
+//! (`search.rs`) and exact then repack each memory's scratch tensors
 //! without moving any to another memory.
 //!
 //! Budgets count what the kernel allocates ([`crate::target`]): the arena it
