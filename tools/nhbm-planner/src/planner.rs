@@ -398,12 +398,7 @@ impl Packer<'_> {
         // Local search is cheap next to the budget and often closes most
         // of the gap; it keeps greedy_by_size's memory choices only when
         // they are the same, so it can only start the search lower.
-        // A tenth of hill_climb's moves: most of its gain for little of
-        // the budget.
-        let hc = self.hill_climb(&PlannerOptions {
-            iterations: opts.iterations / 10,
-            ..*opts
-        })?;
+        let hc = self.hill_climb(opts)?;
         let same_memories = hc.slots.iter().zip(&p.slots).all(|(a, b)| a.0 == b.0);
         if same_memories && hc.cost() < p.cost() {
             p = hc;
