@@ -24,15 +24,22 @@
 //! - in a run of such sections with the same lowest free byte, the
 //!   buffers that can still start there must partition the run in time
 //!   (checked by a reachability pass over the run);
+//! - where no section has slack at all (every section's floor plus its
+//!   unplaced bytes is the capacity, as at the lower bound of an instance
+//!   whose every section is full), every section's floor must be the
+//!   start of a buffer: a section where none can start refutes the node,
+//!   and the search branches on the section with the fewest candidates
+//!   wherever it is, not only at the lowest offset;
 //! - a state (unplaced buffers, their lowest offsets, the section floors)
 //!   once refuted is remembered, so the same state reached by stacking
 //!   buffers in another order is not searched again.
 //!
-//! Several static orders (ranks), with and without the exact-cover
-//! branching, are raced with a node limit that doubles each round and share
-//! the refuted states, so one that happens to walk straight into a packing
-//! finds it quickly; a search that ends without a packing and without
-//! hitting its limit proves that none exists. [`minimize`] wraps the decision problem
+//! Several static orders (ranks), each with the three branchings (exact
+//! cover anywhere, exact cover at the lowest offset, plain canonical), are
+//! raced with a node limit that doubles each round and share the refuted
+//! states, so one that happens to walk straight into a packing finds it
+//! quickly; a search that ends without a packing and without hitting its
+//! limit proves that none exists. [`minimize`] wraps the decision problem
 //! in a search over `cap` between the liveness lower bound and a known
 //! packing.
 
@@ -157,15 +164,20 @@ impl Instance {
         // refutation holds whatever order found it.
         let mut refuted = HashSet::new();
         loop {
-            // Exact-cover branching gets most of the nodes; plain canonical
-            // branching now and then finds what it misses.
-            let runs = ranks
-                .iter()
-                .enumerate()
-                .flat_map(|(i, r)| [(i, r, true, limit), (i, r, false, limit / PLAIN_SHARE)]);
-            for (i, rank, cover, limit) in runs {
+            // Exact-cover branching, anywhere and at the lowest offset, gets
+            // most of the nodes; plain canonical branching now and then
+            // finds what they miss.
+            let runs = ranks.iter().enumerate().flat_map(|(i, r)| {
+                [
+                    (i, r, true, true, limit),
+                    (i, r, true, false, limit),
+                    (i, r, false, false, limit / PLAIN_SHARE),
+                ]
+            });
+            for (i, rank, cover, anywhere, limit) in runs {
                 let mut s = Search::new(self, cap, (rank, cover), deadline, limit);
                 s.rank_id = i;
+                s.anywhere = anywhere;
                 s.refuted = std::mem::take(&mut refuted);
                 let st = s.solve();
                 *nodes += s.nodes;
@@ -339,6 +351,10 @@ struct Search<'a> {
     stamp: u64,
     /// Branch on the buffers that can fill a section without slack.
     cover: bool,
+    /// Where no section has slack, branch on the section with the fewest
+    /// buffers that can start at its floor, wherever it is
+    /// ([`Self::branch_tight`]).
+    anywhere: bool,
     /// Keys ([`Self::state_key`]) of states without a completion.
     refuted: HashSet<u128>,
 }
@@ -381,6 +397,7 @@ impl<'a> Search<'a> {
             seen: vec![0; sections],
             stamp: 0,
             cover,
+            anywhere: true,
             refuted: HashSet::new(),
         }
     }
@@ -488,6 +505,9 @@ impl<'a> Search<'a> {
         if order.is_empty() {
             return St::Found;
         }
+        if self.cover && self.anywhere && last == 0 && self.all_tight(part) {
+            return self.branch_tight(part);
+        }
         order.sort_unstable();
         let min_top = order
             .iter()
@@ -511,7 +531,7 @@ impl<'a> Search<'a> {
                 return St::NotFound;
             }
             for b in cells {
-                let st = self.try_place(part, b as usize, off, 0);
+                let st = self.try_place(part, b as usize, off, (off, 0));
                 if st.0 != St::NotFound {
                     return st.0;
                 }
@@ -534,7 +554,7 @@ impl<'a> Search<'a> {
             if off + self.inst.bufs[bi].size > self.cap {
                 continue;
             }
-            let (st, hatless) = self.try_place(part, bi, off, rank);
+            let (st, hatless) = self.try_place(part, bi, off, (off, rank));
             if st != St::NotFound {
                 return st;
             }
@@ -545,15 +565,86 @@ impl<'a> Search<'a> {
         St::NotFound
     }
 
+    /// Whether no section of `part` has slack: its floor plus its unplaced
+    /// bytes is the capacity (or it is finished). Then no completion leaves
+    /// a gap, and stays so below.
+    fn all_tight(&self, part: &Part) -> bool {
+        (part.lo..part.hi).all(|s| self.total[s] == 0 || self.floor[s] + self.total[s] == self.cap)
+    }
+
+    /// Branching without slack: every section's floor `f` is the start of
+    /// one of its unplaced buffers in any completion, one whose lowest
+    /// offset is `f`; a section without any refutes the node. Where all of
+    /// a section's such buffers can go at `f` now (every section they live
+    /// in is at `f`), branching on them is complete (exact cover): the
+    /// section with the fewest is taken, wherever it is (the lowest
+    /// section always qualifies). Offsets no longer rise monotonically, so
+    /// the recursion keeps `last` at 0.
+    fn branch_tight(&mut self, part: &Part) -> St {
+        // Per section: its run of consecutive sections at the same floor.
+        let width = part.hi - part.lo;
+        let (mut run_start, mut run_end) = (vec![0usize; width], vec![0usize; width]);
+        let mut a = part.lo;
+        while a < part.hi {
+            let mut c = a + 1;
+            while c < part.hi && self.floor[c] == self.floor[a] {
+                c += 1;
+            }
+            run_start[a - part.lo..c - part.lo].fill(a);
+            run_end[a - part.lo..c - part.lo].fill(c);
+            a = c;
+        }
+        let mut best: Option<(u64, Vec<u32>)> = None;
+        let mut cells = Vec::new();
+        for s in part.lo..part.hi {
+            if self.total[s] == 0 {
+                continue;
+            }
+            let f = self.floor[s];
+            let (ra, rc) = (run_start[s - part.lo], run_end[s - part.lo]);
+            cells.clear();
+            let mut ready = true;
+            for &b in &self.inst.section_bufs[s] {
+                let bi = b as usize;
+                if self.offset[bi] != UNPLACED
+                    || self.min_off[bi] != f
+                    || f % self.inst.bufs[bi].align.max(1) != 0
+                {
+                    continue;
+                }
+                let (lo, hi) = self.inst.span[bi];
+                ready &= ra <= lo && hi <= rc;
+                cells.push(b);
+            }
+            if cells.is_empty() {
+                return St::NotFound;
+            }
+            if ready && best.as_ref().is_none_or(|(_, c)| cells.len() < c.len()) {
+                best = Some((f, cells.clone()));
+            }
+        }
+        let Some((f, mut cells)) = best else {
+            return St::Found;
+        };
+        cells.sort_unstable_by_key(|&b| self.rank[b as usize]);
+        for b in cells {
+            let (st, _) = self.try_place(part, b as usize, f, (0, 0));
+            if st != St::NotFound {
+                return st;
+            }
+        }
+        St::NotFound
+    }
+
     /// Places `b` at `off` and searches on; also says whether nothing
     /// unplaced lives above `b` (then where it goes cannot hurt the others,
     /// so if this branch fails, every sibling fails too).
-    fn try_place(&mut self, part: &Part, b: usize, off: u64, rank: u32) -> (St, bool) {
+    fn try_place(&mut self, part: &Part, b: usize, off: u64, next: (u64, u32)) -> (St, bool) {
         let undo = self.place(b, off);
         let hatless = undo.offsets.is_empty();
         let mut st = St::NotFound;
-        if self.feasible(part, off) {
-            st = self.split_or_continue(part, b, off, rank);
+        if self.feasible(part, next.0) {
+            st = self.split_or_continue(part, b, next);
         }
         self.unplace(b, undo);
         if st == St::Found {
@@ -597,7 +688,7 @@ impl<'a> Search<'a> {
 
     /// After placing `b`: if some boundary it crossed has no unplaced
     /// buffer across any more, solve the sides apart; else go on.
-    fn split_or_continue(&mut self, part: &Part, b: usize, off: u64, rank: u32) -> St {
+    fn split_or_continue(&mut self, part: &Part, b: usize, (last, rank): (u64, u32)) -> St {
         let (lo, hi) = self.inst.span[b];
         let mut cuts = Vec::new();
         for c in lo..hi - 1 {
@@ -607,7 +698,7 @@ impl<'a> Search<'a> {
             }
         }
         let st = if cuts.is_empty() {
-            self.search(part, off, rank)
+            self.search(part, last, rank)
         } else {
             self.solve_parts(part, cuts)
         };
@@ -901,6 +992,59 @@ mod tests {
             .max()
             .unwrap();
         assert!(s.high_water <= top);
+    }
+
+    /// Instances without slack at their lower bound: random buffers, then
+    /// one filler per operator that tops its column up to the fullest.
+    /// Some pack at the bound, some provably do not; both must agree with
+    /// brute force, through the branching on any section.
+    #[test]
+    fn full_columns_match_brute_force() {
+        let mut rng = SplitMix64(41);
+        let (mut at_bound, mut above) = (0, 0);
+        for _ in 0..300 {
+            let ops = 3 + rng.below(3);
+            let mut bufs: Vec<Buffer> = (0..2 + rng.below(4))
+                .map(|_| {
+                    let first = rng.below(ops - 1);
+                    Buffer {
+                        first,
+                        last: (first + 1 + rng.below(2)).min(ops - 1),
+                        size: 1 + rng.below(4) as u64,
+                        align: [1, 1, 2][rng.below(3)],
+                    }
+                })
+                .collect();
+            let column = |t: usize, bufs: &[Buffer]| -> u64 {
+                bufs.iter()
+                    .filter(|b| b.first <= t && t <= b.last)
+                    .map(|b| b.size)
+                    .sum()
+            };
+            let full = (0..ops).map(|t| column(t, &bufs)).max().unwrap() + 1;
+            for t in 0..ops {
+                let size = full - column(t, &bufs);
+                bufs.push(Buffer {
+                    first: t,
+                    last: t,
+                    size,
+                    align: [1, 2][rng.below(2)],
+                });
+            }
+            let inst = Instance::new(&bufs);
+            assert_eq!(inst.lower_bound(), full);
+            let want = brute_force(&bufs);
+            let s = minimize(&bufs, None, far());
+            assert!(s.optimal, "{bufs:?}");
+            assert_eq!(s.high_water, want, "{bufs:?}");
+            assert!(inst.is_packing(&s.offsets), "{bufs:?}");
+            if want == full {
+                at_bound += 1;
+            } else {
+                above += 1;
+            }
+        }
+        assert!(at_bound >= 20 && above >= 20, "{at_bound} {above}");
     }
 
     #[test]
