@@ -12,6 +12,7 @@ pub mod hard;
 pub mod lower;
 pub mod model;
 pub mod planner;
+mod search;
 pub mod target;
 
 pub use desc::{synthetic_bytes, Model, ModelDesc, ModelError};

@@ -1,7 +1,9 @@
 //! The planners: constants and persistent tensors are bump-allocated per
 //! memory; scratch tensors are packed by first fit over their lifetimes in an
 //! order each strategy chooses, spilling an unpinned tensor to the next
-//! writable memory when the current one would exceed its budget.
+//! writable memory when the current one would exceed its budget. hill_climb
+//! (`search.rs`) and exact then repack each memory's scratch tensors
+//! without moving any to another memory.
 //!
 //! Budgets count what the kernel allocates ([`crate::target`]): the arena it
 //! packs constants, persistent tensors and graph I/O into at its minimum
@@ -14,6 +16,7 @@ use std::time::{Duration, Instant};
 use crate::desc::{Io, Model, Tensor};
 use crate::exact::{self, Buffer};
 use crate::model::*;
+use crate::search;
 
 /// A plan that cannot be made within the constraints.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -436,49 +439,48 @@ impl Packer<'_> {
         Ok(p)
     }
 
-    /// Local search over greedy-by-size orders: random swaps and moves,
-    /// keeping the best placement seen; starts from greedy_by_size, so it is
-    /// never worse.
+    /// greedy_by_size decides which memory every item goes to (its spill
+    /// choices fit the budgets); then each memory's items are packed anew
+    /// by [`search::pack`] with `iterations` moves per 100 items (at least
+    /// `iterations`; `max_stall_iterations` per 100 without gain end it),
+    /// and the new packing is kept where its arena is smaller, so
+    /// hill_climb is never worse than greedy_by_size.
     fn hill_climb(&self, opts: &PlannerOptions) -> Result<Placement, PlannerError> {
-        let mut cur_order = self.order_by_size();
-        let mut best = self.place(&cur_order)?;
-        let mut cur_cost = best.cost();
-        let n = cur_order.len();
-        if n < 2 {
-            return Ok(best);
-        }
-        let mut rng = SplitMix64(opts.seed);
-        let mut stall = 0u32;
-        for _ in 0..opts.iterations {
-            if stall >= opts.max_stall_iterations {
-                break;
-            }
-            let mut cand = cur_order.clone();
-            let i = rng.below(n);
-            let j = rng.below(n);
-            if rng.next_u64() & 1 == 0 {
-                cand.swap(i, j);
-            } else {
-                let x = cand.remove(i);
-                cand.insert(j, x);
-            }
-            let Ok(p) = self.place(&cand) else {
-                stall += 1;
+        let mut p = self.place(&self.order_by_size())?;
+        for (mi, c) in self.model.memories.iter().enumerate() {
+            let ks: Vec<usize> = (0..self.items.len())
+                .filter(|&k| p.slots[k].0 == mi)
+                .collect();
+            if ks.len() < 2 || opts.iterations == 0 {
                 continue;
-            };
-            let cost = p.cost();
-            if cost < best.cost() {
-                best = p;
-                stall = 0;
-            } else {
-                stall += 1;
             }
-            if cost <= cur_cost {
-                cur_order = cand;
-                cur_cost = cost;
+            let bufs: Vec<Buffer> = ks
+                .iter()
+                .map(|&k| {
+                    let lt = self.lifetime(k);
+                    Buffer {
+                        first: lt.start_op,
+                        last: lt.end_op,
+                        size: self.items[k].size,
+                        align: self.model.slot_alignment(self.items[k], c.name),
+                    }
+                })
+                .collect();
+            let per = |x: u32| u64::from(x) * ks.len().max(100) as u64 / 100;
+            let (hwm, offsets) = search::pack(
+                &bufs,
+                per(opts.iterations),
+                per(opts.max_stall_iterations),
+                opts.seed,
+            );
+            if hwm < p.high_water[mi] {
+                p.high_water[mi] = hwm;
+                for (&k, off) in ks.iter().zip(offsets) {
+                    p.slots[k].1 = off;
+                }
             }
         }
-        Ok(best)
+        Ok(p)
     }
 }
 
