@@ -11,22 +11,28 @@ use nhbm_planner::{plan, ArenaRole, MemoryPlannerType, Model, PlannerError, Plan
 
 use crate::report::{sanitize, Figure, Op, Raw};
 
-pub const PLANNERS: [MemoryPlannerType; 3] = [
+pub const PLANNERS: [MemoryPlannerType; 4] = [
     MemoryPlannerType::Greedy,
     MemoryPlannerType::GreedyBySize,
     MemoryPlannerType::HillClimb,
+    MemoryPlannerType::Exact,
 ];
 
 /// Generated graphs in the aggregate figures.
 pub const GENERATED: u64 = 20;
-/// hill_climb's target on the example models.
+/// hill_climb's target on the example models and the hard instances.
 pub const HILL_CLIMB_TARGET: f64 = 1.05;
+/// Sizes (buffers) of the hard instances, one per size, seeded by it.
+pub const HARD_SIZES: [usize; 6] = [50, 100, 200, 300, 400, 500];
+/// The exact planner's time budget on the generated graphs (the hard
+/// instances get the default).
+pub const GENERATED_EXACT_BUDGET_MS: u64 = 1_000;
 
 /// High-water marks of one model, in [`PLANNERS`] order, and its bound.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
     pub name: String,
-    pub hwm: [u64; 3],
+    pub hwm: [u64; 4],
     pub lower_bound: u64,
 }
 
@@ -49,7 +55,7 @@ impl Outcome {
 
 /// Plans `model` with every planner and its own planner options.
 pub fn evaluate(name: &str, model: &Model, opts: &PlannerOptions) -> Result<Outcome, PlannerError> {
-    let mut hwm = [0u64; 3];
+    let mut hwm = [0u64; 4];
     for (k, kind) in PLANNERS.iter().enumerate() {
         hwm[k] = plan(model, *kind, opts)?.scratch_high_water_mark();
     }
@@ -90,8 +96,10 @@ fn ratio_raws(o: &Outcome, k: usize) -> (Raw, Raw) {
     )
 }
 
-/// The three figures of one example model: greedy (never below the bound),
-/// greedy_by_size (never above greedy), hill_climb (within 5% of the bound).
+/// The four figures of one example model: greedy (never below the bound),
+/// greedy_by_size (never above greedy), hill_climb (within 5% of the bound,
+/// never above greedy_by_size), exact (never above hill_climb or
+/// greedy_by_size).
 pub fn model_figures(o: &Outcome) -> Vec<Figure> {
     let base = sanitize(&o.name);
     let mut out = Vec::new();
@@ -107,7 +115,10 @@ pub fn model_figures(o: &Outcome) -> Vec<Figure> {
             }
             MemoryPlannerType::HillClimb => {
                 Figure::new(name, o.ratio(k), a, b, Op::AtMost, HILL_CLIMB_TARGET)
+                    .with_verdict(o.hwm[2] <= o.hwm[1] && o.ratio(2) <= HILL_CLIMB_TARGET)
             }
+            MemoryPlannerType::Exact => Figure::new(name, o.ratio(k), a, b, Op::AtMost, o.ratio(2))
+                .with_verdict(o.hwm[3] <= o.hwm[1].min(o.hwm[2])),
         };
         out.push(f);
     }
@@ -141,11 +152,71 @@ pub fn generated_figures(outcomes: &[Outcome]) -> Vec<Figure> {
                 Figure::new(name, w.ratio(k), a, b, Op::AtMost, g).with_verdict(w.ratio(k) <= g)
             }
             MemoryPlannerType::HillClimb => {
-                Figure::new(name, w.ratio(k), a, b, Op::AtMost, HILL_CLIMB_TARGET)
+                Figure::new(name, w.ratio(k), a, b, Op::AtMost, HILL_CLIMB_TARGET).with_verdict(
+                    w.ratio(k) <= HILL_CLIMB_TARGET
+                        && outcomes.iter().all(|o| o.hwm[2] <= o.hwm[1]),
+                )
+            }
+            MemoryPlannerType::Exact => {
+                let h = worst(2).ratio(2);
+                Figure::new(name, w.ratio(k), a, b, Op::AtMost, h)
+                    .with_verdict(outcomes.iter().all(|o| o.hwm[3] <= o.hwm[1].min(o.hwm[2])))
             }
         });
     }
     out
+}
+
+/// The figures over the hard instances: per planner the worst ratio to the
+/// bound (which is the optimum). Targets: exact 1.000, hill_climb <= 1.05,
+/// greedy_by_size never above greedy's worst; hill_climb and exact never
+/// above greedy_by_size on any instance.
+pub fn hard_figures(outcomes: &[Outcome]) -> Vec<Figure> {
+    let worst = |k: usize| {
+        outcomes
+            .iter()
+            .max_by(|a, b| a.ratio(k).total_cmp(&b.ratio(k)))
+            .expect("at least one instance")
+    };
+    let never_above_gbs = |k: usize| outcomes.iter().all(|o| o.hwm[k] <= o.hwm[1]);
+    let n = outcomes.len();
+    PLANNERS
+        .iter()
+        .enumerate()
+        .map(|(k, kind)| {
+            let w = worst(k);
+            let a = Raw::new(
+                format!("worst of {n} instances [{}] scratch hwm bytes", w.name),
+                w.hwm[k].to_string(),
+            );
+            let b = Raw::new("optimum bytes", w.lower_bound.to_string());
+            let name = format!("planner_hard_{kind}");
+            let r = w.ratio(k);
+            match kind {
+                MemoryPlannerType::Greedy => {
+                    Figure::new(name, r, a, b, Op::AtLeast, 1.0).with_verdict(r >= 1.0)
+                }
+                MemoryPlannerType::GreedyBySize => {
+                    let g = worst(0).ratio(0);
+                    Figure::new(name, r, a, b, Op::AtMost, g).with_verdict(r <= g)
+                }
+                MemoryPlannerType::HillClimb => {
+                    Figure::new(name, r, a, b, Op::AtMost, HILL_CLIMB_TARGET)
+                        .with_verdict(r <= HILL_CLIMB_TARGET && never_above_gbs(k))
+                }
+                MemoryPlannerType::Exact => Figure::new(name, r, a, b, Op::AtMost, 1.0)
+                    .with_verdict(
+                        outcomes.iter().all(|o| o.hwm[3] == o.lower_bound) && never_above_gbs(k),
+                    ),
+            }
+        })
+        .collect()
+}
+
+/// Hard instance of `n` buffers (seeded by `n`), named for the figures.
+pub fn hard(n: usize) -> (String, Model) {
+    let (m, _) = nhbm_planner::hard::instance(n, n as u64);
+    (format!("hard{n}"), m)
 }
 
 /// greedy_by_size against greedy on every model: the worst ratio.
@@ -171,6 +242,15 @@ pub fn gbs_vs_greedy_figure(outcomes: &[Outcome]) -> Figure {
         1.0,
     )
     .with_verdict(worse == 0)
+}
+
+/// Planner options of the generated graphs: the defaults with
+/// [`GENERATED_EXACT_BUDGET_MS`].
+pub fn generated_options() -> PlannerOptions {
+    PlannerOptions {
+        time_budget_ms: GENERATED_EXACT_BUDGET_MS,
+        ..PlannerOptions::default()
+    }
 }
 
 /// A tensor size: a multiple of 64 bytes, spread over 1 KiB .. 8 MiB.
@@ -329,11 +409,12 @@ mod tests {
             assert_eq!(m.desc, m2.desc);
             let ops = m.desc.operators.len();
             assert!((25..=73).contains(&ops), "{name}: {ops} operators");
-            let o = evaluate(&name, &m, &PlannerOptions::default()).unwrap();
+            let o = evaluate(&name, &m, &generated_options()).unwrap();
             assert!(o.lower_bound > 0);
-            for k in 0..3 {
+            for k in 0..4 {
                 assert!(o.hwm[k] >= o.lower_bound, "{name} {k}");
             }
+            assert!(o.hwm[3] <= o.hwm[2], "exact never worse than hill_climb");
             assert!(
                 o.hwm[2] <= o.hwm[1],
                 "hill_climb never worse than greedy_by_size"
@@ -360,7 +441,7 @@ mod tests {
             let m = Model::load(f).unwrap();
             let o = evaluate(name, &m, &m.desc.planner_options).unwrap();
             let figs = model_figures(&o);
-            assert_eq!(figs.len(), 3);
+            assert_eq!(figs.len(), 4);
             assert!(figs[0]
                 .line()
                 .starts_with(&format!("bench: planner_{name}_greedy: ")));
@@ -388,12 +469,12 @@ mod tests {
     fn aggregates_take_the_worst_graph() {
         let a = Outcome {
             name: "a".into(),
-            hwm: [120, 110, 100],
+            hwm: [120, 110, 100, 100],
             lower_bound: 100,
         };
         let b = Outcome {
             name: "b".into(),
-            hwm: [100, 130, 104],
+            hwm: [100, 130, 104, 101],
             lower_bound: 100,
         };
         let g = generated_figures(&[a.clone(), b.clone()]);
@@ -401,6 +482,13 @@ mod tests {
         assert!((g[1].value - 1.3).abs() < 1e-9);
         assert!(!g[1].pass(), "1.3 > worst greedy 1.2");
         assert!(g[2].pass());
+        assert!(g[3].pass() && g[3].line().contains("[b]"));
+        let h = hard_figures(&[a.clone(), b.clone()]);
+        assert!(!h[3].pass(), "exact missed the optimum of b");
+        assert!(
+            h[2].pass(),
+            "hill_climb within 5% and never above greedy_by_size"
+        );
         let v = gbs_vs_greedy_figure(&[a, b]);
         assert!((v.value - 1.3).abs() < 1e-9 && !v.pass());
         assert!(v.line().contains("1 worse than greedy"));

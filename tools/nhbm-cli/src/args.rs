@@ -85,7 +85,7 @@ pub enum Cmd {
 /// The options of `plan`.
 #[derive(clap::Args, Debug)]
 pub struct PlanArgs {
-    /// The model description (JSON)
+    /// The model: a description (JSON) or an ONNX model (*.onnx)
     pub model: PathBuf,
     /// The planner (default: the model's own choice)
     #[arg(long)]
@@ -99,6 +99,9 @@ pub struct PlanArgs {
     /// Iterations without progress before the planner stops
     #[arg(long, value_parser = num::<u32>)]
     pub max_stall: Option<u32>,
+    /// The exact planner's time budget in milliseconds (default 10000)
+    #[arg(long, value_name = "MS", value_parser = num::<u64>)]
+    pub time_budget: Option<u64>,
     /// Prefix of the files written (default: the model's name)
     #[arg(short = 'o', long = "output", value_name = "PREFIX")]
     pub output: Option<String>,

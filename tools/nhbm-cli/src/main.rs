@@ -22,7 +22,11 @@ use std::time::{Duration, Instant};
 use nhbm::uapi::*;
 use nhbm::validate::{backing_name, mr_type_name};
 use nhbm::{io_errno_name, Device, Kind, Limits, LoadedPlan, Plan};
-use nhbm_planner::{lower, plan as run_planner, var_ids, Model, PlanReport, Target};
+use nhbm_planner::planner::memory_lower_bounds;
+use nhbm_planner::{
+    lower, plan_with_outcome, var_ids, ExactOutcome, MemoryPlan, MemoryPlannerType, Model,
+    PlanReport, PlannerError, PlannerOptions, Target,
+};
 use serde_json::{json, Value};
 
 use args::{Cli, Cmd, PlanArgs, PlanFormat, VarArgs};
@@ -105,7 +109,7 @@ fn run(cli: Cli) -> R<()> {
 fn cmd_plan(a: &PlanArgs, device: &DeviceArg, json: bool) -> R<()> {
     let path = a.model.display();
     let target = plan_target(a, device)?;
-    let model = Model::load(&a.model).and_then(|m| m.for_target(target))?;
+    let model = load_model(&a.model, target)?;
     let kind = a.planner.unwrap_or(model.desc.planner);
     let mut opts = model.desc.planner_options;
     if let Some(v) = a.iterations {
@@ -117,9 +121,19 @@ fn cmd_plan(a: &PlanArgs, device: &DeviceArg, json: bool) -> R<()> {
     if let Some(v) = a.max_stall {
         opts.max_stall_iterations = v;
     }
-    let t0 = Instant::now();
-    let mp = run_planner(&model, kind, &opts).map_err(|e| anyhow!("{path}: {e}"))?;
-    let elapsed = t0.elapsed();
+    if let Some(v) = a.time_budget {
+        opts.time_budget_ms = v;
+    }
+    let runs = compare_planners(&model, &opts);
+    let chosen = runs
+        .iter()
+        .find(|r| r.kind == kind)
+        .expect("every planner runs");
+    let mp = match &chosen.result {
+        Ok((mp, _)) => mp.clone(),
+        Err(e) => return Err(anyhow!("{path}: {e}")),
+    };
+    let elapsed = chosen.took;
     let report = PlanReport::new(&model, kind, &mp);
     let lowered = lower(&model, &mp).map_err(|e| anyhow!("{path}: {e}"))?;
     let format = a.format;
@@ -150,9 +164,11 @@ fn cmd_plan(a: &PlanArgs, device: &DeviceArg, json: bool) -> R<()> {
             .iter()
             .map(|(f, m, n, r)| json!({"file": f, "memory": m, "channel": m.channel(), "bytes": n, "records": r, "device_bytes": report.device_bytes.get(m)}))
             .collect();
+        let planners: Vec<Value> = runs.iter().map(|r| r.to_json()).collect();
         let out = json!({
             "model": model.name(), "report": report, "plan": mp, "files": files,
             "var_ids": var_ids(&model), "planning_ms": elapsed.as_secs_f64() * 1e3,
+            "planners": planners,
         });
         println!("{}", serde_json::to_string_pretty(&out).unwrap());
         return Ok(());
@@ -210,6 +226,8 @@ fn cmd_plan(a: &PlanArgs, device: &DeviceArg, json: bool) -> R<()> {
         )
     );
     println!();
+    print_comparison(&runs);
+    println!();
     let ids = var_ids(&model);
     let rows: Vec<Vec<String>> = model
         .tensors
@@ -264,6 +282,146 @@ fn cmd_plan(a: &PlanArgs, device: &DeviceArg, json: bool) -> R<()> {
         );
     }
     Ok(())
+}
+
+/// A model description (JSON), or an ONNX model (`*.onnx`), planned for
+/// `target`.
+fn load_model(path: &Path, target: Target) -> R<Model> {
+    let model = if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
+        #[cfg(feature = "onnx")]
+        {
+            nhbm_onnx::load(path)?
+        }
+        #[cfg(not(feature = "onnx"))]
+        return Err(anyhow!(
+            "{}: this nhbm is built without ONNX support",
+            path.display()
+        ));
+    } else {
+        Model::load(path)?
+    };
+    Ok(model.for_target(target)?)
+}
+
+/// One planner's run on the model being planned.
+struct PlannerRun {
+    kind: MemoryPlannerType,
+    took: Duration,
+    result: Result<(MemoryPlan, Vec<ExactOutcome>), PlannerError>,
+    /// Per memory with scratch: (scratch arena bytes, its lower bound).
+    memories: Vec<(nhbm_planner::MemoryType, u64, u64)>,
+}
+
+impl PlannerRun {
+    /// Whether exact proved memory `m`'s arena smallest (None: not exact).
+    fn optimal(&self, m: nhbm_planner::MemoryType) -> Option<bool> {
+        let (_, outcomes) = self.result.as_ref().ok()?;
+        outcomes.iter().find(|o| o.memory == m).map(|o| o.optimal)
+    }
+
+    fn to_json(&self) -> Value {
+        let memories: Vec<Value> = self
+            .memories
+            .iter()
+            .map(|&(m, hwm, lb)| {
+                json!({"memory": m, "scratch_high_water_mark": hwm, "lower_bound": lb,
+                       "proven_optimal": self.optimal(m)})
+            })
+            .collect();
+        json!({
+            "planner": self.kind, "ms": self.took.as_secs_f64() * 1e3,
+            "error": self.result.as_ref().err().map(ToString::to_string), "memories": memories,
+        })
+    }
+}
+
+/// Runs every planner with `opts` (exact within its time budget).
+fn compare_planners(model: &Model, opts: &PlannerOptions) -> Vec<PlannerRun> {
+    [
+        MemoryPlannerType::Greedy,
+        MemoryPlannerType::GreedyBySize,
+        MemoryPlannerType::HillClimb,
+        MemoryPlannerType::Exact,
+    ]
+    .into_iter()
+    .map(|kind| {
+        let t0 = Instant::now();
+        let result = plan_with_outcome(model, kind, opts);
+        let took = t0.elapsed();
+        let memories = match &result {
+            Ok((mp, _)) => {
+                let bounds = memory_lower_bounds(model, mp);
+                mp.arena_usages
+                    .iter()
+                    .map(|(&m, a)| (m, a.total_size, bounds.get(&m).copied().unwrap_or(0)))
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        PlannerRun {
+            kind,
+            took,
+            result,
+            memories,
+        }
+    })
+    .collect()
+}
+
+/// Per planner and memory: scratch arena vs its lower bound, and time.
+fn print_comparison(runs: &[PlannerRun]) {
+    let mut rows = Vec::new();
+    for r in runs {
+        let ms = format!("{:.1}", r.took.as_secs_f64() * 1e3);
+        if let Err(e) = &r.result {
+            rows.push(vec![
+                r.kind.to_string(),
+                "-".into(),
+                e.to_string(),
+                String::new(),
+                String::new(),
+                ms,
+                String::new(),
+            ]);
+            continue;
+        }
+        for &(m, hwm, lb) in &r.memories {
+            let ratio = if lb == 0 { 1.0 } else { hwm as f64 / lb as f64 };
+            let proof = match r.optimal(m) {
+                Some(true) => "proven optimal",
+                Some(false) => "not proven",
+                None => "",
+            };
+            rows.push(vec![
+                r.kind.to_string(),
+                m.to_string(),
+                fmt::bytes(hwm),
+                fmt::bytes(lb),
+                format!("{ratio:.3}"),
+                ms.clone(),
+                proof.into(),
+            ]);
+        }
+    }
+    print!(
+        "{}",
+        fmt::table(
+            &[
+                "planner",
+                "memory",
+                "scratch",
+                "lower bound",
+                "ratio",
+                "ms",
+                ""
+            ],
+            &rows,
+            &[4, 5]
+        )
+    );
 }
 
 /// The device `plan` plans for: `-d N` (its DEVICE_INFO and MEM_STATS),

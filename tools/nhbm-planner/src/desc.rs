@@ -197,6 +197,9 @@ pub struct Model {
     pub memories: Vec<MemoryConstraint>,
     /// Directory data files are relative to.
     pub base_dir: PathBuf,
+    /// Bytes of constants that come with the model (imported weights),
+    /// ahead of data files and fills.
+    pub payloads: HashMap<TensorId, Vec<u8>>,
     /// The device the model is planned for.
     pub target: Target,
 }
@@ -218,9 +221,10 @@ impl Model {
         Model::new(desc, PathBuf::from("."))
     }
 
-    /// The same model planned for the device `target`.
+    /// The same model (with its payloads) planned for the device `target`.
     pub fn for_target(&self, target: Target) -> Result<Model, ModelError> {
-        Model::new_for(self.desc.clone(), self.base_dir.clone(), target)
+        Model::new_for(self.desc.clone(), self.base_dir.clone(), target)?
+            .with_payloads(self.payloads.clone())
     }
 
     /// Checks a description and derives sizes, alignments and lifetimes, for
@@ -495,8 +499,39 @@ impl Model {
             tensors,
             memories,
             base_dir,
+            payloads: HashMap::new(),
             target,
         })
+    }
+
+    /// Attaches the bytes of constants; each must name a constant without
+    /// a data file or fill and have exactly its size.
+    pub fn with_payloads(
+        mut self,
+        payloads: HashMap<TensorId, Vec<u8>>,
+    ) -> Result<Model, ModelError> {
+        for (id, bytes) in &payloads {
+            let Some(t) = self.tensor(id) else {
+                return err(format!("payload for unknown tensor {id:?}"));
+            };
+            if t.desc.role != ArenaRole::Constant
+                || t.desc.data_file.is_some()
+                || t.desc.fill.is_some()
+            {
+                return err(format!(
+                    "tensor {id:?}: a payload needs a constant without data_file or fill"
+                ));
+            }
+            if bytes.len() as u64 != t.size {
+                return err(format!(
+                    "tensor {id:?}: payload of {} bytes, the tensor {}",
+                    bytes.len(),
+                    t.size
+                ));
+            }
+        }
+        self.payloads = payloads;
+        Ok(self)
     }
 
     pub fn name(&self) -> &str {
@@ -562,6 +597,9 @@ impl Model {
 
     /// The bytes a constant is uploaded with.
     pub fn constant_bytes(&self, t: &Tensor) -> Result<Vec<u8>, ModelError> {
+        if let Some(bytes) = self.payloads.get(t.id()) {
+            return Ok(bytes.clone());
+        }
         if let Some(f) = &t.desc.data_file {
             let path = self.base_dir.join(f);
             let bytes = std::fs::read(&path).map_err(|e| {

@@ -7,6 +7,8 @@
 //! plans that `NHBM_IOC_PLAN_LOAD` stages.
 
 pub mod desc;
+pub mod exact;
+pub mod hard;
 pub mod lower;
 pub mod model;
 pub mod planner;
@@ -15,5 +17,5 @@ pub mod target;
 pub use desc::{synthetic_bytes, Model, ModelDesc, ModelError};
 pub use lower::{lower, var_ids, LoweredPlan};
 pub use model::*;
-pub use planner::{plan, plan_model, PlanReport, PlannerError};
+pub use planner::{plan, plan_model, plan_with_outcome, ExactOutcome, PlanReport, PlannerError};
 pub use target::{Target, TargetError};

@@ -259,6 +259,10 @@ pub enum MemoryPlannerType {
     GreedyBySize,
     /// Local search over greedy-by-size orders; never worse than it.
     HillClimb,
+    /// Branch and bound over canonical placements within a time budget;
+    /// never worse than greedy_by_size, and says whether it proved the
+    /// result optimal.
+    Exact,
 }
 
 impl FromStr for MemoryPlannerType {
@@ -268,10 +272,11 @@ impl FromStr for MemoryPlannerType {
             "greedy" => Ok(MemoryPlannerType::Greedy),
             "greedy_by_size" => Ok(MemoryPlannerType::GreedyBySize),
             "hill_climb" => Ok(MemoryPlannerType::HillClimb),
+            "exact" => Ok(MemoryPlannerType::Exact),
             _ => Err(UnknownName {
                 what: "planner",
                 name: s.to_string(),
-                choices: "greedy, greedy_by_size, hill_climb",
+                choices: "greedy, greedy_by_size, hill_climb, exact",
             }),
         }
     }
@@ -283,11 +288,12 @@ impl fmt::Display for MemoryPlannerType {
             MemoryPlannerType::Greedy => "greedy",
             MemoryPlannerType::GreedyBySize => "greedy_by_size",
             MemoryPlannerType::HillClimb => "hill_climb",
+            MemoryPlannerType::Exact => "exact",
         })
     }
 }
 
-/// Tuning of the hill_climb planner.
+/// Tuning of the hill_climb and exact planners.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PlannerOptions {
@@ -295,6 +301,8 @@ pub struct PlannerOptions {
     pub seed: u64,
     /// Stop after this many iterations without improvement.
     pub max_stall_iterations: u32,
+    /// Time the exact planner may search, in milliseconds.
+    pub time_budget_ms: u64,
 }
 
 impl Default for PlannerOptions {
@@ -303,6 +311,7 @@ impl Default for PlannerOptions {
             iterations: 500,
             seed: 1,
             max_stall_iterations: 200,
+            time_budget_ms: 10_000,
         }
     }
 }
@@ -426,6 +435,8 @@ mod tests {
             "greedy_by_size".parse(),
             Ok(MemoryPlannerType::GreedyBySize)
         );
+        assert_eq!("exact".parse(), Ok(MemoryPlannerType::Exact));
+        assert_eq!(MemoryPlannerType::Exact.to_string(), "exact");
         assert!("best".parse::<MemoryPlannerType>().is_err());
     }
 }

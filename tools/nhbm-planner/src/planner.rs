@@ -9,8 +9,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::{Duration, Instant};
 
 use crate::desc::{Io, Model, Tensor};
+use crate::exact::{self, Buffer};
 use crate::model::*;
 
 /// A plan that cannot be made within the constraints.
@@ -30,12 +32,36 @@ pub fn plan_model(model: &Model) -> Result<MemoryPlan, PlannerError> {
     plan(model, model.desc.planner, &model.desc.planner_options)
 }
 
+/// How the exact planner ended in one memory that holds scratch tensors.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ExactOutcome {
+    pub memory: MemoryType,
+    /// The scratch arena's size.
+    pub high_water: u64,
+    /// Bytes of scratch live at once in this memory, at most.
+    pub lower_bound: u64,
+    /// No smaller arena exists for the tensors placed in this memory.
+    pub optimal: bool,
+    /// Search nodes visited.
+    pub nodes: u64,
+}
+
 /// Plans `model` with the given strategy.
 pub fn plan(
     model: &Model,
     kind: MemoryPlannerType,
     opts: &PlannerOptions,
 ) -> Result<MemoryPlan, PlannerError> {
+    plan_with_outcome(model, kind, opts).map(|(mp, _)| mp)
+}
+
+/// Plans `model` with the given strategy; with [`MemoryPlannerType::Exact`]
+/// also says, per memory, whether the scratch arena is proven smallest.
+pub fn plan_with_outcome(
+    model: &Model,
+    kind: MemoryPlannerType,
+    opts: &PlannerOptions,
+) -> Result<(MemoryPlan, Vec<ExactOutcome>), PlannerError> {
     let mut mp = MemoryPlan {
         tensor_lifetimes: model.lifetimes(),
         ..Default::default()
@@ -121,10 +147,12 @@ pub fn plan(
         items: &items,
         budgets: &budgets,
     };
+    let mut outcomes = Vec::new();
     let placement = match kind {
         MemoryPlannerType::Greedy => packer.place(&packer.order_by_start())?,
         MemoryPlannerType::GreedyBySize => packer.place(&packer.order_by_size())?,
         MemoryPlannerType::HillClimb => packer.hill_climb(opts)?,
+        MemoryPlannerType::Exact => packer.exact(opts, &mut outcomes)?,
     };
     for (k, t) in items.iter().enumerate() {
         let (mi, offset) = placement.slots[k];
@@ -177,7 +205,7 @@ pub fn plan(
             b.source_memory,
         );
     }
-    Ok(mp)
+    Ok((mp, outcomes))
 }
 
 /// The records with their own HBM in memory `m` (constants, persistent
@@ -352,6 +380,62 @@ impl Packer<'_> {
         at
     }
 
+    /// greedy_by_size decides which memory every item goes to (its spill
+    /// choices fit the budgets); then each memory's items are placed anew
+    /// by [`exact::minimize`], starting from the better of greedy_by_size's
+    /// and hill_climb's packings, so no memory's arena grows. One deadline
+    /// covers every memory.
+    fn exact(
+        &self,
+        opts: &PlannerOptions,
+        outcomes: &mut Vec<ExactOutcome>,
+    ) -> Result<Placement, PlannerError> {
+        let deadline = Instant::now() + Duration::from_millis(opts.time_budget_ms);
+        let mut p = self.place(&self.order_by_size())?;
+        // Local search is cheap next to the budget and often closes most
+        // of the gap; it keeps greedy_by_size's memory choices only when
+        // they are the same, so it can only start the search lower.
+        let hc = self.hill_climb(opts)?;
+        let same_memories = hc.slots.iter().zip(&p.slots).all(|(a, b)| a.0 == b.0);
+        if same_memories && hc.cost() < p.cost() {
+            p = hc;
+        }
+        for (mi, c) in self.model.memories.iter().enumerate() {
+            let ks: Vec<usize> = (0..self.items.len())
+                .filter(|&k| p.slots[k].0 == mi)
+                .collect();
+            if ks.is_empty() {
+                continue;
+            }
+            let bufs: Vec<Buffer> = ks
+                .iter()
+                .map(|&k| {
+                    let lt = self.lifetime(k);
+                    Buffer {
+                        first: lt.start_op,
+                        last: lt.end_op,
+                        size: self.items[k].size,
+                        align: self.model.slot_alignment(self.items[k], c.name),
+                    }
+                })
+                .collect();
+            let known: Vec<u64> = ks.iter().map(|&k| p.slots[k].1).collect();
+            let s = exact::minimize(&bufs, Some(&known), deadline);
+            for (j, &k) in ks.iter().enumerate() {
+                p.slots[k].1 = s.offsets[j];
+            }
+            p.high_water[mi] = s.high_water;
+            outcomes.push(ExactOutcome {
+                memory: c.name,
+                high_water: s.high_water,
+                lower_bound: exact::Instance::new(&bufs).lower_bound(),
+                optimal: s.optimal,
+                nodes: s.nodes,
+            });
+        }
+        Ok(p)
+    }
+
     /// Local search over greedy-by-size orders: random swaps and moves,
     /// keeping the best placement seen; starts from greedy_by_size, so it is
     /// never worse.
@@ -463,6 +547,32 @@ impl PlanReport {
             target: model.target.name.clone(),
         }
     }
+}
+
+/// Per memory holding scratch tensors in `mp`: the most bytes of them live
+/// at any one operator, which no placement of those tensors can go below.
+pub fn memory_lower_bounds(model: &Model, mp: &MemoryPlan) -> BTreeMap<MemoryType, u64> {
+    let n = model.desc.operators.len();
+    let mut delta: BTreeMap<MemoryType, Vec<i128>> = BTreeMap::new();
+    for t in model.tensors.iter().filter(|t| t.is_packed_scratch()) {
+        let (Some(l), Ok(a)) = (t.lifetime.as_ref(), mp.get_allocation(t.id())) else {
+            continue;
+        };
+        let d = delta.entry(a.memory).or_insert_with(|| vec![0; n + 1]);
+        d[l.start_op] += i128::from(t.size);
+        d[l.end_op + 1] -= i128::from(t.size);
+    }
+    delta
+        .into_iter()
+        .map(|(m, d)| {
+            let mut cur = 0i128;
+            let best = d[..n].iter().fold(0i128, |best, x| {
+                cur += x;
+                best.max(cur)
+            });
+            (m, best as u64)
+        })
+        .collect()
 }
 
 /// Every pair of scratch tensors that overlap in both time and memory, which

@@ -9,10 +9,11 @@ use nhbm::Kind;
 use nhbm_planner::planner::{overlapping_pairs, SplitMix64};
 use nhbm_planner::*;
 
-const ALL: [MemoryPlannerType; 3] = [
+const ALL: [MemoryPlannerType; 4] = [
     MemoryPlannerType::Greedy,
     MemoryPlannerType::GreedyBySize,
     MemoryPlannerType::HillClimb,
+    MemoryPlannerType::Exact,
 ];
 
 fn model(json: &str) -> Model {
@@ -390,17 +391,18 @@ fn generated(seed: u64, n: usize) -> Model {
 
 #[test]
 fn generated_graphs_respect_the_lower_bound_and_the_never_worse_rule() {
-    let mut sums = [0f64; 3];
+    let mut sums = [0f64; 4];
     let runs = 40;
     for seed in 0..runs {
         let m = generated(seed, 30 + (seed as usize % 5) * 10);
         let lb = m.liveness_lower_bound();
-        let mut hwm = [0u64; 3];
+        let mut hwm = [0u64; 4];
         for (k, kind) in ALL.iter().enumerate() {
             let opts = PlannerOptions {
                 iterations: 300,
                 seed,
                 max_stall_iterations: 100,
+                time_budget_ms: 200,
             };
             let mp = plan(&m, *kind, &opts).unwrap();
             assert!(
@@ -421,6 +423,13 @@ fn generated_graphs_respect_the_lower_bound_and_the_never_worse_rule() {
             hwm[2],
             hwm[1]
         );
+        assert!(
+            hwm[3] <= hwm[2].min(hwm[1]),
+            "seed {seed}: exact {} worse than greedy_by_size {} or hill_climb {}",
+            hwm[3],
+            hwm[1],
+            hwm[2]
+        );
     }
     for (k, kind) in ALL.iter().enumerate() {
         println!(
@@ -439,6 +448,7 @@ fn hill_climb_is_deterministic_per_seed() {
         iterations: 200,
         seed: 3,
         max_stall_iterations: 200,
+        time_budget_ms: 0,
     };
     let a = plan(&m, MemoryPlannerType::HillClimb, &opts).unwrap();
     let b = plan(&m, MemoryPlannerType::HillClimb, &opts).unwrap();
