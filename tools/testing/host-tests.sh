@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Run the userspace workspace's own tests (library, plan format, planner,
-# CLI, test kit) on the host. The whole cargo output goes to the log given as
-# the first argument, closed by a line "cargo-test-exit: N"; ktap_summary.py
-# reads it and counts these tests with the guest's in one closing line.
+# CLI, the guest tests' library) on the host. The whole cargo output goes to
+# the log given as the first argument, closed by a line "cargo-test-exit: N";
+# ktap_summary.py reads it and counts these tests with the guest's in one
+# closing line.
 #
 #   tools/testing/host-tests.sh build/host-tests.log
 set -uo pipefail

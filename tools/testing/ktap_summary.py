@@ -4,8 +4,10 @@
 
 Reads the QEMU serial log, prints one line per leaf test (suite.test: ok/FAIL/skip)
 and a closing line "N passed, N failed[, N skipped]". Exits non-zero when a test
-failed, when no KTAP was found, when the guest did not reach its end marker, or
-when the kernel printed an Oops, BUG, WARNING, panic, KASAN or kmemleak report.
+failed, when no KTAP was found, when a suite of ours reported other than the
+number of results its plan line ("1..N") announced or never closed, when the
+guest did not reach its end marker, or when the kernel printed an Oops, BUG,
+WARNING, panic, KASAN or kmemleak report.
 
 With --show the whole log is printed first; with --brief only the errors and
 the closing line are. With --host LOG it also counts the userspace tests that host-tests.sh ran
@@ -20,6 +22,7 @@ DONE_MARKER = "NHBM-GUEST-DONE"
 OUR_SUITES = ("neuron_hbm", "nhbm")
 RESULT = re.compile(r"^(\s*)(ok|not ok) (\d+) ([^#]*?)\s*(#\s*(SKIP|TODO).*)?$")
 SUBTEST = re.compile(r"^(\s*)# Subtest: (\S+)")
+PLAN = re.compile(r"^(\s*)1\.\.(\d+)\s*$")
 CRASH = re.compile(
     r"(Oops[:\s]|BUG:|kernel BUG at|WARNING:|Kernel panic|general protection fault|"
     r"KASAN:|UBSAN:|unreferenced object 0x|INFO: possible .*lock|"
@@ -30,10 +33,28 @@ PREFIX = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 
 
 def parse(lines):
-    stack = []  # (indent, suite name) of open subtests
+    """Leaves, kernel reports, whether the end marker came, and count problems.
+
+    A subtest of ours that announced a plan ("1..N") must close with exactly
+    N results: a program that stops halfway, or prints fewer or more cases
+    than it planned, is reported here.
+    """
+    stack = []  # open subtests: [indent, suite name, plan or None, results seen]
     leaves = []
     crashes = []
+    count_problems = []
     done = False
+
+    def close(entry, closed):
+        indent, suite, plan, seen = entry
+        full = ".".join([s[1] for s in stack] + [suite])
+        if not full.startswith(OUR_SUITES):
+            return
+        if not closed:
+            count_problems.append(f"suite {full}: never closed ({seen} of {plan} results)")
+        elif plan is not None and seen != plan:
+            count_problems.append(f"suite {full}: planned 1..{plan}, reported {seen} results")
+
     for raw in lines:
         line = PREFIX.sub("", raw.rstrip("\r\n"))
         if DONE_MARKER in line:
@@ -42,22 +63,39 @@ def parse(lines):
             crashes.append(line.strip())
         m = SUBTEST.match(line)
         if m:
-            stack.append((len(m.group(1)), m.group(2)))
+            indent = len(m.group(1))
+            # A subtest at this depth or above that never closed.
+            while stack and stack[-1][0] >= indent:
+                entry = stack.pop()
+                close(entry, False)
+            stack.append([indent, m.group(2), None, 0])
+            continue
+        m = PLAN.match(line)
+        if m:
+            if stack and stack[-1][0] == len(m.group(1)) and stack[-1][2] is None:
+                stack[-1][2] = int(m.group(2))
             continue
         m = RESULT.match(line)
         if not m:
             continue
         indent = len(m.group(1))
         if stack and stack[-1][0] > indent:
-            stack.pop()  # the result that closes a subtest
+            entry = stack.pop()  # the result that closes a subtest
+            close(entry, True)
+            if stack and stack[-1][0] == indent:
+                stack[-1][3] += 1
             continue
+        if stack and stack[-1][0] == indent:
+            stack[-1][3] += 1
         name = m.group(4).strip()
-        full = ".".join([s for _, s in stack] + [name])
+        full = ".".join([s[1] for s in stack] + [name])
         if not full.startswith(OUR_SUITES):
             continue  # the kernel's own built-in suites
         status = "skip" if m.group(6) == "SKIP" else ("ok" if m.group(2) == "ok" else "FAIL")
         leaves.append((full, status))
-    return leaves, crashes, done
+    while stack:
+        close(stack.pop(), False)
+    return leaves, crashes, done, count_problems
 
 
 CARGO_RUNNING = re.compile(r"^\s*(?:Running .*?\(.*?deps/([A-Za-z0-9_]+?)-[0-9a-f]+\)|Doc-tests (\S+))")
@@ -109,7 +147,7 @@ def main():
     if show:
         for line in lines:
             sys.stdout.write(line)
-    leaves, crashes, done = parse(lines)
+    leaves, crashes, done, count_problems = parse(lines)
     guest_ran = bool(leaves)
     host_problems = []
     if host_log:
@@ -127,6 +165,7 @@ def main():
         problems.append("no KTAP results found in the guest log")
     if not done or timed_out:
         problems.append("the guest did not reach its end marker")
+    problems.extend(count_problems)
     for c in crashes[:20]:
         problems.append(f"kernel report: {c}")
     for p in problems:

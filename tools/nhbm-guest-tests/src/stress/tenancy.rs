@@ -1,0 +1,198 @@
+//! What one tenant of a device can do to another: State Buffer windows that
+//! must never open onto HBM, and a reset that must not be anyone's to pull.
+
+use nhbm::uapi::*;
+use nhbm::{Device, Plan, Record};
+
+use crate::fixtures::pattern;
+use crate::fixtures::{device_index, open_device, KIB, MIB};
+use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Notes, TestResult};
+use crate::stress::fork_child;
+
+/// Bytes of each victim buffer.
+const VICTIM: u64 = 64 * KIB;
+
+/// Loads one buffer holding known bytes on every channel, in the owner's file.
+fn load_victims(
+    owner: &Device,
+    info: &DeviceInfo,
+) -> Result<Vec<(u32, Vec<u8>)>, crate::ktap::Fail> {
+    let mut v = Vec::new();
+    for ch in 0..info.nr_channels {
+        let data = pattern(VICTIM, 70 + ch);
+        let plan = Plan::new(0, 0).with(Record::buffer(1, VICTIM).data(data.clone()));
+        let p = owner
+            .plan_load(&plan.to_blob().ctx("build")?, ch)
+            .ctx("victim PLAN_LOAD")?;
+        v.push((p.plan_id, data));
+    }
+    Ok(v)
+}
+
+/// Every victim still holds its bytes.
+fn victims_intact(owner: &Device, victims: &[(u32, Vec<u8>)]) -> TestResult {
+    for (id, data) in victims {
+        let mut back = vec![0u8; data.len()];
+        owner
+            .mem_read(*id, 1, 0, &mut back)
+            .ctx("victim MEM_READ")?;
+        ensure(&back == data, || format!("victim plan {id} changed"))?;
+    }
+    Ok(())
+}
+
+/// From a second open file, every core's State Buffer is tried at every
+/// MiB and at its last bytes, as an SB variable and through a pointer: no
+/// window lies in HBM, every transfer is EINVAL, and the buffers of the
+/// first file keep their bytes.
+pub fn sbuf_windows_never_reach_hbm(notes: &mut Notes) -> TestResult {
+    let owner = open_device(device_index())?;
+    let info = owner.device_info().ctx("DEVICE_INFO")?;
+    let victims = load_victims(&owner, &info)?;
+    let other = open_device(device_index())?;
+    let sbuf = info.sbuf_size;
+    let mut tries = 0;
+    for nc in 0..info.nr_cores {
+        let mut offsets: Vec<u64> = (0..sbuf).step_by(MIB as usize).collect();
+        offsets.push(sbuf - 4 * KIB);
+        for off in offsets {
+            let size = (sbuf - off).min(VICTIM);
+            let plan = Plan::new(0, 0)
+                .with(Record::sb(1, size, nc, off))
+                .with(Record::ptr(2, 1, 0));
+            let p = other
+                .plan_load(&plan.to_blob().ctx("build")?, CHANNEL_ANY)
+                .ctx(&format!("PLAN_LOAD SB core {nc} offset {off:#x}"))?;
+            let pa = p.addrs[0];
+            for c in 0..(info.nr_channels as usize).min(MAX_CHANNELS) {
+                let (b, e) = (
+                    info.channel_base[c],
+                    info.channel_base[c] + info.channel_size[c],
+                );
+                ensure(pa + size <= b || e <= pa, || {
+                    format!("SB core {nc} offset {off:#x} at {pa:#x} lies in HBM channel {c}")
+                })?;
+            }
+            for var in [1, 2] {
+                let mut buf = vec![0u8; size as usize];
+                let what = format!("core {nc} offset {off:#x} var {var}");
+                ensure_errno(
+                    &format!("MEM_READ {what}"),
+                    other.mem_read(p.plan_id, var, 0, &mut buf),
+                    libc::EINVAL,
+                )?;
+                ensure(buf.iter().all(|&b| b == 0), || {
+                    format!("MEM_READ {what} refused but filled the buffer")
+                })?;
+                ensure_errno(
+                    &format!("MEM_WRITE {what}"),
+                    other.mem_write(p.plan_id, var, 0, &vec![0xEE; size as usize]),
+                    libc::EINVAL,
+                )?;
+                tries += 2;
+            }
+            other.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
+        }
+    }
+    victims_intact(&owner, &victims)?;
+    notes.add(format!(
+        "{tries} transfers over {} cores refused",
+        info.nr_cores
+    ));
+    Ok(())
+}
+
+/// RESET is for an administrator or the device's only open file; a device
+/// reset takes no core map; afterwards every plan loaded before it answers
+/// EIO until unloaded, and new plans work.
+pub fn reset_is_not_every_tenants(notes: &mut Notes) -> TestResult {
+    let owner = open_device(device_index())?;
+    let info = owner.device_info().ctx("DEVICE_INFO")?;
+    let victims = load_victims(&owner, &info)?;
+
+    // An unprivileged process with its own file beside the owner's: EPERM,
+    // and nothing happens to the owner's plans.
+    let r = fork_child(|| {
+        let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
+        // SAFETY: plain setuid call; from now on this child has no capability.
+        if unsafe { libc::setuid(65534) } != 0 {
+            return Err(format!("setuid: {}", std::io::Error::last_os_error()));
+        }
+        for (t, map) in [(RESET_DEVICE, 0), (RESET_TPB, 1)] {
+            match d.reset(t, map) {
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+                other => return Err(format!("RESET type {t} beside another file: {other:?}")),
+            }
+        }
+        Ok(())
+    })?;
+    if let Err(m) = r {
+        return fail(m);
+    }
+    victims_intact(&owner, &victims)?;
+
+    ensure_errno(
+        "device RESET with a core map",
+        owner.reset(RESET_DEVICE, 1),
+        libc::EINVAL,
+    )?;
+    // A TPB reset leaves HBM alone.
+    ensure_eq("TPB RESET", owner.reset(RESET_TPB, 1).ctx("RESET")?, 0)?;
+    victims_intact(&owner, &victims)?;
+
+    // The administrator resets the device under the owner's plans.
+    ensure_eq(
+        "device RESET",
+        owner.reset(RESET_DEVICE, 0).ctx("RESET")?,
+        0,
+    )?;
+    for (id, _) in &victims {
+        let mut buf = [0u8; 16];
+        ensure_errno(
+            "RESOLVE after reset",
+            owner.resolve(*id, 1, 0, 0),
+            libc::EIO,
+        )?;
+        let mut q = [ResolveQuery {
+            var_id: 1,
+            ..Default::default()
+        }];
+        ensure_errno(
+            "RESOLVE_BATCH after reset",
+            owner.resolve_batch(*id, &mut q),
+            libc::EIO,
+        )?;
+        ensure_errno(
+            "MEM_READ after reset",
+            owner.mem_read(*id, 1, 0, &mut buf),
+            libc::EIO,
+        )?;
+        ensure_errno(
+            "MEM_WRITE after reset",
+            owner.mem_write(*id, 1, 0, &buf),
+            libc::EIO,
+        )?;
+        owner.plan_unload(*id).ctx("PLAN_UNLOAD after reset")?;
+    }
+    let fresh = load_victims(&owner, &info)?;
+    victims_intact(&owner, &fresh)?;
+    drop(owner);
+
+    // The device's only open file may reset it without privilege.
+    let r = fork_child(|| {
+        let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
+        // SAFETY: plain setuid call.
+        if unsafe { libc::setuid(65534) } != 0 {
+            return Err(format!("setuid: {}", std::io::Error::last_os_error()));
+        }
+        match d.reset(RESET_DEVICE, 0) {
+            Ok(0) => Ok(()),
+            other => Err(format!("RESET by the only open file: {other:?}")),
+        }
+    })?;
+    if let Err(m) = r {
+        return fail(m);
+    }
+    notes.add("EPERM beside another file, EIO after reset, owner may reset");
+    Ok(())
+}

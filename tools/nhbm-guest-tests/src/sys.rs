@@ -1,0 +1,130 @@
+//! Process memory for faulting user pointers, errno sets, and small libc
+//! wrappers.
+
+use std::io;
+
+use crate::mem::{page_size, Mapping};
+
+/// The errnos the UAPI documents for a rejected request (uapi.rst), besides
+/// ENODEV for a device that is gone and ETIMEDOUT for RESET.
+pub const DOCUMENTED: [i32; 8] = [
+    libc::EINVAL,
+    libc::E2BIG,
+    libc::ENOENT,
+    libc::ENOMEM,
+    libc::EFAULT,
+    libc::EOPNOTSUPP,
+    libc::EBUSY,
+    libc::ENOTTY,
+];
+
+/// Whether `errno` is one of [`DOCUMENTED`].
+pub fn documented(errno: i32) -> bool {
+    DOCUMENTED.contains(&errno)
+}
+
+/// The errno of an I/O error (-1 when it has none).
+pub fn errno_of(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(-1)
+}
+
+/// User addresses that never map: the kernel's direct map and text, a
+/// non-canonical address, the top of the address space.
+pub const KERNEL_ADDRS: [u64; 5] = [
+    0xffff_8880_0000_0000,
+    0xffff_ffff_8100_0000,
+    0xffff_c900_0000_1000,
+    0x8000_0000_0000_0000,
+    0xffff_ffff_ffff_f000,
+];
+
+/// One page that is not mapped at all, between two inaccessible pages (so
+/// no later mapping of more than a page can land on it).
+#[derive(Debug)]
+pub struct Hole {
+    map: Mapping,
+}
+
+impl Hole {
+    pub fn new() -> io::Result<Hole> {
+        let map = Mapping::new(3)?;
+        map.protect(0, 3, libc::PROT_NONE)?;
+        let page = page_size();
+        // SAFETY: the middle page of our own mapping.
+        let rc = unsafe { libc::munmap((map.addr() as usize + page) as *mut _, page) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Hole { map })
+    }
+
+    /// An address inside the unmapped page. A later one-page mmap of this
+    /// process may have landed in the hole: check [`Hole::still_unmapped`]
+    /// right before use.
+    pub fn addr(&self) -> u64 {
+        self.map.addr() + page_size() as u64
+    }
+
+    /// Whether the hole is still unmapped (msync answers ENOMEM there).
+    pub fn still_unmapped(&self) -> bool {
+        // SAFETY: msync only inspects the mapping state of the range.
+        let rc = unsafe { libc::msync(self.addr() as *mut _, page_size(), libc::MS_ASYNC) };
+        rc != 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOMEM)
+    }
+
+    /// Gives the reservation up without unmapping it: something else now
+    /// lives in the hole.
+    pub fn leak(self) {
+        self.map.leak();
+    }
+
+    /// An address inside the inaccessible page before the hole.
+    pub fn prot_none_addr(&self) -> u64 {
+        self.map.addr()
+    }
+}
+
+/// A read-only page holding chosen bytes, for copies back to the user that
+/// must fault after the kernel has read the request.
+#[derive(Debug)]
+pub struct ReadOnly {
+    map: Mapping,
+}
+
+impl ReadOnly {
+    pub fn new() -> io::Result<ReadOnly> {
+        let map = Mapping::new(1)?;
+        map.protect(0, 1, libc::PROT_READ)?;
+        Ok(ReadOnly { map })
+    }
+
+    /// Puts `bytes` at the start of the page (briefly writable) and returns
+    /// their address.
+    pub fn set(&mut self, bytes: &[u8]) -> io::Result<u64> {
+        self.map.protect(0, 1, libc::PROT_READ | libc::PROT_WRITE)?;
+        self.map.write(0, bytes);
+        self.map.protect(0, 1, libc::PROT_READ)?;
+        Ok(self.map.addr())
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.map.addr()
+    }
+
+    pub fn read(&self, len: usize) -> Vec<u8> {
+        self.map.read(0, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_only_page_holds_bytes() {
+        let mut r = ReadOnly::new().unwrap();
+        r.set(b"xyz").unwrap();
+        assert_eq!(r.read(3), b"xyz");
+        let _h = Hole::new().unwrap();
+    }
+}

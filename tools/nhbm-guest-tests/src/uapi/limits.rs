@@ -1,0 +1,320 @@
+//! Lifetime and resource limits: a transfer whose user buffer stalls (held
+//! with userfaultfd) neither lets memory it can reach be freed nor blocks
+//! other users; plan bookkeeping is charged to the caller's memory cgroup;
+//! HBM is limited per cgroup by the dmem controller; a device holds a bounded
+//! number of live plans.
+
+use std::fs;
+use std::io;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use nhbm::uapi::*;
+use nhbm::{Device, Plan, Record};
+
+use super::uffd::Stall;
+use crate::fixtures::*;
+use crate::ktap::*;
+
+/// How long a call that must not wait for a stalled copy may take. Only a
+/// failing run waits this long.
+const NO_WAIT: Duration = Duration::from_secs(30);
+
+/// Where cgroup2 is mounted in the guest.
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+/// MEM_WRITE through a REMOTE variable stalls on its user buffer while the
+/// REMOTE plan and then its target are unloaded and a new plan is loaded
+/// where the target was: the late bytes must not land in the new plan.
+pub fn remote_target_outlives_a_stalled_transfer() -> TestResult {
+    let d = dev()?;
+    let base = usage(&d)?;
+    let size = 8 * KIB;
+    let a = d
+        .plan_load(&one_buffer(1, size).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD target")?;
+    let b_plan = Plan::new(0, 0)
+        .with(Record::buffer(1, 64))
+        .with(Record::remote(2, 0, a.plan_id, 1));
+    let b = d
+        .plan_load(&b_plan.to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD referencing")?;
+    let stall = Stall::new(size as usize).ctx("userfaultfd")?;
+    stall.fill_head(0x5a);
+    std::thread::scope(|s| -> TestResult {
+        let writer = s.spawn(|| d.mem_write(b.plan_id, 2, 0, stall.buf()));
+        stall
+            .wait_fault(NO_WAIT)
+            .ctx("waiting for the copy to stall")?;
+        let (tx, rx) = mpsc::channel();
+        let d = &d;
+        let newcomer = s.spawn(move || {
+            let r = (|| -> Result<u32, Fail> {
+                d.plan_unload(b.plan_id).ctx("PLAN_UNLOAD referencing")?;
+                d.plan_unload(a.plan_id).ctx("PLAN_UNLOAD target")?;
+                let blob = one_buffer(1, size).to_blob().ctx("build")?;
+                Ok(d.plan_load(&blob, 0).ctx("PLAN_LOAD newcomer")?.plan_id)
+            })();
+            let _ = tx.send(r);
+        });
+        // Unloads and the load must not wait for the stalled copy.
+        let c = rx.recv_timeout(NO_WAIT);
+        stall.release(0xa5).ctx("UFFDIO_COPY")?;
+        let _ = newcomer.join();
+        let written = writer
+            .join()
+            .map_err(|_| Fail::Fail("writer panicked".into()))?;
+        let c = match c {
+            Ok(c) => c?,
+            Err(_) => return fail("unloading and loading waited for the stalled copy"),
+        };
+        written.ctx("MEM_WRITE through the unloaded REMOTE plan")?;
+        ensure_bytes(
+            "newcomer's memory after the stalled write",
+            &read(d, c, 1, 0, size)?,
+            &vec![0; size as usize],
+        )?;
+        d.plan_unload(c).ctx("PLAN_UNLOAD newcomer")
+    })?;
+    // The transfer is over: the target's memory went back with it.
+    ensure_eq("MEM_STATS at the end", usage(&d)?, base)
+}
+
+/// While one file's MEM_WRITE stalls on its user buffer, another file loads,
+/// reads and writes on the same device.
+pub fn stalled_user_copy_does_not_block_others() -> TestResult {
+    let d = dev()?;
+    let size = 8 * KIB;
+    let a = d
+        .plan_load(&one_buffer(1, size).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    let stall = Stall::new(size as usize).ctx("userfaultfd")?;
+    stall.fill_head(0x11);
+    std::thread::scope(|s| -> TestResult {
+        let writer = s.spawn(|| d.mem_write(a.plan_id, 1, 0, stall.buf()));
+        stall
+            .wait_fault(NO_WAIT)
+            .ctx("waiting for the copy to stall")?;
+        let (tx, rx) = mpsc::channel();
+        let other = s.spawn(move || {
+            let r = (|| -> io::Result<Vec<u8>> {
+                let d2 = Device::open(device_index())?;
+                let p =
+                    d2.plan_load(&one_buffer(1, 4096).to_blob().map_err(io::Error::other)?, 0)?;
+                d2.mem_write(p.plan_id, 1, 0, &pattern(4096, 3))?;
+                let mut back = vec![0; 4096];
+                d2.mem_read(p.plan_id, 1, 0, &mut back)?;
+                Ok(back)
+            })();
+            let _ = tx.send(r);
+        });
+        let got = rx.recv_timeout(NO_WAIT);
+        stall.release(0x22).ctx("UFFDIO_COPY")?;
+        let _ = other.join();
+        let written = writer
+            .join()
+            .map_err(|_| Fail::Fail("writer panicked".into()))?;
+        let back = match got {
+            Ok(r) => r.ctx("another file's load, write and read")?,
+            Err(_) => return fail("another file waited for the stalled copy"),
+        };
+        ensure_bytes("another file's bytes", &back, &pattern(4096, 3))?;
+        written.ctx("MEM_WRITE after the stall")?;
+        let mut want = vec![0x11; 4096];
+        want.extend(vec![0x22; 4096]);
+        ensure_bytes("stalled write", &read(&d, a.plan_id, 1, 0, size)?, &want)
+    })
+}
+
+/// A child cgroup of the guest's cgroup2 root with `controllers` enabled,
+/// holding this process until dropped.
+struct Cgroup {
+    path: String,
+}
+
+impl Cgroup {
+    fn enter(name: &str, controllers: &[&str]) -> Result<Self, Fail> {
+        let avail = fs::read_to_string(format!("{CGROUP_ROOT}/cgroup.controllers"))
+            .ctx("cgroup2 at /sys/fs/cgroup")?;
+        for c in controllers {
+            if !avail.split_whitespace().any(|a| a == *c) {
+                return skip(format!("the kernel has no {c} cgroup controller"));
+            }
+            fs::write(
+                format!("{CGROUP_ROOT}/cgroup.subtree_control"),
+                format!("+{c}"),
+            )
+            .ctx("cgroup.subtree_control")?;
+        }
+        let path = format!("{CGROUP_ROOT}/{name}");
+        let _ = fs::remove_dir(&path);
+        fs::create_dir(&path).ctx("mkdir cgroup")?;
+        let cg = Cgroup { path };
+        cg.write("cgroup.procs", &std::process::id().to_string())?;
+        Ok(cg)
+    }
+
+    fn write(&self, file: &str, value: &str) -> TestResult {
+        fs::write(format!("{}/{file}", self.path), value).ctx(file)
+    }
+
+    fn read(&self, file: &str) -> Result<String, Fail> {
+        fs::read_to_string(format!("{}/{file}", self.path)).ctx(file)
+    }
+
+    /// The value of `key` in a flat-keyed file such as memory.stat.
+    fn stat(&self, file: &str, key: &str) -> Result<u64, Fail> {
+        let text = self.read(file)?;
+        text.lines()
+            .filter_map(|l| l.split_once(' '))
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .ok_or_else(|| Fail::Fail(format!("{file}: no {key}")))
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let _ = fs::write(
+            format!("{CGROUP_ROOT}/cgroup.procs"),
+            std::process::id().to_string(),
+        );
+        let _ = fs::remove_dir(&self.path);
+    }
+}
+
+/// A plan's bookkeeping (records, variables, index) is kernel memory the
+/// caller chose the size of: it is charged to the caller's memory cgroup.
+pub fn plan_bookkeeping_is_charged_to_the_memory_cgroup() -> TestResult {
+    const RECORDS: u32 = 1 << 16;
+    let mut plan = Plan::new(0, 0);
+    for id in 0..RECORDS {
+        // Sparse ids: the index is hashed and holds a table of its own.
+        plan.push(Record::buffer(id * 3, 64));
+    }
+    let blob = plan.to_blob().ctx("build")?;
+    let d = dev()?;
+    let cg = Cgroup::enter("nhbm-memcg", &["memory"])?;
+    let before = cg.stat("memory.stat", "kernel")?;
+    let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
+    let after = cg.stat("memory.stat", "kernel")?;
+    drop(p);
+    drop(d);
+    drop(cg);
+    // Variables alone take 24 bytes each and stay for the plan's lifetime.
+    let want = u64::from(RECORDS) * 24;
+    ensure(after.saturating_sub(before) >= want, || {
+        format!(
+            "memory.stat kernel grew {} bytes over the load, want at least {want}",
+            after.saturating_sub(before)
+        )
+    })
+}
+
+/// A child cgroup with dmem.max on channel 0 of the device loads plans up to
+/// its limit and no further; other channels are not limited.
+pub fn dmem_max_caps_hbm_per_cgroup() -> TestResult {
+    const LIMIT: u64 = MIB;
+    let plan = one_buffer(1, 256 * KIB).to_blob().ctx("build")?;
+    let d = dev()?;
+    let cg = Cgroup::enter("nhbm-dmem", &["dmem"])?;
+    let region = format!("neuron_hbm{}/hbm0", device_index());
+    let capacity = cg_root_read("dmem.capacity")?;
+    ensure(capacity.lines().any(|l| l.starts_with(&region)), || {
+        format!("dmem.capacity has no {region}: {capacity:?}")
+    })?;
+    cg.write("dmem.max", &format!("{region} {LIMIT}"))?;
+    let mut held = Vec::new();
+    for _ in 0..LIMIT / (256 * KIB) {
+        held.push(d.plan_load(&plan, 0).ctx("PLAN_LOAD within dmem.max")?);
+    }
+    ensure_eq(
+        "dmem.current",
+        cg.read("dmem.current")?
+            .lines()
+            .find(|l| l.starts_with(&region))
+            .map(str::to_owned),
+        Some(format!("{region} {LIMIT}")),
+    )?;
+    load_rejected(&d, &plan, 0, libc::EAGAIN)?;
+    d.plan_load(&plan, 1)
+        .ctx("PLAN_LOAD on the unlimited channel")?;
+    d.plan_unload(held.pop().unwrap().plan_id)
+        .ctx("PLAN_UNLOAD")?;
+    d.plan_load(&plan, 0).ctx("PLAN_LOAD after making room")?;
+    Ok(())
+}
+
+fn cg_root_read(file: &str) -> Result<String, Fail> {
+    fs::read_to_string(format!("{CGROUP_ROOT}/{file}")).ctx(file)
+}
+
+/// A device holds at most NHBM_MAX_PLANS_PER_DEVICE live plans over all its
+/// files (ENOSPC beyond); each file at most NHBM_MAX_PLANS_PER_FILE (E2BIG).
+pub fn live_plans_are_limited_per_file_and_device() -> TestResult {
+    let blob = Plan::new(0, 0)
+        .with(Record::sb(1, 64, 0, 0))
+        .to_blob()
+        .ctx("build")?;
+    let files = (MAX_PLANS_PER_DEVICE / MAX_PLANS_PER_FILE) as usize;
+    let mut held = Vec::new();
+    for f in 0..files {
+        let d = dev()?;
+        for i in 0..MAX_PLANS_PER_FILE {
+            d.plan_load(&blob, CHANNEL_ANY)
+                .ctx(&format!("PLAN_LOAD {i} of file {f}"))?;
+        }
+        if f == 0 {
+            ensure_errno(
+                "PLAN_LOAD over the file's limit",
+                d.plan_load(&blob, CHANNEL_ANY),
+                libc::E2BIG,
+            )?;
+        }
+        held.push(d);
+    }
+    let extra = dev()?;
+    ensure_errno(
+        "PLAN_LOAD over the device's limit",
+        extra.plan_load(&blob, CHANNEL_ANY),
+        libc::ENOSPC,
+    )?;
+    drop(held.pop());
+    extra
+        .plan_load(&blob, CHANNEL_ANY)
+        .ctx("PLAN_LOAD once a file's plans are gone")?;
+    Ok(())
+}
+
+/// Plans unloaded out of order park their scratchpads until the ones below
+/// are gone. With every non-sleeping slab allocation of the unloading thread
+/// failing (failslab, debug kernels), nothing is lost: the parked scratchpad
+/// is freed with the one below it.
+pub fn retired_scratchpad_survives_atomic_allocation_failure() -> TestResult {
+    const FAILSLAB: &str = "/sys/kernel/debug/failslab";
+    if fs::metadata(FAILSLAB).is_err() {
+        return skip("the kernel has no failslab");
+    }
+    let d = dev()?;
+    let base = usage(&d)?;
+    let blob = Plan::new(64 * KIB, 0)
+        .with(Record::buffer(1, 4096))
+        .to_blob()
+        .ctx("build")?;
+    let upper = d.plan_load(&blob, 0).ctx("PLAN_LOAD upper")?;
+    let lower = d.plan_load(&blob, 0).ctx("PLAN_LOAD lower")?;
+    let set = |file: &str, v: &str| fs::write(format!("{FAILSLAB}/{file}"), v).ctx(file);
+    set("ignore-gfp-wait", "Y")?;
+    set("task-filter", "Y")?;
+    set("times", "-1")?;
+    set("verbose", "0")?;
+    set("probability", "100")?;
+    fs::write("/proc/thread-self/make-it-fail", "1").ctx("make-it-fail")?;
+    let unloaded = d.plan_unload(upper.plan_id);
+    let _ = fs::write("/proc/thread-self/make-it-fail", "0");
+    set("probability", "0")?;
+    unloaded.ctx("PLAN_UNLOAD of the upper plan")?;
+    d.plan_unload(lower.plan_id)
+        .ctx("PLAN_UNLOAD of the lower plan")?;
+    ensure_eq("MEM_STATS after both", usage(&d)?, base)
+}

@@ -1,0 +1,33 @@
+//! `nhbm-uapi-test` (suite `nhbm_uapi`): every neuron_hbm ioctl through the
+//! real device nodes, with the module loaded as `sim_devices=2 sim_arch=v2`
+//! (the cross-device cases use the device under test and the next one).
+//!
+//!   nhbm-uapi-test [-d N] [--list] [NAME_SUBSTRING...]
+//!
+//! The cases are the `pub fn`s of the modules below, run in the order these
+//! are declared (see the crate's documentation): what succeeds, what is
+//! refused, limits and stalls, killed processes, then the 12 GiB plan.
+
+use crate::ktap::Case;
+use crate::suite::{device_opens, Suite};
+
+mod cases;
+mod library_resolve;
+mod planner;
+
+mod reject;
+
+mod limits;
+mod uffd;
+
+mod killed;
+
+mod sparse;
+
+/// The suite `nhbm_uapi`.
+pub const SUITE: Suite = Suite {
+    name: "nhbm_uapi",
+    unit: "cases",
+    cases: include!(concat!(env!("OUT_DIR"), "/uapi_cases.rs")),
+    ready: device_opens,
+};

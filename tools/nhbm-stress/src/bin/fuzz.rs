@@ -1,5 +1,0 @@
-//! nhbm-fuzz-test: the seeded ioctl fuzzer (suite `nhbm_fuzz`).
-
-fn main() {
-    std::process::exit(nhbm_stress::fuzz::main());
-}

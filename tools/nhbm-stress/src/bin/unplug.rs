@@ -1,6 +1,0 @@
-//! nhbm-unplug-test: simulated surprise removal of /dev/neuron_hbm1 (suite
-//! `nhbm_unplug`). Irreversible until the module is reloaded.
-
-fn main() {
-    std::process::exit(nhbm_stress::unplug::main());
-}
