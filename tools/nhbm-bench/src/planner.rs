@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use nhbm_planner::desc::{Io, ModelDesc, OperatorDesc, Platform, TensorDesc};
 use nhbm_planner::planner::SplitMix64;
-use nhbm_planner::{plan, ArenaRole, MemoryPlannerType, Model, PlannerError, PlannerOptions};
+use nhbm_planner::{plan, MemoryPlannerType, Model, PlannerError, PlannerOptions};
 
 use crate::report::{sanitize, Figure, Op, Raw};
 
@@ -260,23 +260,6 @@ fn size(rng: &mut SplitMix64) -> u64 {
     (base + rng.next_u64() % base) / 64 * 64
 }
 
-fn tensor(id: String, size: u64) -> TensorDesc {
-    TensorDesc {
-        id,
-        size: Some(size),
-        dtype: None,
-        shape: None,
-        role: ArenaRole::Scratch,
-        io: None,
-        alignment: None,
-        memory: None,
-        destination: None,
-        data_file: None,
-        fill: None,
-        alias_of: None,
-    }
-}
-
 /// Generated graph `seed`, one of three shapes (by `seed % 3`):
 /// - a chain with residual connections (a skip spans 2..6 operators);
 /// - a branchy DAG whose operators read 1..3 of the last few tensors;
@@ -291,13 +274,13 @@ pub fn generated(seed: u64) -> (String, Model) {
     let ops_n = 24 + rng.below(49);
     let mut tensors = vec![TensorDesc {
         io: Some(Io::Input),
-        ..tensor("input".into(), size(&mut rng))
+        ..TensorDesc::scratch("input".into(), size(&mut rng))
     }];
     let mut ops: Vec<OperatorDesc> = Vec::new();
     let mut defined: Vec<String> = vec!["input".into()];
     let next = |tensors: &mut Vec<TensorDesc>, bytes: u64| {
         let id = format!("t{}", tensors.len());
-        tensors.push(tensor(id.clone(), bytes));
+        tensors.push(TensorDesc::scratch(id.clone(), bytes));
         id
     };
     match shape {
@@ -370,7 +353,7 @@ pub fn generated(seed: u64) -> (String, Model) {
     }
     tensors.push(TensorDesc {
         io: Some(Io::Output),
-        ..tensor("output".into(), size(&mut rng))
+        ..TensorDesc::scratch("output".into(), size(&mut rng))
     });
     ops.push(OperatorDesc {
         name: "head".into(),

@@ -227,18 +227,11 @@ fn import(name: &str, inference: InferenceModel, base_dir: PathBuf) -> Result<Mo
             }
             let shape_desc = (shape.len() <= 8).then(|| shape.iter().map(|&d| d as u64).collect());
             tensors.push(TensorDesc {
-                id: id.clone(),
-                size: Some(size),
                 dtype: shape_desc.as_ref().map(|_| dt.to_string()),
                 shape: shape_desc,
                 role,
                 io,
-                alignment: None,
-                memory: None,
-                destination: None,
-                data_file: None,
-                fill: None,
-                alias_of: None,
+                ..TensorDesc::scratch(id.clone(), size)
             });
             ids.insert(outlet, id);
         }

@@ -94,6 +94,26 @@ pub struct TensorDesc {
     pub alias_of: Option<TensorId>,
 }
 
+impl TensorDesc {
+    /// A scratch tensor of `size` bytes with every optional field unset.
+    pub fn scratch(id: TensorId, size: u64) -> Self {
+        TensorDesc {
+            id,
+            size: Some(size),
+            dtype: None,
+            shape: None,
+            role: ArenaRole::Scratch,
+            io: None,
+            alignment: None,
+            memory: None,
+            destination: None,
+            data_file: None,
+            fill: None,
+            alias_of: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorDesc {

@@ -85,20 +85,7 @@ pub fn instance(n: usize, seed: u64) -> (Model, u64) {
     let tensors: Vec<TensorDesc> = pieces
         .iter()
         .enumerate()
-        .map(|(i, p)| TensorDesc {
-            id: format!("b{i}"),
-            size: Some(p.height() * UNIT),
-            dtype: None,
-            shape: None,
-            role: ArenaRole::Scratch,
-            io: None,
-            alignment: None,
-            memory: None,
-            destination: None,
-            data_file: None,
-            fill: None,
-            alias_of: None,
-        })
+        .map(|(i, p)| TensorDesc::scratch(format!("b{i}"), p.height() * UNIT))
         .collect();
     let mut operators: Vec<OperatorDesc> = (0..width)
         .map(|t| OperatorDesc {

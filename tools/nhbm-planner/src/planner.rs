@@ -383,6 +383,27 @@ impl Packer<'_> {
         at
     }
 
+    /// The items `p` puts in memory `mi` (named `name`), and the buffer each
+    /// one is to the packers: lifetime, size and alignment.
+    fn buffers_in(&self, p: &Placement, mi: usize, name: MemoryType) -> (Vec<usize>, Vec<Buffer>) {
+        let ks: Vec<usize> = (0..self.items.len())
+            .filter(|&k| p.slots[k].0 == mi)
+            .collect();
+        let bufs = ks
+            .iter()
+            .map(|&k| {
+                let lt = self.lifetime(k);
+                Buffer {
+                    first: lt.start_op,
+                    last: lt.end_op,
+                    size: self.items[k].size,
+                    align: self.model.slot_alignment(self.items[k], name),
+                }
+            })
+            .collect();
+        (ks, bufs)
+    }
+
     /// greedy_by_size decides which memory every item goes to (its spill
     /// choices fit the budgets); then each memory's items are placed anew
     /// by [`exact::minimize`], starting from the better of greedy_by_size's
@@ -404,24 +425,10 @@ impl Packer<'_> {
             p = hc;
         }
         for (mi, c) in self.model.memories.iter().enumerate() {
-            let ks: Vec<usize> = (0..self.items.len())
-                .filter(|&k| p.slots[k].0 == mi)
-                .collect();
+            let (ks, bufs) = self.buffers_in(&p, mi, c.name);
             if ks.is_empty() {
                 continue;
             }
-            let bufs: Vec<Buffer> = ks
-                .iter()
-                .map(|&k| {
-                    let lt = self.lifetime(k);
-                    Buffer {
-                        first: lt.start_op,
-                        last: lt.end_op,
-                        size: self.items[k].size,
-                        align: self.model.slot_alignment(self.items[k], c.name),
-                    }
-                })
-                .collect();
             let known: Vec<u64> = ks.iter().map(|&k| p.slots[k].1).collect();
             let s = exact::minimize(&bufs, Some(&known), deadline);
             for (j, &k) in ks.iter().enumerate() {
@@ -448,24 +455,10 @@ impl Packer<'_> {
     fn hill_climb(&self, opts: &PlannerOptions) -> Result<Placement, PlannerError> {
         let mut p = self.place(&self.order_by_size())?;
         for (mi, c) in self.model.memories.iter().enumerate() {
-            let ks: Vec<usize> = (0..self.items.len())
-                .filter(|&k| p.slots[k].0 == mi)
-                .collect();
+            let (ks, bufs) = self.buffers_in(&p, mi, c.name);
             if ks.len() < 2 || opts.iterations == 0 {
                 continue;
             }
-            let bufs: Vec<Buffer> = ks
-                .iter()
-                .map(|&k| {
-                    let lt = self.lifetime(k);
-                    Buffer {
-                        first: lt.start_op,
-                        last: lt.end_op,
-                        size: self.items[k].size,
-                        align: self.model.slot_alignment(self.items[k], c.name),
-                    }
-                })
-                .collect();
             let per = |x: u32| u64::from(x) * ks.len().max(100) as u64 / 100;
             let (hwm, offsets) = search::pack(
                 &bufs,
