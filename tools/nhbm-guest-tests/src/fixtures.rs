@@ -6,7 +6,7 @@ use std::io;
 use std::sync::OnceLock;
 
 use nhbm::uapi::*;
-use nhbm::{Backing, Device, Plan, Record};
+use nhbm::{Backing, Device, LoadedPlan, Plan, Record};
 
 use crate::ktap::{ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
 
@@ -98,6 +98,15 @@ pub fn pattern(n: u64, seed: u32) -> Vec<u8> {
             (x as u8) | 1
         })
         .collect()
+}
+
+/// Loads [`every_local_kind`] with 8 KiB of weights on any channel of `d`.
+pub fn load_every_local_kind(d: &Device) -> Result<LoadedPlan, Fail> {
+    d.plan_load(
+        &every_local_kind(8 * KIB).to_blob().ctx("build")?,
+        CHANNEL_ANY,
+    )
+    .ctx("PLAN_LOAD")
 }
 
 /// One record of every kind that lives inside one plan (no MR_REMOTE), with

@@ -483,12 +483,7 @@ pub fn mem_xfer_bad_buffer_is_efault() -> TestResult {
 
 pub fn resolve_bounds_are_checked() -> TestResult {
     let d = dev()?;
-    let p = d
-        .plan_load(
-            &every_local_kind(8 * KIB).to_blob().ctx("build")?,
-            CHANNEL_ANY,
-        )
-        .ctx("PLAN_LOAD")?;
+    let p = load_every_local_kind(&d)?;
     let base = d.resolve(p.plan_id, 3, 0, 0).ctx("RESOLVE")?;
     ensure_eq(
         "RESOLVE 3 at 100 + 28",
@@ -670,14 +665,7 @@ pub fn closing_a_file_frees_its_plans() -> TestResult {
     let d = dev()?;
     let mut ids = Vec::new();
     for _ in 0..3 {
-        ids.push(
-            d.plan_load(
-                &every_local_kind(8 * KIB).to_blob().ctx("build")?,
-                CHANNEL_ANY,
-            )
-            .ctx("PLAN_LOAD")?
-            .plan_id,
-        );
+        ids.push(load_every_local_kind(&d)?.plan_id);
     }
     ids.sort();
     ids.dedup();
@@ -697,12 +685,7 @@ pub fn closing_a_file_frees_its_plans() -> TestResult {
 pub fn unload_frees_and_then_resolve_is_enoent() -> TestResult {
     let d = dev()?;
     let base = usage(&d)?;
-    let p = d
-        .plan_load(
-            &every_local_kind(8 * KIB).to_blob().ctx("build")?,
-            CHANNEL_ANY,
-        )
-        .ctx("PLAN_LOAD")?;
+    let p = load_every_local_kind(&d)?;
     ensure_eq("own_plans after load", usage(&d)?.own_plans, 1)?;
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
     ensure_errno(
@@ -739,12 +722,7 @@ pub fn plan_unload_rejects_reserved_bits() -> TestResult {
 pub fn mem_stats_accounts_loaded_plans() -> TestResult {
     let d = dev()?;
     let base = usage(&d)?;
-    let p1 = d
-        .plan_load(
-            &every_local_kind(8 * KIB).to_blob().ctx("build")?,
-            CHANNEL_ANY,
-        )
-        .ctx("PLAN_LOAD")?;
+    let p1 = load_every_local_kind(&d)?;
     let p2 = d
         .plan_load(&one_buffer(1, 3 * MIB).to_blob().ctx("build")?, CHANNEL_ANY)
         .ctx("PLAN_LOAD")?;
@@ -850,12 +828,7 @@ pub fn remote_to_missing_plan_or_var_is_enoent() -> TestResult {
 
 pub fn resolve_batch_answers_each_query_in_place() -> TestResult {
     let d = dev()?;
-    let p = d
-        .plan_load(
-            &every_local_kind(8 * KIB).to_blob().ctx("build")?,
-            CHANNEL_ANY,
-        )
-        .ctx("PLAN_LOAD")?;
+    let p = load_every_local_kind(&d)?;
     let b3 = d.resolve(p.plan_id, 3, 0, 0).ctx("RESOLVE 3")?;
     let b6 = d.resolve(p.plan_id, 6, 0, 0).ctx("RESOLVE 6")?;
     let q = |var_id, offset, size| ResolveQuery {
