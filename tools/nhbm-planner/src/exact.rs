@@ -30,6 +30,15 @@
 //!   start of a buffer: a section where none can start refutes the node,
 //!   and the search branches on the section with the fewest candidates
 //!   wherever it is, not only at the lowest offset;
+//! - there, every refutation names the range of sections whose state
+//!   (floors, unplaced buffers living there, their lowest offsets) alone
+//!   refutes the node, and a node whose placement did not touch that
+//!   range (the buffer lives outside it and raised no lowest offset of
+//!   one living in it) is refuted by the same range without trying its
+//!   other branches (conflict-directed backjumping); a node refuted
+//!   through all its branches is refuted by the branching section and
+//!   the ranges of its branches, each widened by a section where the
+//!   placed buffer raised a buffer living in it;
 //! - a state (unplaced buffers, their lowest offsets, the section floors)
 //!   once refuted is remembered, so the same state reached by stacking
 //!   buffers in another order is not searched again.
@@ -39,11 +48,12 @@
 //! raced with a node limit that doubles each round and share the refuted
 //! states, so one that happens to walk straight into a packing finds it
 //! quickly; a search that ends without a packing and without hitting its
-//! limit proves that none exists. [`minimize`] wraps the decision problem
+//! limit proves that none exists. Where every section is full at `cap`,
+//! only exact cover anywhere is raced. [`minimize`] wraps the decision problem
 //! in a search over `cap` between the liveness lower bound and a known
 //! packing.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Instant;
 
@@ -162,7 +172,15 @@ impl Instance {
         let mut limit = 2 * self.bufs.len() as u64;
         // States proven to have no completion, shared by every run: a
         // refutation holds whatever order found it.
-        let mut refuted = HashSet::new();
+        let mut refuted = HashMap::new();
+        // Where every section is full (the lower bound of an instance
+        // whose every column holds as many bytes), branching anywhere,
+        // where refutations are local and backjumping pays, gets every
+        // node.
+        let full = self
+            .section_bufs
+            .iter()
+            .all(|s| s.iter().map(|&b| self.bufs[b as usize].size).sum::<u64>() == cap);
         loop {
             // Exact-cover branching, anywhere and at the lowest offset, gets
             // most of the nodes; plain canonical branching now and then
@@ -175,6 +193,9 @@ impl Instance {
                 ]
             });
             for (i, rank, cover, anywhere, limit) in runs {
+                if full && !anywhere {
+                    continue;
+                }
                 let mut s = Search::new(self, cap, (rank, cover), deadline, limit);
                 s.rank_id = i;
                 s.anywhere = anywhere;
@@ -184,7 +205,7 @@ impl Instance {
                 refuted = std::mem::take(&mut s.refuted);
                 match st {
                     St::Found => return Fit::Packing(s.solution),
-                    St::NotFound => return Fit::Impossible,
+                    St::NotFound(_) => return Fit::Impossible,
                     St::Timeout => return Fit::OutOfTime,
                     St::Limit => {}
                 }
@@ -304,7 +325,9 @@ fn stacked(bufs: &[Buffer]) -> Vec<u64> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum St {
     Found,
-    NotFound,
+    /// No completion; the state of the region's sections alone refutes
+    /// it.
+    NotFound(Region),
     /// The node limit of this round was hit.
     Limit,
     Timeout,
@@ -319,11 +342,43 @@ const MAX_REFUTED: usize = 1 << 22;
 /// branching's.
 const PLAIN_SHARE: u64 = 8;
 
+/// Sections `lo..hi` whose state alone (their floors, the unplaced
+/// buffers living in them and those buffers' lowest offsets) refutes a
+/// node: even with every other section dropped and the buffers crossing
+/// the boundary cut at it, nothing packs. A refutation that does not
+/// depend on a decision holds without it, so the search backjumps over
+/// the decisions that did not touch the region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Region {
+    lo: usize,
+    hi: usize,
+}
+
+impl Region {
+    fn new(lo: usize, hi: usize) -> Region {
+        Region { lo, hi }
+    }
+    /// The smallest region holding both.
+    fn join(self, o: Region) -> Region {
+        Region::new(self.lo.min(o.lo), self.hi.max(o.hi))
+    }
+    fn meets(self, (lo, hi): (usize, usize)) -> bool {
+        lo < self.hi && self.lo < hi
+    }
+}
+
 /// Sections `lo..hi` and the buffers that are solved together.
 struct Part {
     lo: usize,
     hi: usize,
     bufs: Vec<u32>,
+}
+
+impl Part {
+    /// All of its sections.
+    fn region(&self) -> Region {
+        Region::new(self.lo, self.hi)
+    }
 }
 
 /// One depth-first search of the decision problem with one rank order.
@@ -355,8 +410,9 @@ struct Search<'a> {
     /// buffers that can start at its floor, wherever it is
     /// ([`Self::branch_tight`]).
     anywhere: bool,
-    /// Keys ([`Self::state_key`]) of states without a completion.
-    refuted: HashSet<u128>,
+    /// Keys ([`Self::state_key`]) of states without a completion, and the
+    /// regions that refute them.
+    refuted: HashMap<u128, Region>,
 }
 
 impl<'a> Search<'a> {
@@ -398,7 +454,7 @@ impl<'a> Search<'a> {
             stamp: 0,
             cover,
             anywhere: true,
-            refuted: HashSet::new(),
+            refuted: HashMap::new(),
         }
     }
 
@@ -457,12 +513,15 @@ impl<'a> Search<'a> {
             return St::Timeout;
         }
         let key = self.state_key(part, last, last_rank);
-        if self.refuted.contains(&key) {
-            return St::NotFound;
+        if let Some(&r) = self.refuted.get(&key) {
+            return St::NotFound(r);
         }
-        let st = self.branch(part, last, last_rank);
-        if st == St::NotFound && self.refuted.len() < MAX_REFUTED {
-            self.refuted.insert(key);
+        let tight = self.cover && self.anywhere && last == 0 && self.all_tight(part);
+        let st = self.branch(part, last, last_rank, tight);
+        if let St::NotFound(r) = st {
+            if self.refuted.len() < MAX_REFUTED {
+                self.refuted.insert(key, r);
+            }
         }
         st
     }
@@ -495,7 +554,7 @@ impl<'a> Search<'a> {
     }
 
     /// [`Self::search`]'s branching, at a state not yet refuted.
-    fn branch(&mut self, part: &Part, last: u64, last_rank: u32) -> St {
+    fn branch(&mut self, part: &Part, last: u64, last_rank: u32, tight: bool) -> St {
         let mut order: Vec<(u64, u32, u32)> = part
             .bufs
             .iter()
@@ -505,7 +564,7 @@ impl<'a> Search<'a> {
         if order.is_empty() {
             return St::Found;
         }
-        if self.cover && self.anywhere && last == 0 && self.all_tight(part) {
+        if tight {
             return self.branch_tight(part);
         }
         order.sort_unstable();
@@ -528,18 +587,16 @@ impl<'a> Search<'a> {
                 .find(|&o| o >= last)
                 .expect("a tight section has candidates");
             if off >= min_top {
-                return St::NotFound;
+                return St::NotFound(part.region());
             }
             for b in cells {
-                let st = self.try_place(part, b as usize, off, (off, 0));
-                if st.0 != St::NotFound {
-                    return st.0;
-                }
-                if st.1 {
-                    break;
+                match self.try_place(part, b as usize, off, (off, 0)) {
+                    Placed::Searched(St::NotFound(_), true) => break,
+                    Placed::Searched(St::NotFound(_), false) | Placed::Independent(_) => {}
+                    Placed::Searched(st, _) => return st,
                 }
             }
-            return St::NotFound;
+            return St::NotFound(part.region());
         }
         for &(off, rank, b) in &order {
             // Canonical order: non-decreasing offsets, ties by rank.
@@ -554,15 +611,13 @@ impl<'a> Search<'a> {
             if off + self.inst.bufs[bi].size > self.cap {
                 continue;
             }
-            let (st, hatless) = self.try_place(part, bi, off, (off, rank));
-            if st != St::NotFound {
-                return st;
-            }
-            if hatless {
-                break;
+            match self.try_place(part, bi, off, (off, rank)) {
+                Placed::Searched(St::NotFound(_), true) => break,
+                Placed::Searched(St::NotFound(_), false) | Placed::Independent(_) => {}
+                Placed::Searched(st, _) => return st,
             }
         }
-        St::NotFound
+        St::NotFound(part.region())
     }
 
     /// Whether no section of `part` has slack: its floor plus its unplaced
@@ -594,7 +649,7 @@ impl<'a> Search<'a> {
             run_end[a - part.lo..c - part.lo].fill(c);
             a = c;
         }
-        let mut best: Option<(u64, Vec<u32>)> = None;
+        let mut best: Option<(usize, u64, Vec<u32>)> = None;
         let mut cells = Vec::new();
         for s in part.lo..part.hi {
             if self.total[s] == 0 {
@@ -617,40 +672,74 @@ impl<'a> Search<'a> {
                 cells.push(b);
             }
             if cells.is_empty() {
-                return St::NotFound;
+                return St::NotFound(Region::new(s, s + 1));
             }
-            if ready && best.as_ref().is_none_or(|(_, c)| cells.len() < c.len()) {
-                best = Some((f, cells.clone()));
+            if ready && best.as_ref().is_none_or(|(_, _, c)| cells.len() < c.len()) {
+                best = Some((s, f, cells.clone()));
             }
         }
-        let Some((f, mut cells)) = best else {
+        let Some((s, f, mut cells)) = best else {
             return St::Found;
         };
         cells.sort_unstable_by_key(|&b| self.rank[b as usize]);
+        // Section s must start with one of the cells: the refutation is
+        // s and what refutes every cell there.
+        let mut why = Region::new(s, s + 1);
         for b in cells {
-            let (st, _) = self.try_place(part, b as usize, f, (0, 0));
-            if st != St::NotFound {
-                return st;
+            match self.try_place(part, b as usize, f, (0, 0)) {
+                Placed::Independent(r) => return St::NotFound(r),
+                Placed::Searched(St::NotFound(r), _) => why = why.join(r),
+                Placed::Searched(st, _) => return st,
             }
         }
-        St::NotFound
+        St::NotFound(why)
     }
 
     /// Places `b` at `off` and searches on; also says whether nothing
     /// unplaced lives above `b` (then where it goes cannot hurt the others,
     /// so if this branch fails, every sibling fails too).
-    fn try_place(&mut self, part: &Part, b: usize, off: u64, next: (u64, u32)) -> (St, bool) {
+    ///
+    /// A refutation whose region the placement did not touch (`b` does
+    /// not live there and raised no lowest offset of a buffer that does)
+    /// holds without it: then [`Placed::Independent`]. Otherwise the
+    /// region returned also holds, for every buffer `b` raised, a section
+    /// where the two live together, which is what raised it.
+    fn try_place(&mut self, part: &Part, b: usize, off: u64, next: (u64, u32)) -> Placed {
         let undo = self.place(b, off);
         let hatless = undo.offsets.is_empty();
-        let mut st = St::NotFound;
-        if self.feasible(part, next.0) {
-            st = self.split_or_continue(part, b, next);
-        }
+        let st = match self.infeasible(part, next.0) {
+            Some(r) => St::NotFound(r),
+            None => self.split_or_continue(part, b, next),
+        };
+        let placed = match st {
+            St::NotFound(r) if r.meets(self.inst.span[b]) => Placed::Searched(st, hatless),
+            St::NotFound(r) => {
+                // b lives outside r: a raise of a buffer living in r
+                // happened where both live, outside r.
+                let (blo, bhi) = self.inst.span[b];
+                let mut why = r;
+                for &(o, _) in &undo.offsets {
+                    let (olo, ohi) = self.inst.span[o as usize];
+                    if r.meets((olo, ohi)) {
+                        let (lo, hi) = (blo.max(olo), bhi.min(ohi));
+                        let t = if hi <= r.lo { hi - 1 } else { lo };
+                        why = why.join(Region::new(t, t + 1));
+                    }
+                }
+                if why == r {
+                    Placed::Independent(r)
+                } else {
+                    Placed::Searched(St::NotFound(why), hatless)
+                }
+            }
+            St::Found => {
+                self.solution[b] = off;
+                Placed::Searched(st, hatless)
+            }
+            _ => Placed::Searched(st, hatless),
+        };
         self.unplace(b, undo);
-        if st == St::Found {
-            self.solution[b] = off;
-        }
-        (st, hatless)
+        placed
     }
 
     /// The buffers that can fill the lowest free byte of the section of
@@ -710,11 +799,13 @@ impl<'a> Search<'a> {
 
     /// Section inference: in every section of `part`, the unplaced buffers
     /// stack above the section's floor (and above `last`, the offset every
-    /// later placement reaches at least).
-    fn feasible(&self, part: &Part, last: u64) -> bool {
+    /// later placement reaches at least). The region of a section or run
+    /// where they cannot.
+    fn infeasible(&self, part: &Part, last: u64) -> Option<Region> {
         (part.lo..part.hi)
-            .all(|s| self.floor[s].max(last) + self.total[s] <= self.cap || self.total[s] == 0)
-            && self.bottoms_coverable(part, last)
+            .find(|&s| self.total[s] != 0 && self.floor[s].max(last) + self.total[s] > self.cap)
+            .map(|s| Region::new(s, s + 1))
+            .or_else(|| self.uncoverable_bottom(part, last))
     }
 
     /// Well inference: in a section without slack the lowest free byte `f`
@@ -722,8 +813,9 @@ impl<'a> Search<'a> {
     /// the same byte do not share a section. So a run of consecutive such
     /// sections with the same `f` must be partitioned in time by the
     /// lifetimes (clipped to the run) of unplaced buffers that can still
-    /// start at `f`; if no partition exists, neither does a packing.
-    fn bottoms_coverable(&self, part: &Part, last: u64) -> bool {
+    /// start at `f`; if no partition exists, neither does a packing: the
+    /// run is returned.
+    fn uncoverable_bottom(&self, part: &Part, last: u64) -> Option<Region> {
         let bottom = |s: usize| {
             let f = self.floor[s].max(last);
             (self.total[s] != 0 && f + self.total[s] == self.cap).then_some(f)
@@ -760,11 +852,11 @@ impl<'a> Search<'a> {
                 }
             }
             if !reach[c - a] {
-                return false;
+                return Some(Region::new(a, c));
             }
             s = c;
         }
-        true
+        None
     }
 
     /// Places `b` at `off`; returns what [`Self::unplace`] restores.
@@ -830,6 +922,16 @@ impl<'a> Search<'a> {
         }
         self.offset[b] = UNPLACED;
     }
+}
+
+/// How a branch of [`Search::try_place`] ended.
+enum Placed {
+    /// The search below it ended so; whether nothing unplaced lives above
+    /// the placed buffer.
+    Searched(St, bool),
+    /// Refuted by a region the placement did not touch: the node it was
+    /// made at is refuted by the same region.
+    Independent(Region),
 }
 
 /// What one placement changed.
