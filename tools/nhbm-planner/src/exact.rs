@@ -54,7 +54,6 @@
 //! packing.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Instant;
 
 /// One buffer: live over operators `first..=last`, `size` bytes at a
@@ -413,6 +412,10 @@ struct Search<'a> {
     /// Keys ([`Self::state_key`]) of states without a completion, and the
     /// regions that refute them.
     refuted: HashMap<u128, Region>,
+    /// Per section, two lanes of a hash of its floor and of the unplaced
+    /// buffers that start in it with their lowest offsets: sums of
+    /// pseudo-random terms ([`mix`]), kept up to date by every change.
+    hash: Vec<[u64; 2]>,
 }
 
 impl<'a> Search<'a> {
@@ -436,6 +439,14 @@ impl<'a> Search<'a> {
                 *c += 1;
             }
         }
+        let mut hash: Vec<[u64; 2]> = (0..sections)
+            .map(|s| [mix(0, s as u64, 0), mix(1, s as u64, 0)])
+            .collect();
+        for (b, &(lo, _)) in inst.span.iter().enumerate() {
+            for (l, h) in hash[lo].iter_mut().enumerate() {
+                *h = h.wrapping_add(mix(l, BUFFER_TERM | b as u64, 0));
+            }
+        }
         Search {
             inst,
             cap,
@@ -455,6 +466,7 @@ impl<'a> Search<'a> {
             cover,
             anywhere: true,
             refuted: HashMap::new(),
+            hash,
         }
     }
 
@@ -533,24 +545,24 @@ impl<'a> Search<'a> {
     /// leave the same state, which is refuted once only. Which buffers
     /// may still go at `last` depends on the rank order unless
     /// `last_rank` is 0, so then the order is part of the state.
+    ///
+    /// Every unplaced buffer of `part` starts in one of its sections, so
+    /// the sum of their [`Self::hash`]es covers the state.
     fn state_key(&self, part: &Part, last: u64, last_rank: u32) -> u128 {
         let order = if last_rank == 0 {
-            usize::MAX
+            u64::MAX
         } else {
-            self.rank_id
+            self.rank_id as u64
         };
-        let mut h = [DefaultHasher::new(), DefaultHasher::new()];
-        for (salt, h) in h.iter_mut().enumerate() {
-            (salt, part.lo, part.hi, last, last_rank, order).hash(h);
-            for &b in &part.bufs {
-                let b = b as usize;
-                if self.offset[b] == UNPLACED {
-                    (b, self.min_off[b]).hash(h);
-                }
-            }
-            self.floor[part.lo..part.hi].hash(h);
-        }
-        (u128::from(h[0].finish()) << 64) | u128::from(h[1].finish())
+        let bounds = ((part.lo as u64) << 32) | part.hi as u64;
+        let lane = |l: usize| {
+            let head = mix(l, mix(l, mix(l, bounds, last), last_rank.into()), order);
+            let sum = self.hash[part.lo..part.hi]
+                .iter()
+                .fold(0u64, |a, h| a.wrapping_add(h[l]));
+            mix(l, head, sum)
+        };
+        (u128::from(lane(0)) << 64) | u128::from(lane(1))
     }
 
     /// [`Self::search`]'s branching, at a state not yet refuted.
@@ -864,6 +876,7 @@ impl<'a> Search<'a> {
         let inst = self.inst;
         let buf = inst.bufs[b];
         let top = off + buf.size;
+        self.mix_buffer(b, false);
         self.offset[b] = off;
         let mut undo = Undo::default();
         for &o in &inst.overlaps[b] {
@@ -875,13 +888,13 @@ impl<'a> Search<'a> {
             let raised = top.div_ceil(a) * a;
             if self.min_off[o] < raised {
                 undo.offsets.push((o as u32, self.min_off[o]));
-                self.min_off[o] = raised;
+                self.set_min_off(o, raised);
             }
         }
         let (lo, hi) = inst.span[b];
         for s in lo..hi {
             undo.floors.push((s as u32, self.floor[s]));
-            self.floor[s] = top;
+            self.set_floor(s, top);
             self.total[s] -= buf.size;
         }
         // A section's floor is at least its lowest unplaced min offset.
@@ -901,7 +914,7 @@ impl<'a> Search<'a> {
                 if let Some(m) = lowest {
                     if self.floor[s] < m {
                         undo.floors.push((s as u32, self.floor[s]));
-                        self.floor[s] = m;
+                        self.set_floor(s, m);
                     }
                 }
             }
@@ -911,17 +924,65 @@ impl<'a> Search<'a> {
 
     fn unplace(&mut self, b: usize, undo: Undo) {
         for &(s, f) in undo.floors.iter().rev() {
-            self.floor[s as usize] = f;
+            self.set_floor(s as usize, f);
         }
         for &(o, m) in undo.offsets.iter().rev() {
-            self.min_off[o as usize] = m;
+            self.set_min_off(o as usize, m);
         }
         let (lo, hi) = self.inst.span[b];
         for s in lo..hi {
             self.total[s] += self.inst.bufs[b].size;
         }
         self.offset[b] = UNPLACED;
+        self.mix_buffer(b, true);
     }
+
+    /// Sets the floor of section `s`, keeping its hash.
+    fn set_floor(&mut self, s: usize, f: u64) {
+        let old = self.floor[s];
+        for (l, h) in self.hash[s].iter_mut().enumerate() {
+            *h = h
+                .wrapping_sub(mix(l, s as u64, old))
+                .wrapping_add(mix(l, s as u64, f));
+        }
+        self.floor[s] = f;
+    }
+
+    /// Sets the lowest offset of unplaced buffer `b`, keeping the hash.
+    fn set_min_off(&mut self, b: usize, m: u64) {
+        self.mix_buffer(b, false);
+        self.min_off[b] = m;
+        self.mix_buffer(b, true);
+    }
+
+    /// Adds unplaced buffer `b` with its lowest offset to the hash of the
+    /// section it starts in, or takes it out.
+    fn mix_buffer(&mut self, b: usize, add: bool) {
+        let m = self.min_off[b];
+        for (l, h) in self.hash[self.inst.span[b].0].iter_mut().enumerate() {
+            let z = mix(l, BUFFER_TERM | b as u64, m);
+            *h = if add {
+                h.wrapping_add(z)
+            } else {
+                h.wrapping_sub(z)
+            };
+        }
+    }
+}
+
+/// Marks a buffer's term in [`Search::hash`] apart from a floor's.
+const BUFFER_TERM: u64 = 1 << 63;
+
+/// A pseudo-random function of `(a, b)`, one per lane (SplitMix64's
+/// finalizer, applied twice).
+fn mix(lane: usize, a: u64, b: u64) -> u64 {
+    let fin = |mut z: u64| {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let seed = [0x9e37_79b9_7f4a_7c15, 0xd1b5_4a32_d192_ed03][lane];
+    fin(fin(a.wrapping_add(seed)) ^ b)
 }
 
 /// How a branch of [`Search::try_place`] ended.
