@@ -153,6 +153,7 @@ pub const SUITE: Suite = Suite {
              /dev/neuron_hbmN and N+1 (default N = 0), printed as KTAP (suite nhbm_stress)"
 )]
 pub struct Args {
+    /// The device, `--list` and the case filters.
     #[command(flatten)]
     pub cases: CaseArgs,
     /// Length of the concurrency phase
