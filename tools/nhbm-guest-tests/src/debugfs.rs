@@ -16,6 +16,7 @@ pub struct DevDebugFs {
 }
 
 impl DevDebugFs {
+    /// Device `index`'s directory under the guest's debugfs mount, [`DEBUGFS`].
     pub fn new(index: u32) -> Self {
         Self::under(Path::new(DEBUGFS), index)
     }
@@ -29,6 +30,8 @@ impl DevDebugFs {
         DevDebugFs { dir }
     }
 
+    /// The directory, or `None` when the module made none for this device
+    /// (no debugfs, or no such device).
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()
     }
@@ -41,6 +44,7 @@ impl DevDebugFs {
             .filter(|p| p.exists())
     }
 
+    /// Whether file `name` exists (the tests that need it skip otherwise).
     pub fn has(&self, name: &str) -> bool {
         self.file(name).is_some()
     }
@@ -54,10 +58,13 @@ impl DevDebugFs {
         })
     }
 
+    /// The contents of file `name`; `NotFound` when it does not exist.
     pub fn read_text(&self, name: &str) -> io::Result<String> {
         fs::read_to_string(self.need(name)?)
     }
 
+    /// File `name` read as one decimal number (surrounding white space
+    /// ignored); `InvalidData` when it holds anything else.
     pub fn read_u64(&self, name: &str) -> io::Result<u64> {
         let t = self.read_text(name)?;
         t.trim().parse().map_err(|_| {
@@ -68,6 +75,8 @@ impl DevDebugFs {
         })
     }
 
+    /// Writes `value` to file `name` (the module parses it; include the
+    /// newline it expects); `NotFound` when the file does not exist.
     pub fn write(&self, name: &str, value: &str) -> io::Result<()> {
         fs::write(self.need(name)?, value)
     }

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use nhbm::uapi::*;
 use nhbm::{Backing, Device, LoadedPlan, Plan, Record};
 
-use crate::ktap::{ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
+use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
 
 /// One KiB.
 pub const KIB: u64 = 1 << 10;
@@ -213,6 +213,36 @@ pub unsafe fn load_raw_rejected(d: &Device, arg: &mut PlanLoad, errno: i32) -> T
     let r = unsafe { d.plan_load_raw(arg) };
     ensure_errno("PLAN_LOAD", r, errno)?;
     ensure_eq("MEM_STATS after the rejected load", usage(d)?, before)
+}
+
+/// RESOLVE, RESOLVE_BATCH, MEM_READ and MEM_WRITE of variable 1 of plan
+/// `id` through `d` each fail with `errno`, and the refused MEM_READ leaves
+/// its buffer as it was; `who` starts every failure message.
+pub fn var_refused(d: &Device, id: u32, errno: i32, who: &str) -> TestResult {
+    ensure_errno(&format!("{who}: RESOLVE"), d.resolve(id, 1, 0, 0), errno)?;
+    let mut q = [ResolveQuery {
+        var_id: 1,
+        ..Default::default()
+    }];
+    ensure_errno(
+        &format!("{who}: RESOLVE_BATCH"),
+        d.resolve_batch(id, &mut q),
+        errno,
+    )?;
+    let mut buf = [0u8; 64];
+    ensure_errno(
+        &format!("{who}: MEM_READ"),
+        d.mem_read(id, 1, 0, &mut buf),
+        errno,
+    )?;
+    ensure(buf.iter().all(|&b| b == 0), || {
+        format!("{who}: MEM_READ refused but filled the buffer")
+    })?;
+    ensure_errno(
+        &format!("{who}: MEM_WRITE"),
+        d.mem_write(id, 1, 0, &[0xEE; 64]),
+        errno,
+    )
 }
 
 /// Reads `len` bytes of a variable.

@@ -44,22 +44,18 @@
 //! - [`mem`], [`sys`]: mappings with chosen protections, faulting pointers;
 //! - [`debugfs`], [`rng`]: the module's debugfs files, a seeded generator.
 
+#![deny(missing_docs)]
+
 pub mod debugfs;
-#[deny(missing_docs)]
 pub mod fixtures;
 pub mod fuzz;
-#[deny(missing_docs)]
 pub mod kinds;
-#[deny(missing_docs)]
 pub mod ktap;
-#[deny(missing_docs)]
 pub mod loaded;
-#[deny(missing_docs)]
 pub mod mem;
 pub mod pci;
 pub mod rng;
 pub mod stress;
-#[deny(missing_docs)]
 pub mod suite;
 pub mod sys;
 pub mod uapi;

@@ -8,6 +8,7 @@ pub struct Rng(u64);
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
 impl Rng {
+    /// The generator seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
@@ -20,6 +21,7 @@ impl Rng {
         r
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(GOLDEN);
         let mut z = self.0;
@@ -28,6 +30,7 @@ impl Rng {
         z ^ (z >> 31)
     }
 
+    /// The next 32 random bits (the high half of [`Rng::next_u64`]).
     pub fn next_u32(&mut self) -> u32 {
         (self.next_u64() >> 32) as u32
     }
@@ -53,6 +56,8 @@ impl Rng {
         self.below(den) < num
     }
 
+    /// Uniform in `0..len`: an index into a slice of `len` elements (0 when
+    /// `len` is 0).
     pub fn index(&mut self, len: usize) -> usize {
         self.below(len as u64) as usize
     }
@@ -62,6 +67,7 @@ impl Rng {
         &s[self.index(s.len())]
     }
 
+    /// Fills `buf` with random bytes.
     pub fn fill(&mut self, buf: &mut [u8]) {
         for c in buf.chunks_mut(8) {
             let w = self.next_u64().to_le_bytes();
@@ -69,6 +75,7 @@ impl Rng {
         }
     }
 
+    /// `n` random bytes.
     pub fn bytes(&mut self, n: usize) -> Vec<u8> {
         let mut v = vec![0u8; n];
         self.fill(&mut v);

@@ -46,6 +46,7 @@ pub struct Hole {
 }
 
 impl Hole {
+    /// Maps three inaccessible pages and unmaps the middle one.
     pub fn new() -> io::Result<Hole> {
         let map = Mapping::new(3)?;
         map.protect(0, 3, libc::PROT_NONE)?;
@@ -92,6 +93,7 @@ pub struct ReadOnly {
 }
 
 impl ReadOnly {
+    /// Maps one zeroed, read-only page.
     pub fn new() -> io::Result<ReadOnly> {
         let map = Mapping::new(1)?;
         map.protect(0, 1, libc::PROT_READ)?;
@@ -107,10 +109,12 @@ impl ReadOnly {
         Ok(self.map.addr())
     }
 
+    /// The address of the page.
     pub fn addr(&self) -> u64 {
         self.map.addr()
     }
 
+    /// The first `len` bytes of the page (`len` past the page panics).
     pub fn read(&self, len: usize) -> Vec<u8> {
         self.map.read(0, len)
     }

@@ -27,11 +27,11 @@ use crate::ktap::{self, Ctx, Fail, Ktap, Outcome};
 use crate::sys::errno_of;
 
 /// The device that may be removed.
-pub const DEFAULT_DEVICE: u32 = 1;
+const DEFAULT_DEVICE: u32 = 1;
 
 /// Test programs in `dir` (executables named `*-test`) that sort after
 /// `me`: they would find the device gone.
-pub fn later_tests(dir: &Path, me: &str) -> Vec<String> {
+fn later_tests(dir: &Path, me: &str) -> Vec<String> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -349,7 +349,7 @@ const TESTS: [&str; 5] = [
 ];
 
 /// The suite; returns whether it passed.
-pub fn run_suite(device: u32, force: bool, w: &mut dyn std::io::Write) -> bool {
+fn run_suite(device: u32, force: bool, w: &mut dyn std::io::Write) -> bool {
     let mut k = Ktap::begin(w, "nhbm_unplug", TESTS.len());
     if let Some(why) = refuse(device, force) {
         for t in TESTS {
@@ -398,12 +398,12 @@ pub fn run_suite(device: u32, force: bool, w: &mut dyn std::io::Write) -> bool {
     after_help = "Irreversible until the module is reloaded: skipped unless this is the last \
                   *-test program of its directory (--force overrides)."
 )]
-pub struct Args {
+struct Args {
     #[command(flatten)]
-    pub device: DeviceArg,
+    device: DeviceArg,
     /// Run even when other *-test programs follow this one
     #[arg(long)]
-    pub force: bool,
+    force: bool,
 }
 
 /// The program: exit status 0 when every test passed.

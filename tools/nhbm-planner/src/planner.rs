@@ -449,7 +449,8 @@ impl Packer<'_> {
     /// greedy_by_size decides which memory every item goes to (its spill
     /// choices fit the budgets); then each memory's items are packed anew
     /// by [`search::pack`] with `iterations` moves per 100 items (at least
-    /// `iterations`; `max_stall_iterations` per 100 without gain end it),
+    /// `iterations`), half of them in each of its rounds
+    /// (`max_stall_iterations` per 100, halved, without gain end a round),
     /// and the new packing is kept where its arena is smaller, so
     /// hill_climb is never worse than greedy_by_size.
     fn hill_climb(&self, opts: &PlannerOptions) -> Result<Placement, PlannerError> {

@@ -18,8 +18,9 @@ pub const ANCHOR_VARS: [(u32, u64); 3] = [(1, 64 * KIB), (2, 4 * KIB), (7, 256 *
 pub struct Env {
     /// File A: the anchors and every fuzzed load.
     pub dev: Device,
-    /// File B: plans whose ids A must not reach.
-    pub other: Device,
+    /// File B: plans whose ids A must not reach; only held open, so that
+    /// `other_ids` stay live until teardown.
+    _other: Device,
     /// File C: no plans; random ioctl numbers go here.
     pub spare: Device,
     pub index: u32,
@@ -95,7 +96,7 @@ impl Env {
                 remotes,
             },
             dev,
-            other,
+            _other: other,
             spare,
             index,
             info,

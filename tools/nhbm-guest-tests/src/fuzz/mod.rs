@@ -6,10 +6,10 @@
 //! must be exactly the baseline, and every refusal must carry a documented
 //! errno.
 
-pub mod cases;
-pub mod env;
-pub mod gen;
-pub mod mutate;
+mod cases;
+mod env;
+pub(crate) mod gen;
+mod mutate;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -28,27 +28,27 @@ use cases::{CaseOut, Oracle};
 use env::Env;
 
 /// Default seed of `make check` runs.
-pub const DEFAULT_SEED: u64 = 0x6e68_626d_2d66_757a;
+const DEFAULT_SEED: u64 = 0x6e68_626d_2d66_757a;
 /// Default case count (overridden by `NHBM_FUZZ_CASES`).
-pub const DEFAULT_CASES: u64 = 3000;
+const DEFAULT_CASES: u64 = 3000;
 /// Default time bound in seconds.
-pub const DEFAULT_SECONDS: u64 = 60;
+const DEFAULT_SECONDS: u64 = 60;
 
 /// Plans one open file may hold (uapi.rst).
-pub const PLANS_PER_FILE: usize = 4096;
+const PLANS_PER_FILE: usize = 4096;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Config {
-    pub cases: u64,
-    pub seed: u64,
-    pub seconds: u64,
+struct Config {
+    cases: u64,
+    seed: u64,
+    seconds: u64,
     /// Run only this case (replay).
-    pub only: Option<u64>,
-    pub device: u32,
+    only: Option<u64>,
+    device: u32,
     /// Print every case.
-    pub verbose: bool,
+    verbose: bool,
     /// Skip the plans-per-file limit (4096 loads).
-    pub quick: bool,
+    quick: bool,
 }
 
 impl Default for Config {
@@ -66,7 +66,7 @@ impl Default for Config {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Category {
+enum Category {
     ValidPlans,
     BitFlips,
     FieldEdges,
@@ -77,7 +77,7 @@ pub enum Category {
     FaultingPointers,
 }
 
-pub const CATEGORIES: [Category; 8] = [
+const CATEGORIES: [Category; 8] = [
     Category::ValidPlans,
     Category::BitFlips,
     Category::FieldEdges,
@@ -89,7 +89,7 @@ pub const CATEGORIES: [Category; 8] = [
 ];
 
 impl Category {
-    pub fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             Category::ValidPlans => "valid_plans_load_resolve_and_unload",
             Category::BitFlips => "bit_flipped_plans",
@@ -103,7 +103,7 @@ impl Category {
     }
 
     /// The category of case `i`.
-    pub fn of_case(i: u64) -> Category {
+    fn of_case(i: u64) -> Category {
         CATEGORIES[(i % CATEGORIES.len() as u64) as usize]
     }
 
@@ -123,16 +123,16 @@ impl Category {
 
 /// Counts of one category, or of the validator comparison.
 #[derive(Debug, Default)]
-pub struct Stats {
-    pub cases: u64,
-    pub succeeded: u64,
-    pub loads_ok: u64,
-    pub rejected: u64,
-    pub by_errno: BTreeMap<i32, u64>,
-    pub failed: u64,
-    pub first_failures: Vec<String>,
-    pub slowest_ms: u128,
-    pub slowest_case: u64,
+struct Stats {
+    cases: u64,
+    succeeded: u64,
+    loads_ok: u64,
+    rejected: u64,
+    by_errno: BTreeMap<i32, u64>,
+    failed: u64,
+    first_failures: Vec<String>,
+    slowest_ms: u128,
+    slowest_case: u64,
 }
 
 const KEEP_FAILURES: usize = 6;
@@ -146,7 +146,7 @@ impl Stats {
     }
 
     /// `cases=.. ok=.. loads_ok=.. rejected=.. by errno: EINVAL=.. ...`
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let by: Vec<String> = self
             .by_errno
             .iter()
@@ -169,24 +169,24 @@ impl Stats {
 
 /// The validator comparison's counts.
 #[derive(Debug, Default)]
-pub struct OracleStats {
-    pub compared: u64,
-    pub agree: u64,
-    pub kernel_accepts: Stats,
-    pub kernel_refuses: u64,
-    pub refuse_examples: Vec<String>,
-    pub errno_differs: u64,
-    pub differ_examples: Vec<String>,
+struct OracleStats {
+    compared: u64,
+    agree: u64,
+    kernel_accepts: Stats,
+    kernel_refuses: u64,
+    refuse_examples: Vec<String>,
+    errno_differs: u64,
+    differ_examples: Vec<String>,
 }
 
 /// Everything one run found.
 #[derive(Debug, Default)]
-pub struct Report {
-    pub per_category: Vec<Stats>,
-    pub oracle: OracleStats,
-    pub ran: u64,
-    pub elapsed: Duration,
-    pub stopped_by_time: bool,
+struct Report {
+    per_category: Vec<Stats>,
+    oracle: OracleStats,
+    ran: u64,
+    elapsed: Duration,
+    stopped_by_time: bool,
 }
 
 /// Runs one case and checks what every case must leave behind.
@@ -276,7 +276,7 @@ fn record(report: &mut Report, seed: u64, i: u64, cat: Category, out: CaseOut, m
 }
 
 /// Runs the cases of `cfg` on an opened environment.
-pub fn fuzz(env: &mut Env, cfg: &Config, progress: &mut dyn FnMut(&str)) -> Report {
+fn fuzz(env: &mut Env, cfg: &Config, progress: &mut dyn FnMut(&str)) -> Report {
     let mut report = Report {
         per_category: CATEGORIES.iter().map(|_| Stats::default()).collect(),
         ..Default::default()
@@ -320,7 +320,7 @@ pub fn fuzz(env: &mut Env, cfg: &Config, progress: &mut dyn FnMut(&str)) -> Repo
 
 /// One file loads plans up to the per-file limit; the next load is E2BIG,
 /// and closing the file returns every byte.
-pub fn plans_per_file_limit(index: u32, notes: &mut Vec<String>) -> Result<(), String> {
+fn plans_per_file_limit(index: u32, notes: &mut Vec<String>) -> Result<(), String> {
     let watch = Device::open(index).map_err(|e| format!("open: {e}"))?;
     let before = Usage::of(&watch).map_err(|e| format!("MEM_STATS: {e}"))?;
     let t = Instant::now();
@@ -395,7 +395,7 @@ pub fn plans_per_file_limit(index: u32, notes: &mut Vec<String>) -> Result<(), S
 
 /// Unloads the anchors (no pin may be left over), closes every file, and
 /// checks the device is back where it started.
-pub fn teardown(env: Env) -> Result<String, String> {
+fn teardown(env: Env) -> Result<String, String> {
     let mut msgs = Vec::new();
     for &a in &env.anchors {
         if let Err(e) = env.dev.plan_unload(a) {
@@ -428,7 +428,7 @@ pub fn teardown(env: Env) -> Result<String, String> {
 }
 
 /// The whole `nhbm_fuzz` suite: returns whether it passed.
-pub fn run_suite(cfg: &Config, w: &mut dyn Write) -> bool {
+fn run_suite(cfg: &Config, w: &mut dyn Write) -> bool {
     let n = CATEGORIES.len() + 3;
     let mut k = Ktap::begin(w, "nhbm_fuzz", n);
     k.diag(&format!(
@@ -540,7 +540,7 @@ pub fn run_suite(cfg: &Config, w: &mut dyn Write) -> bool {
 
 /// Time per case the default time bound allows for long runs (a debug
 /// kernel is many times slower than the plain one).
-pub const MS_PER_CASE: u64 = 12;
+const MS_PER_CASE: u64 = 12;
 
 /// The command line of nhbm-fuzz-test.
 #[derive(clap::Parser, Debug, Default)]
@@ -549,32 +549,32 @@ pub const MS_PER_CASE: u64 = 12;
     about = "Fuzzes the neuron_hbm ioctls of /dev/neuron_hbmN and prints KTAP (suite \
              nhbm_fuzz); stops after --cases cases or --seconds seconds, whichever comes first"
 )]
-pub struct FuzzArgs {
+struct FuzzArgs {
     #[command(flatten)]
-    pub device: DeviceArg,
+    device: DeviceArg,
     /// Cases to run [default: $NHBM_FUZZ_CASES, else 3000]
     #[arg(short = 'n', long, value_parser = num::<u64>)]
-    pub cases: Option<u64>,
+    cases: Option<u64>,
     /// The seed [default: a fixed one]
     #[arg(short = 's', long, value_parser = num::<u64>)]
-    pub seed: Option<u64>,
+    seed: Option<u64>,
     /// Time bound [default: $NHBM_FUZZ_SECONDS, else 60 s, 12 ms a case for longer runs]
     #[arg(short = 't', long, value_parser = num::<u64>)]
-    pub seconds: Option<u64>,
+    seconds: Option<u64>,
     /// Replay case I of the seed
     #[arg(long, value_name = "I", value_parser = num::<u64>)]
-    pub only: Option<u64>,
+    only: Option<u64>,
     /// Print every case
     #[arg(short, long)]
-    pub verbose: bool,
+    verbose: bool,
     /// Skip the plans-per-file limit (4096 loads)
     #[arg(long)]
-    pub quick: bool,
+    quick: bool,
 }
 
 /// A command line or environment the fuzzer cannot run with.
 #[derive(Debug, thiserror::Error)]
-pub enum ArgsError {
+enum ArgsError {
     /// An environment variable that should hold a number.
     #[error("{name}={value:?} is not a number")]
     Env { name: &'static str, value: String },
@@ -588,7 +588,7 @@ impl FuzzArgs {
     /// default case count and `env_seconds` (`NHBM_FUZZ_SECONDS`) the default
     /// time bound; without either, the time bound grows with the case count
     /// (60 s, or 12 ms a case: 1200 s for 100000).
-    pub fn config(
+    fn config(
         &self,
         env_cases: Option<&str>,
         env_seconds: Option<&str>,

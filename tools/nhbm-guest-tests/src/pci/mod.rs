@@ -42,6 +42,9 @@ fn control() -> Result<Control, Fail> {
     function()?.control().ctx("map the control port")
 }
 
+/// Every emulated function 1d0f:7164 is bound to neuron_hbm, and its device
+/// node (numbered in bus-address order) reports a real V2 device
+/// (`simulated` 0, `pci_device` 0x7164).
 pub fn functions_are_bound_to_neuron_hbm() -> TestResult {
     let all = Function::all(AMAZON_VENDOR, DEVICE_V2).ctx("list PCI functions")?;
     ensure(!all.is_empty(), || "no PCI function 1d0f:7164".into())?;
@@ -59,6 +62,7 @@ pub fn functions_are_bound_to_neuron_hbm() -> TestResult {
     Ok(())
 }
 
+/// The function under test has a 1 GiB BAR0, a 32 GiB BAR4 and no BAR2.
 pub fn bars_are_bar0_and_bar4_only() -> TestResult {
     let f = function()?;
     ensure_eq("BAR0 size", f.bar_size(0).ctx("resource")?, GIB)?;
@@ -81,6 +85,8 @@ fn bar_mapping_mode(start: u64) -> Result<String, Fail> {
         )
 }
 
+/// The driver maps BAR4 (the HBM window) write-combining and BAR0 (the
+/// registers) uncached-minus, as the kernel's PAT memtype list shows.
 pub fn bar4_is_mapped_write_combining() -> TestResult {
     let f = function()?;
     let r = f.resources().ctx("resource")?;
@@ -162,6 +168,9 @@ fn timed_reset(d: &Device) -> (io::Result<i32>, Duration) {
     (r, t.elapsed())
 }
 
+/// RESET waits out a firmware reset that takes 250 ms: it returns 0 no
+/// sooner, after polling FW_STATUS more than once, and the model took
+/// exactly one reset and is no longer resetting.
 pub fn reset_waits_for_the_firmware() -> TestResult {
     with_firmware(
         |c| c.write(RESET_DELAY_MS, 250),
@@ -185,6 +194,8 @@ pub fn reset_waits_for_the_firmware() -> TestResult {
     )
 }
 
+/// A reset that never completes ends in ETIMEDOUT after the five looks at
+/// FW_STATUS, one second in all.
 pub fn reset_that_never_completes_times_out() -> TestResult {
     with_firmware(
         |c| c.write(RESET_DELAY_MS, NEVER),
@@ -200,6 +211,8 @@ pub fn reset_that_never_completes_times_out() -> TestResult {
     )
 }
 
+/// FW_STATUS reads of 0xdeadbeef are read again at once: two bad reads then
+/// the ready status, three reads in all, and RESET returns 0.
 pub fn deadbeef_status_is_reread() -> TestResult {
     with_firmware(
         |c| {
@@ -214,6 +227,8 @@ pub fn deadbeef_status_is_reread() -> TestResult {
     )
 }
 
+/// A status that always reads 0xdeadbeef ends in ETIMEDOUT: five looks of
+/// one read and three re-reads each, twenty reads in all.
 pub fn device_that_reads_deadbeef_times_out() -> TestResult {
     with_firmware(
         |c| {
@@ -228,6 +243,8 @@ pub fn device_that_reads_deadbeef_times_out() -> TestResult {
     )
 }
 
+/// A firmware that never takes the mailbox request makes RESET fail with
+/// ETIMEDOUT, and no reset is counted as taken.
 pub fn untaken_request_times_out() -> TestResult {
     with_firmware(
         |c| c.write(TAKES_REQUESTS, 0),

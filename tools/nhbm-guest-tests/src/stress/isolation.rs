@@ -8,7 +8,7 @@ use nhbm::uapi::*;
 use nhbm::{Backing, Device, LoadedPlan, Plan, Record};
 
 use crate::debugfs::{kernel_pointers_in, looks_like_kernel_pointer, DevDebugFs};
-use crate::fixtures::{device_index, every_local_kind, open_device, pattern, KIB};
+use crate::fixtures::{device_index, every_local_kind, open_device, pattern, var_refused, KIB};
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, Notes, TestResult};
 use crate::loaded::check_loaded;
 use crate::stress::fork_child;
@@ -49,34 +49,7 @@ pub fn other_files_cannot_reach_a_plan(notes: &mut Notes) -> TestResult {
     let id = p.plan_id;
 
     let probe = |d: &Device, who: &str| -> TestResult {
-        ensure_errno(
-            &format!("{who}: RESOLVE"),
-            d.resolve(id, 1, 0, 0),
-            libc::ENOENT,
-        )?;
-        let mut q = [ResolveQuery {
-            var_id: 1,
-            ..Default::default()
-        }];
-        ensure_errno(
-            &format!("{who}: RESOLVE_BATCH"),
-            d.resolve_batch(id, &mut q),
-            libc::ENOENT,
-        )?;
-        let mut buf = vec![0u8; 64];
-        ensure_errno(
-            &format!("{who}: MEM_READ"),
-            d.mem_read(id, 1, 0, &mut buf),
-            libc::ENOENT,
-        )?;
-        ensure(buf.iter().all(|&b| b == 0), || {
-            format!("{who}: MEM_READ refused but filled the buffer")
-        })?;
-        ensure_errno(
-            &format!("{who}: MEM_WRITE"),
-            d.mem_write(id, 1, 0, &[0xEE; 64]),
-            libc::ENOENT,
-        )?;
+        var_refused(d, id, libc::ENOENT, who)?;
         ensure_errno(
             &format!("{who}: PLAN_UNLOAD"),
             d.plan_unload(id),

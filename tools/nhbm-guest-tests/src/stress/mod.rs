@@ -26,15 +26,16 @@ use crate::ktap::{catch, fail, Case, Fail};
 use crate::suite::{device_opens, CaseArgs, Suite};
 
 /// A forked child process reporting one line back through a pipe.
-pub struct Child {
-    pub pid: i32,
+struct Child {
+    /// The child's process id.
+    pid: i32,
     fd: i32,
     status: std::cell::Cell<Option<i32>>,
 }
 
 impl Child {
     /// Whether the child has exited (reaps it if so).
-    pub fn exited(&self) -> bool {
+    fn exited(&self) -> bool {
         if self.status.get().is_some() {
             return true;
         }
@@ -50,7 +51,7 @@ impl Child {
     }
 
     /// Waits for the child and returns its report (`Ok`) or its failure.
-    pub fn wait(self) -> Result<String, String> {
+    fn wait(self) -> Result<String, String> {
         let mut out = Vec::new();
         let mut buf = [0u8; 4096];
         loop {
@@ -87,7 +88,7 @@ impl Child {
 
 /// Forks a child that runs `f` and reports its result through a pipe.
 /// The caller must have no other threads (fork copies only the caller).
-pub fn spawn_child(f: impl FnOnce() -> Result<String, String>) -> Result<Child, Fail> {
+fn spawn_child(f: impl FnOnce() -> Result<String, String>) -> Result<Child, Fail> {
     let mut fds = [0i32; 2];
     // SAFETY: pipe writes two fds into our array.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
@@ -131,7 +132,7 @@ pub fn spawn_child(f: impl FnOnce() -> Result<String, String>) -> Result<Child, 
 }
 
 /// Runs `f` in a child process and waits for it.
-pub fn fork_child(f: impl FnOnce() -> Result<(), String>) -> Result<Result<(), String>, Fail> {
+fn fork_child(f: impl FnOnce() -> Result<(), String>) -> Result<Result<(), String>, Fail> {
     let c = spawn_child(|| f().map(|()| String::new()))?;
     Ok(c.wait().map(|_| ()))
 }
@@ -152,6 +153,7 @@ pub const SUITE: Suite = Suite {
              /dev/neuron_hbmN and N+1 (default N = 0), printed as KTAP (suite nhbm_stress)"
 )]
 pub struct Args {
+    /// The device, `--list` and the case filters.
     #[command(flatten)]
     pub cases: CaseArgs,
     /// Length of the concurrency phase

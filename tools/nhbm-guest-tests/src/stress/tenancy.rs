@@ -5,7 +5,7 @@ use nhbm::uapi::*;
 use nhbm::{Device, Plan, Record};
 
 use crate::fixtures::pattern;
-use crate::fixtures::{device_index, open_device, KIB, MIB};
+use crate::fixtures::{device_index, open_device, var_refused, KIB, MIB};
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Notes, TestResult};
 use crate::stress::fork_child;
 
@@ -147,31 +147,7 @@ pub fn reset_is_not_every_tenants(notes: &mut Notes) -> TestResult {
         0,
     )?;
     for (id, _) in &victims {
-        let mut buf = [0u8; 16];
-        ensure_errno(
-            "RESOLVE after reset",
-            owner.resolve(*id, 1, 0, 0),
-            libc::EIO,
-        )?;
-        let mut q = [ResolveQuery {
-            var_id: 1,
-            ..Default::default()
-        }];
-        ensure_errno(
-            "RESOLVE_BATCH after reset",
-            owner.resolve_batch(*id, &mut q),
-            libc::EIO,
-        )?;
-        ensure_errno(
-            "MEM_READ after reset",
-            owner.mem_read(*id, 1, 0, &mut buf),
-            libc::EIO,
-        )?;
-        ensure_errno(
-            "MEM_WRITE after reset",
-            owner.mem_write(*id, 1, 0, &buf),
-            libc::EIO,
-        )?;
+        var_refused(&owner, *id, libc::EIO, "after reset")?;
         owner.plan_unload(*id).ctx("PLAN_UNLOAD after reset")?;
     }
     let fresh = load_victims(&owner, &info)?;

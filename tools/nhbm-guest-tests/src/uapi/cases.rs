@@ -597,31 +597,7 @@ pub fn second_file_cannot_see_the_first_files_plans() -> TestResult {
             CHANNEL_ANY,
         )
         .ctx("PLAN_LOAD")?;
-    let mut buf = [0u8; 16];
-    ensure_errno(
-        "RESOLVE from the second file",
-        b.resolve(p.plan_id, 1, 0, 0),
-        libc::ENOENT,
-    )?;
-    ensure_errno(
-        "MEM_READ from the second file",
-        b.mem_read(p.plan_id, 1, 0, &mut buf),
-        libc::ENOENT,
-    )?;
-    ensure_errno(
-        "MEM_WRITE from the second file",
-        b.mem_write(p.plan_id, 1, 0, &buf),
-        libc::ENOENT,
-    )?;
-    let mut q = [ResolveQuery {
-        var_id: 1,
-        ..Default::default()
-    }];
-    ensure_errno(
-        "RESOLVE_BATCH from the second file",
-        b.resolve_batch(p.plan_id, &mut q),
-        libc::ENOENT,
-    )?;
+    var_refused(&b, p.plan_id, libc::ENOENT, "second file")?;
     ensure_errno(
         "PLAN_UNLOAD from the second file",
         b.plan_unload(p.plan_id),
