@@ -98,6 +98,8 @@ pub struct Instance {
     overlaps: Vec<Vec<u32>>,
     /// For every section, the buffers live in it.
     section_bufs: Vec<Vec<u32>>,
+    /// For every section, the bytes of the buffers live in it.
+    section_bytes: Vec<u64>,
 }
 
 impl Instance {
@@ -128,21 +130,22 @@ impl Instance {
                 }
             }
         }
+        let section_bytes = section_bufs
+            .iter()
+            .map(|s| s.iter().map(|&b| bufs[b as usize].size).sum())
+            .collect();
         Instance {
             bufs: bufs.to_vec(),
             span,
             overlaps,
             section_bufs,
+            section_bytes,
         }
     }
 
     /// The most bytes live in any one section: no packing is smaller.
     pub fn lower_bound(&self) -> u64 {
-        self.section_bufs
-            .iter()
-            .map(|s| s.iter().map(|&b| self.bufs[b as usize].size).sum())
-            .max()
-            .unwrap_or(0)
+        self.section_bytes.iter().copied().max().unwrap_or(0)
     }
 
     /// Whether `offsets` is a packing: aligned, and buffers live at the same
@@ -176,10 +179,7 @@ impl Instance {
         // whose every column holds as many bytes), branching anywhere,
         // where refutations are local and backjumping pays, gets every
         // node.
-        let full = self
-            .section_bufs
-            .iter()
-            .all(|s| s.iter().map(|&b| self.bufs[b as usize].size).sum::<u64>() == cap);
+        let full = self.section_bytes.iter().all(|&t| t == cap);
         loop {
             // Exact-cover branching, anywhere and at the lowest offset, gets
             // most of the nodes; plain canonical branching now and then
@@ -218,15 +218,16 @@ impl Instance {
     /// the buffer's busiest section is.
     fn ranks(&self) -> Vec<Vec<u32>> {
         let n = self.bufs.len();
-        let section_total: Vec<u64> = self
-            .section_bufs
-            .iter()
-            .map(|s| s.iter().map(|&b| self.bufs[b as usize].size).sum())
-            .collect();
         let total: Vec<u64> = self
             .span
             .iter()
-            .map(|&(lo, hi)| section_total[lo..hi].iter().copied().max().unwrap_or(0))
+            .map(|&(lo, hi)| {
+                self.section_bytes[lo..hi]
+                    .iter()
+                    .copied()
+                    .max()
+                    .unwrap_or(0)
+            })
             .collect();
         let length: Vec<u64> = self
             .bufs
@@ -428,11 +429,7 @@ impl<'a> Search<'a> {
     ) -> Self {
         let n = inst.bufs.len();
         let sections = inst.section_bufs.len();
-        let total = inst
-            .section_bufs
-            .iter()
-            .map(|s| s.iter().map(|&b| inst.bufs[b as usize].size).sum())
-            .collect();
+        let total = inst.section_bytes.clone();
         let mut cuts = vec![0u32; sections.saturating_sub(1)];
         for &(lo, hi) in &inst.span {
             for c in &mut cuts[lo..hi - 1] {
