@@ -199,9 +199,9 @@ pub(crate) static V4: ArchInfo = ArchInfo {
 pub(crate) const ARCHS: [&ArchInfo; 3] = [&V2, &V3, &V4];
 
 impl ArchInfo {
-    /// Arch from its name ("v2", "v3", "v4").
-    pub(crate) fn from_name(name: &[u8]) -> Option<&'static ArchInfo> {
-        ARCHS.into_iter().find(|a| a.name.as_bytes() == name)
+    /// Arch from its generation number (2, 3 or 4).
+    pub(crate) fn from_number(number: u32) -> Option<&'static ArchInfo> {
+        ARCHS.into_iter().find(|a| a.arch as u32 == number)
     }
 }
 
@@ -222,14 +222,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_round_trip() {
-        for a in [&V2, &V3, &V4] {
+    fn numbers_round_trip() {
+        for a in ARCHS {
             assert_eq!(
-                ArchInfo::from_name(a.name.as_bytes()).map(|b| b.arch),
+                ArchInfo::from_number(a.arch as u32).map(|b| b.arch),
                 Some(a.arch)
             );
         }
-        assert!(ArchInfo::from_name(b"v5").is_none());
+        assert!(ArchInfo::from_number(1).is_none());
+        assert!(ArchInfo::from_number(5).is_none());
     }
 
     #[test]

@@ -11,7 +11,6 @@ int nhbm_gen_pool_add_virt(struct gen_pool *pool, unsigned long va, phys_addr_t 
 unsigned long nhbm_gen_pool_alloc_align(struct gen_pool *pool, size_t size, int align);
 unsigned long nhbm_gen_pool_alloc_fixed(struct gen_pool *pool, size_t size, unsigned long offset);
 void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
-const char *nhbm_sim_arch(void);
 void nhbm_cond_resched(void);
 bool nhbm_fatal_signal_pending(void);
 

@@ -8,7 +8,7 @@
 //! `sim`, `pci` and `wc_bar` (device access), `fw` (reset), `device`, `plan`
 //! (parse and stage mem_ref plans) and `chardev` (the ioctl surface).
 
-use kernel::{ffi::c_char, prelude::*};
+use kernel::prelude::*;
 
 mod addr;
 mod arch;
@@ -49,6 +49,10 @@ module! {
             default: 0,
             description: "Simulated Neuron devices to create (0..16)",
         },
+        sim_arch: u32 {
+            default: 2,
+            description: "Arch of the simulated devices: 2 (default), 3 or 4",
+        },
         regions: u32 {
             default: 1,
             description: "Memory regions per HBM channel (1..4)",
@@ -66,10 +70,6 @@ module! {
             description: "Keep the 16 MiB firmware carve-out at each channel start (V2, V3)",
         },
     },
-}
-
-extern "C" {
-    fn nhbm_sim_arch() -> *const c_char;
 }
 
 /// The grid geometry the module parameters ask for.
@@ -97,11 +97,9 @@ fn sim_devices() -> Result<KVec<Pin<KBox<Node>>>> {
     if count == 0 {
         return Ok(nodes);
     }
-    // SAFETY: `nhbm_sim_arch` returns the module's own NUL-terminated
-    // parameter buffer, alive as long as the module.
-    let name = unsafe { CStr::from_char_ptr(nhbm_sim_arch()) };
-    let Some(info) = ArchInfo::from_name(name.to_bytes()) else {
-        pr_err!("sim_arch must be v2, v3 or v4\n");
+    let arch = module_parameters::sim_arch.value();
+    let Some(info) = ArchInfo::from_number(arch) else {
+        pr_err!("sim_arch={} must be 2, 3 or 4\n", arch);
         return Err(EINVAL);
     };
     if count > MAX_NODES {

@@ -4,7 +4,7 @@
 # Neuron PCI function side by side; MEM_WRITE into each, in one run.
 . /common.sh
 
-insmod /neuron_hbm.ko sim_devices=1 sim_arch=v2
+insmod /neuron_hbm.ko sim_devices=1 sim_arch=2
 sim= pci=
 for n in 0 1; do
 	case "$(cat /sys/class/misc/neuron_hbm$n/simulated 2>/dev/null)" in

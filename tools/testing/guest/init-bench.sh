@@ -5,7 +5,7 @@
 
 # The host judges the run by the `bench:` lines (a figure ending in FAIL) and
 # by nhbm-bench's exit status, printed as NHBM-BENCH-EXIT.
-insmod /neuron_hbm.ko sim_devices=1 sim_arch=v2 bench=1
+insmod /neuron_hbm.ko sim_devices=1 sim_arch=2 bench=1
 if [ -x /tests/nhbm-bench ]; then
 	/tests/nhbm-bench /dev/neuron_hbm0
 	echo "NHBM-BENCH-EXIT $?"

@@ -12,7 +12,7 @@ grep -q "nhbm_debug=1" /proc/cmdline && debug=1
 
 echo "nhbm: kernel $(cat /proc/sys/kernel/osrelease): $(cat /proc/version)"
 echo "nhbm: insmod neuron_hbm.ko sim_devices=2"
-if insmod /neuron_hbm.ko sim_devices=2 sim_arch=v2; then
+if insmod /neuron_hbm.ko sim_devices=2 sim_arch=2; then
 	# The module may taint the kernel only as out-of-tree (O) and, on a
 	# kernel that signs its modules, unsigned (E).
 	taint=$(cat /sys/module/neuron_hbm/taint)

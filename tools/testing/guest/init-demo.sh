@@ -8,8 +8,8 @@
 
 dmesg -n 1
 echo "NHBM-DEMO-BEGIN"
-echo "== insmod neuron_hbm.ko sim_devices=1 sim_arch=v2"
-insmod /neuron_hbm.ko sim_devices=1 sim_arch=v2
+echo "== insmod neuron_hbm.ko sim_devices=1 sim_arch=2"
+insmod /neuron_hbm.ko sim_devices=1 sim_arch=2
 ls -l /dev/neuron_hbm* 2>/dev/null
 d=/sys/class/misc/neuron_hbm0
 echo "sysfs: arch $(cat $d/arch), simulated $(cat $d/simulated), channels $(cat $d/channels), regions $(cat $d/regions)"

@@ -1,5 +1,5 @@
 //! `nhbm-uapi-test` (suite `nhbm_uapi`): every neuron_hbm ioctl through the
-//! real device nodes, with the module loaded as `sim_devices=2 sim_arch=v2`
+//! real device nodes, with the module loaded as `sim_devices=2 sim_arch=2`
 //! (the cross-device cases use the device under test and the next one).
 //!
 //!   nhbm-uapi-test [-d N] [--list] [NAME_SUBSTRING...]
