@@ -43,31 +43,11 @@ fn time(mut f: impl FnMut() -> Result) -> Result<i64> {
 /// The reference driver's per-allocation path (`rust/bench_refpool.c`): the
 /// allocator benchmark's peer.
 mod reference {
+    use crate::helpers::{
+        nhbm_ref_alloc, nhbm_ref_chunk, nhbm_ref_free, nhbm_ref_pool, nhbm_ref_pool_create,
+        nhbm_ref_pool_destroy,
+    };
     use kernel::{ffi::c_int, prelude::*};
-
-    /// Opaque `struct nhbm_ref_pool`.
-    #[repr(C)]
-    struct RawPool {
-        _opaque: [u8; 0],
-    }
-
-    /// Opaque `struct nhbm_ref_chunk`.
-    #[repr(C)]
-    struct RawChunk {
-        _opaque: [u8; 0],
-    }
-
-    extern "C" {
-        fn nhbm_ref_pool_create(min_order: c_int, pa: u64, size: u64) -> *mut RawPool;
-        fn nhbm_ref_pool_destroy(pool: *mut RawPool);
-        fn nhbm_ref_alloc(
-            pool: *mut RawPool,
-            size: u64,
-            align: u64,
-            out: *mut *mut RawChunk,
-        ) -> c_int;
-        fn nhbm_ref_free(chunk: *mut RawChunk);
-    }
 
     /// One device pool with the reference's books around it.
     ///
@@ -75,11 +55,11 @@ mod reference {
     ///
     /// `raw` was returned by `nhbm_ref_pool_create` and is destroyed only on drop.
     pub(super) struct Pool {
-        raw: *mut RawPool,
+        raw: *mut nhbm_ref_pool,
     }
 
     /// A live allocation of a [`Pool`]; given back once, with [`Pool::free`].
-    pub(super) struct Chunk(*mut RawChunk);
+    pub(super) struct Chunk(*mut nhbm_ref_chunk);
 
     impl Pool {
         /// A pool of granule `1 << min_order` over `[pa, pa + size)`.

@@ -12,6 +12,7 @@ use crate::{
     arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
     device::Device,
     fw::ResetKind,
+    helpers::{nhbm_attr, nhbm_attr_groups},
     plan::{
         blob::UserBlob,
         parse::parse,
@@ -58,29 +59,8 @@ const NODE_NAMES: [&CStr; 16] = [
     c"neuron_hbm15",
 ];
 
-extern "C" {
-    /// The attribute groups of a device node (sysfs.c): pointers to
-    /// `struct attribute_group`, opaque here (some configurations make its
-    /// members zero-sized, which `improper_ctypes` refuses in an extern block).
-    static nhbm_attr_groups: [*const core::ffi::c_void; 2];
-}
-
-/// Which value a sysfs attribute shows: `enum nhbm_attr` of helpers.h.
-mod attr {
-    use kernel::ffi::c_int;
-
-    /// `NHBM_ATTR_ARCH`: the arch number.
-    pub(super) const ARCH: c_int = 0;
-    /// `NHBM_ATTR_SIMULATED`: 1 for a simulated device, else 0.
-    pub(super) const SIMULATED: c_int = 1;
-    /// `NHBM_ATTR_CHANNELS`: populated HBM channels.
-    pub(super) const CHANNELS: c_int = 2;
-    /// `NHBM_ATTR_REGIONS`: regions per channel.
-    pub(super) const REGIONS: c_int = 3;
-}
-
-/// The value of sysfs attribute `which` (one of [`attr`]) of the node whose
-/// `miscdevice` is `misc`; 0 for an unknown attribute.
+/// The value of sysfs attribute `which` of the node whose `miscdevice` is
+/// `misc`; 0 for an unknown attribute.
 ///
 /// # Safety
 ///
@@ -90,17 +70,17 @@ mod attr {
 #[no_mangle]
 pub(crate) unsafe extern "C" fn nhbm_sysfs_value(
     misc: *const bindings::miscdevice,
-    which: kernel::ffi::c_int,
+    which: nhbm_attr::Type,
 ) -> u64 {
     let misc = misc.cast::<Opaque<bindings::miscdevice>>();
     // SAFETY: Per the function's contract `misc` is the `misc` field of a live `Node`.
     let node = unsafe { &*kernel::container_of!(misc, Node, misc) };
     let dev = &node.dev;
     match which {
-        attr::ARCH => dev.info.arch as u64,
-        attr::SIMULATED => u64::from(dev.sim().is_some()),
-        attr::CHANNELS => dev.info.nr_channels as u64,
-        attr::REGIONS => dev.grid.geometry().regions as u64,
+        nhbm_attr::NHBM_ATTR_ARCH => dev.info.arch as u64,
+        nhbm_attr::NHBM_ATTR_SIMULATED => u64::from(dev.sim().is_some()),
+        nhbm_attr::NHBM_ATTR_CHANNELS => dev.info.nr_channels as u64,
+        nhbm_attr::NHBM_ATTR_REGIONS => dev.grid.geometry().regions as u64,
         _ => 0,
     }
 }

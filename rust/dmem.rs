@@ -7,26 +7,11 @@
 //! fails with the controller's errno (`EAGAIN`). Without `CONFIG_CGROUP_DMEM`
 //! the header's stubs make every region absent and every charge succeed.
 
-use kernel::{error::to_result, ffi::c_int, prelude::*};
-
-/// Opaque `struct dmem_cgroup_region`.
-#[repr(C)]
-struct RawRegion {
-    _opaque: [u8; 0],
-}
-
-/// Opaque `struct dmem_cgroup_pool_state`: one cgroup's use of one region.
-#[repr(C)]
-struct RawPool {
-    _opaque: [u8; 0],
-}
-
-extern "C" {
-    fn nhbm_dmem_register(size: u64, dev: u32, channel: u32, out: *mut *mut RawRegion) -> c_int;
-    fn nhbm_dmem_unregister(region: *mut RawRegion);
-    fn nhbm_dmem_try_charge(region: *mut RawRegion, size: u64, pool: *mut *mut RawPool) -> c_int;
-    fn nhbm_dmem_uncharge(pool: *mut RawPool, size: u64);
-}
+use crate::helpers::{
+    dmem_cgroup_pool_state, dmem_cgroup_region, nhbm_dmem_register, nhbm_dmem_try_charge,
+    nhbm_dmem_uncharge, nhbm_dmem_unregister,
+};
+use kernel::{error::to_result, prelude::*};
 
 /// One channel's HBM as a dmem cgroup region, unregistered on drop.
 ///
@@ -35,7 +20,7 @@ extern "C" {
 /// `raw` is NULL (the controller is off) or a region registered by
 /// `nhbm_dmem_register` and not yet unregistered.
 pub(crate) struct Region {
-    raw: *mut RawRegion,
+    raw: *mut dmem_cgroup_region,
 }
 
 // SAFETY: The controller's functions may be called on a region from any
@@ -72,7 +57,7 @@ impl Drop for Region {
 /// first charge (NULL with the controller off) and holds one reference,
 /// and `bytes` are charged to it.
 pub(crate) struct Charge {
-    pool: *mut RawPool,
+    pool: *mut dmem_cgroup_pool_state,
     bytes: u64,
 }
 

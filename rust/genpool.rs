@@ -10,27 +10,23 @@
 //! chunks still allocated is reported and left in place rather than passed to
 //! `gen_pool_destroy()`, which would `BUG()`.
 
+#[cfg(CONFIG_KUNIT = "y")]
+use crate::helpers::gen_pool_virt_to_phys;
+use crate::helpers::{
+    gen_pool, gen_pool_avail, gen_pool_create, gen_pool_destroy, nhbm_gen_pool_add_virt,
+    nhbm_gen_pool_alloc_align, nhbm_gen_pool_alloc_fixed, nhbm_gen_pool_free,
+};
 use kernel::{
     ffi::{c_int, c_ulong},
     prelude::*,
 };
 
-/// Opaque `struct gen_pool`.
-#[repr(C)]
-struct RawGenPool {
-    _opaque: [u8; 0],
-}
-
-extern "C" {
-    fn gen_pool_create(min_alloc_order: c_int, nid: c_int) -> *mut RawGenPool;
-    fn gen_pool_destroy(pool: *mut RawGenPool);
-    #[cfg(CONFIG_KUNIT = "y")]
-    fn gen_pool_virt_to_phys(pool: *mut RawGenPool, va: c_ulong) -> u64;
-    fn gen_pool_avail(pool: *mut RawGenPool) -> usize;
-    fn nhbm_gen_pool_add_virt(pool: *mut RawGenPool, va: c_ulong, pa: u64, size: usize) -> c_int;
-    fn nhbm_gen_pool_alloc_align(pool: *mut RawGenPool, size: usize, align: c_int) -> c_ulong;
-    fn nhbm_gen_pool_alloc_fixed(pool: *mut RawGenPool, size: usize, offset: c_ulong) -> c_ulong;
-    fn nhbm_gen_pool_free(pool: *mut RawGenPool, va: c_ulong, size: usize);
+/// Where an allocation goes.
+enum Fit {
+    /// First fit at this alignment (`gen_pool_first_fit_align`).
+    Aligned(c_int),
+    /// At this offset from the pool's start (`gen_pool_fixed_alloc`).
+    At(c_ulong),
 }
 
 /// Largest alignment `gen_pool_first_fit_align` can express (its `int align`).
@@ -65,7 +61,7 @@ impl GenChunk {
 /// `raw` is a valid pool created by `gen_pool_create()`, owned by this value
 /// and holding exactly one chunk described by `va_base`/`size`.
 pub(crate) struct GenPool {
-    raw: *mut RawGenPool,
+    raw: *mut gen_pool,
     va_base: u64,
     size: u64,
     min_order: u32,
@@ -135,12 +131,7 @@ impl GenPool {
         if !align.is_power_of_two() || align > MAX_ALIGN {
             return Err(EINVAL);
         }
-        // SAFETY: `self.raw` is valid (invariant); `align` fits in an int.
-        let va = unsafe { nhbm_gen_pool_alloc_align(self.raw, len, align as c_int) } as u64;
-        if va == 0 {
-            return Err(ENOMEM);
-        }
-        Ok(GenChunk { va, size })
+        self.alloc(len, Fit::Aligned(align as c_int))
     }
 
     /// Allocates `size` bytes at exactly `offset` bytes from the start of the pool.
@@ -150,12 +141,26 @@ impl GenPool {
             Some(end) if end <= self.size && offset % self.granule() == 0 => {}
             _ => return Err(EINVAL),
         }
-        // SAFETY: `self.raw` is valid (invariant); the range lies inside its chunk.
-        let va = unsafe { nhbm_gen_pool_alloc_fixed(self.raw, len, offset as c_ulong) } as u64;
+        self.alloc(len, Fit::At(offset as c_ulong))
+    }
+
+    /// Allocates `len` bytes (checked by `check_size`) placed as `fit` says.
+    fn alloc(&self, len: usize, fit: Fit) -> Result<GenChunk> {
+        // SAFETY: `self.raw` is valid (invariant); an `At` range lies inside
+        // its chunk (checked by `alloc_fixed`).
+        let va = unsafe {
+            match fit {
+                Fit::Aligned(align) => nhbm_gen_pool_alloc_align(self.raw, len, align),
+                Fit::At(offset) => nhbm_gen_pool_alloc_fixed(self.raw, len, offset),
+            }
+        };
         if va == 0 {
             return Err(ENOMEM);
         }
-        Ok(GenChunk { va, size })
+        Ok(GenChunk {
+            va: va as u64,
+            size: len as u64,
+        })
     }
 
     /// Gives `chunk` back. A chunk of another pool is refused (`EINVAL`) and

@@ -1,19 +1,27 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* C helpers of neuron_hbm, called from Rust (declarations in rust/genpool.rs). */
+/*
+ * The C side of neuron_hbm as Rust sees it. Every C file of the module
+ * includes this header, and bindgen turns it into the Rust declarations of
+ * rust/helpers.rs at build time, so that the C compiler checks the
+ * definitions and rustc the calls against the same prototypes.
+ */
 #ifndef NEURON_HBM_HELPERS_H
 #define NEURON_HBM_HELPERS_H
 
 #include <linux/genalloc.h>
 #include <linux/types.h>
-#include <linux/sysfs.h>
 
+/* genalloc's static inlines as real symbols (genpool_helpers.c). */
 int nhbm_gen_pool_add_virt(struct gen_pool *pool, unsigned long va, phys_addr_t pa, size_t size);
 unsigned long nhbm_gen_pool_alloc_align(struct gen_pool *pool, size_t size, int align);
 unsigned long nhbm_gen_pool_alloc_fixed(struct gen_pool *pool, size_t size, unsigned long offset);
 void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
+
+/* Scheduler macros and inlines as real symbols (sched.c). */
 void nhbm_cond_resched(void);
 bool nhbm_fatal_signal_pending(void);
 
+/* The device-memory cgroup controller (dmem_helpers.c). */
 struct dmem_cgroup_region;
 struct dmem_cgroup_pool_state;
 int nhbm_dmem_register(u64 size, u32 dev, u32 channel, struct dmem_cgroup_region **out);
@@ -30,7 +38,7 @@ void nhbm_ref_pool_destroy(struct nhbm_ref_pool *p);
 int nhbm_ref_alloc(struct nhbm_ref_pool *p, u64 size, u64 align, struct nhbm_ref_chunk **out);
 void nhbm_ref_free(struct nhbm_ref_chunk *mc);
 
-/* sysfs attributes of a device node (values from nhbm_sysfs_value, Rust). */
+/* sysfs attributes of a device node (sysfs.c); values from nhbm_sysfs_value (Rust). */
 enum nhbm_attr {
 	NHBM_ATTR_ARCH = 0,
 	NHBM_ATTR_SIMULATED = 1,

@@ -19,6 +19,7 @@ mod dmem;
 mod fault;
 mod fw;
 mod genpool;
+mod helpers;
 mod io;
 mod mempool;
 mod pci;

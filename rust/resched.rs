@@ -3,12 +3,8 @@
 //! Preemption points for loops whose length a user chooses: each gives the
 //! CPU away if needed and stops the loop once the caller was killed.
 
+use crate::helpers::{nhbm_cond_resched, nhbm_fatal_signal_pending};
 use kernel::prelude::*;
-
-extern "C" {
-    fn nhbm_cond_resched();
-    fn nhbm_fatal_signal_pending() -> bool;
-}
 
 /// Iterations of a cheap loop between two [`checkpoint`]s.
 pub(crate) const EVERY: usize = 1024;
