@@ -12,7 +12,10 @@ use crate::{
     arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
     device::Device,
     fw::ResetKind,
-    helpers::{nhbm_attr, nhbm_attr_groups},
+    helpers::{
+        nhbm_attr, nhbm_attr_groups, NHBM_ATTR_ARCH, NHBM_ATTR_CHANNELS, NHBM_ATTR_REGIONS,
+        NHBM_ATTR_SIMULATED,
+    },
     plan::{
         blob::UserBlob,
         parse::parse,
@@ -70,17 +73,17 @@ const NODE_NAMES: [&CStr; 16] = [
 #[no_mangle]
 pub(crate) unsafe extern "C" fn nhbm_sysfs_value(
     misc: *const bindings::miscdevice,
-    which: nhbm_attr::Type,
+    which: nhbm_attr,
 ) -> u64 {
     let misc = misc.cast::<Opaque<bindings::miscdevice>>();
     // SAFETY: Per the function's contract `misc` is the `misc` field of a live `Node`.
     let node = unsafe { &*kernel::container_of!(misc, Node, misc) };
     let dev = &node.dev;
     match which {
-        nhbm_attr::NHBM_ATTR_ARCH => dev.info.arch as u64,
-        nhbm_attr::NHBM_ATTR_SIMULATED => u64::from(dev.sim().is_some()),
-        nhbm_attr::NHBM_ATTR_CHANNELS => dev.info.nr_channels as u64,
-        nhbm_attr::NHBM_ATTR_REGIONS => dev.grid.geometry().regions as u64,
+        NHBM_ATTR_ARCH => dev.info.arch as u64,
+        NHBM_ATTR_SIMULATED => u64::from(dev.sim().is_some()),
+        NHBM_ATTR_CHANNELS => dev.info.nr_channels as u64,
+        NHBM_ATTR_REGIONS => dev.grid.geometry().regions as u64,
         _ => 0,
     }
 }

@@ -5,12 +5,12 @@
 //! the C compiler checks the helpers' definitions against the same prototypes
 //! that rustc checks the calls against.
 
-#![allow(improper_ctypes, unreachable_pub, non_camel_case_types)]
+#![allow(dead_code, improper_ctypes, unreachable_pub, non_camel_case_types)]
 
 use kernel::{bindings::miscdevice, ffi};
 
 include!("helpers_generated.rs");
 
 // The sysfs callback defined in Rust has the type the header declares.
-const _: [unsafe extern "C" fn(*const miscdevice, nhbm_attr::Type) -> u64; 2] =
+const _: [unsafe extern "C" fn(*const miscdevice, nhbm_attr) -> u64; 2] =
     [nhbm_sysfs_value, crate::chardev::nhbm_sysfs_value];
