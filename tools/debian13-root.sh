@@ -9,8 +9,9 @@
 # Makes $NHBM_CACHE/debian13 (NHBM_CACHE defaults to /var/cache/neuron_hbm)
 # with debootstrap (minbase) from the Debian mirror this machine already uses,
 # with trixie-backports as a second apt suite, installs every PKG that is not
-# installed yet (PKG/trixie-backports takes it from backports; plain names come
-# from trixie), and prints the root's path on stdout. Idempotent; concurrent
+# installed yet, from backports where it has the package (the 7.3 kernel
+# lives there; the /trixie-backports suffix only says so), the compilers
+# from trixie, and prints the root's path on stdout. Idempotent; concurrent
 # callers wait for each other.
 #
 #   tools/debian13-root.sh --run CMD [ARG...]
@@ -94,35 +95,29 @@ main() {
 	[ -f "$ROOT/usr/sbin/policy-rc.d" ] || bootstrap
 	cp -L /etc/resolv.conf "$ROOT/etc/resolv.conf"
 
-	# Debian's 7.3 kernel is built with trixie's rustc: the Rust toolchain
-	# never comes from backports (which has a newer one), even with -t.
-	cat >"$ROOT/etc/apt/preferences.d/rust-from-trixie" <<-PREF
-	Package: rustc rust-src libstd-rust-* cargo
+	# Debian's 7.3 kernel is built with trixie's rustc and gcc: the
+	# compilers never come from backports (which has a newer rustc), even
+	# with -t.
+	rm -f "$ROOT/etc/apt/preferences.d/rust-from-trixie"
+	cat >"$ROOT/etc/apt/preferences.d/compilers-from-trixie" <<-PREF
+	Package: rustc rust-src libstd-rust-* cargo gcc-14* cpp-14* libgcc-14-dev
 	Pin: release n=$SUITE
 	Pin-Priority: 995
 	PREF
 
-	local miss plain=() bpo=() p
+	local miss
 	mapfile -t miss < <(missing "$@")
 	[ "${#miss[@]}" -gt 0 ] || return 0
-	for p in "${miss[@]}"; do
-		case "$p" in
-		*/"$SUITE-backports") bpo+=("$p") ;;
-		*) plain+=("$p") ;;
-		esac
-	done
 	say "installing into the root: ${miss[*]}"
 	# An earlier run cut short may have left packages unpacked, not set up.
 	in_root "$ROOT" dpkg --configure -a >&2
 	in_root "$ROOT" apt-get update -qq >&2
-	# Backports packages take their dependencies from backports too (-t), in
-	# a call of their own so that the plain names stay on trixie.
-	{
-		[ "${#plain[@]}" = 0 ] || in_root "$ROOT" apt-get install -y -qq \
-			--no-install-recommends "${plain[@]}"
-		[ "${#bpo[@]}" = 0 ] || in_root "$ROOT" apt-get install -y -qq \
-			--no-install-recommends -t "$SUITE-backports" "${bpo[@]}"
-	} >"$CACHE/debian13-apt.log" 2>&1 || { tail -30 "$CACHE/debian13-apt.log" >&2; exit 1; }
+	# One suite order for every call, whatever was installed before: a
+	# library one call took from backports (QEMU's) would otherwise block the
+	# -dev package or the tool another call wants from trixie.
+	in_root "$ROOT" apt-get install -y -qq --no-install-recommends \
+		-t "$SUITE-backports" "${miss[@]%/"$SUITE-backports"}" \
+		>"$CACHE/debian13-apt.log" 2>&1 || { tail -30 "$CACHE/debian13-apt.log" >&2; exit 1; }
 	local still
 	still=$(missing "${miss[@]}")
 	[ -z "$still" ] || { say "not installed: $still"; exit 1; }

@@ -33,10 +33,12 @@ PACKAGES=(linux-headers-$REL linux-source-$SERIES linux-binary-$REL rustc rust-s
 
 say() { echo "check-distro: $*" >&2; }
 die() { say "$*"; exit 1; }
+# step NAME CMD...: CMD, timed; a failure ends the check, also where a
+# command substitution (which does not inherit set -e) runs the step.
 step() {
 	local name="$1" t0=$SECONDS; shift
 	say "$name ..."
-	"$@"
+	"$@" || die "$name failed"
 	say "$name done in $((SECONDS - t0))s"
 }
 in_root() { NHBM_CACHE="$CACHE" "$REPO/tools/debian13-root.sh" --run "$@"; }
