@@ -88,6 +88,10 @@ pub(crate) unsafe extern "C" fn nhbm_sysfs_value(
     }
 }
 
+// The callback has the type helpers.h declares for it.
+const _: [unsafe extern "C" fn(*const bindings::miscdevice, nhbm_attr) -> u64; 2] =
+    [crate::helpers::nhbm_sysfs_value, nhbm_sysfs_value];
+
 /// Maximum device nodes.
 pub(crate) const MAX_NODES: usize = NODE_NAMES.len();
 

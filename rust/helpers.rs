@@ -10,7 +10,3 @@
 use kernel::{bindings::miscdevice, ffi};
 
 include!("helpers_generated.rs");
-
-// The sysfs callback defined in Rust has the type the header declares.
-const _: [unsafe extern "C" fn(*const miscdevice, nhbm_attr) -> u64; 2] =
-    [nhbm_sysfs_value, crate::chardev::nhbm_sysfs_value];
