@@ -98,7 +98,6 @@ main() {
 	# Debian's 7.3 kernel is built with trixie's rustc and gcc: the
 	# compilers never come from backports (which has a newer rustc), even
 	# with -t.
-	rm -f "$ROOT/etc/apt/preferences.d/rust-from-trixie"
 	cat >"$ROOT/etc/apt/preferences.d/compilers-from-trixie" <<-PREF
 	Package: rustc rust-src libstd-rust-* cargo gcc-14* cpp-14* libgcc-14-dev
 	Pin: release n=$SUITE
