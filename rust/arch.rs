@@ -5,10 +5,11 @@
 //! Sources: seed 001 §1 (BAR windows, MISC RAM), §2 (HBM map, BAR4 remap),
 //! §3 (SBUF geometry, BAR0 TPB tiles), and for what the seeds leave out the
 //! reference driver's public address maps (aws-neuron-driver v2/address_map.h,
-//! v3/address_map.h, v3/neuron_dhal_v3.c), cited beside each value. No public
-//! V4 map exists: V4 takes V3's map except for its channel size, and every V4
-//! value so taken is marked as assumed.
+//! v3/address_map.h, v3/neuron_dhal_v3.c, v4/neuron_dhal_v4.c,
+//! v4/address_map.h), cited beside each value. The few V4 values no public
+//! source gives are taken from V3 and marked as assumed.
 
+use crate::fw::ResetTiming;
 use kernel::prelude::*;
 
 /// Maximum HBM channels of any arch (`MAX_DRAM_CHANNELS`, seed 001 §2).
@@ -37,7 +38,10 @@ pub(crate) const V2_TPB_TILE_SIZE: u64 = 64 * MIB;
 /// Device address of V2's first TPB tile (`V2_MMAP_TPB_OFFSET`, v2/address_map.h).
 pub(crate) const V2_TPB_BASE: u64 = 0x0fff_c000_0000;
 
-/// Firmware carve-out at the start of each channel, never handed out.
+/// Firmware carve-out at the start of every region, never handed out
+/// (`MEMPOOL_CARVEOUT_SIZE`, v2/neuron_dhal_v2.c:463 and
+/// v3/neuron_dhal_v3.c:670; `mpset_block_carveout_regions_v2/_v3` take it at
+/// the start of each channel x region, v2:476-515, v3:682-721).
 pub(crate) const FW_CARVEOUT: u64 = 16 * MIB;
 
 /// Neuron device generation.
@@ -92,8 +96,10 @@ pub(crate) struct ArchInfo {
     /// [`SBUF_SIZE`] bytes are the core's State Buffer (entries past
     /// `nr_cores` unused).
     pub(crate) tpb_base: [u64; MAX_CORES],
-    /// Firmware carve-out at each channel start (0 = none).
+    /// Firmware carve-out at each region start (0 = none).
     pub(crate) carveout: u64,
+    /// The firmware reset handshake's timing.
+    pub(crate) reset: ResetTiming,
 }
 
 /// Trn1 / Inf2 (v2/address_map.h unless noted).
@@ -128,6 +134,19 @@ pub(crate) static V2: ArchInfo = ArchInfo {
         0,
     ],
     carveout: FW_CARVEOUT,
+    // `V2_NR_RESET_POLL_INTERVAL` and `V2_NR_RESET_INIT_MAX_TOTAL_WAIT_TIME_MS`
+    // (v2/neuron_dhal_v2.c:28-29, set at :1710 and :1713).
+    reset: ResetTiming {
+        poll_ms: 100,
+        initiate_max_ms: 120_000,
+    },
+};
+
+/// `V3_NR_RESET_POLL_INTERVAL` and `V3_NR_RESET_INIT_MAX_TOTAL_WAIT_TIME_MS`
+/// (v3/neuron_dhal_v3.c:34-35, set at :2104 and :2107).
+const V3_RESET: ResetTiming = ResetTiming {
+    poll_ms: 100,
+    initiate_max_ms: 480_000,
 };
 
 /// `V3_MMAP_TPB_0_BASE` .. `V3_MMAP_TPB_7_BASE` (v3/address_map.h).
@@ -174,11 +193,16 @@ pub(crate) static V3: ArchInfo = ArchInfo {
     bar0_misc_ram: V3_BAR0_MISC_RAM,
     tpb_base: V3_TPB_BASES,
     carveout: FW_CARVEOUT,
+    reset: V3_RESET,
 };
 
-/// Trn3: 36 GiB channels (seed 001 §2). Assumed as V3, for want of a public
-/// V4 map: channel bases, BAR4 stride, MISC RAM offset, TPB tile addresses
-/// and the core count.
+/// Trn3: 36 GiB channels (seed 001 §2; `V4_HBM_ACTIVE_SIZE`,
+/// v4/address_map.h:92). `v4/neuron_dhal_v4.c` registers after V3's
+/// functions and overrides only what differs (v4:487-510): the carve-out,
+/// the reset timing, the MISC RAM offset and the BARs stay V3's. Its
+/// address map keeps V3's channel bases and 64 GiB BAR4 stride
+/// (v4/address_map.h:87-91, :131-134). Assumed as V3 for want of a source:
+/// the TPB tile addresses and the core count.
 pub(crate) static V4: ArchInfo = ArchInfo {
     arch: Arch::V4,
     name: "v4",
@@ -192,7 +216,8 @@ pub(crate) static V4: ArchInfo = ArchInfo {
     bar0_size: 4 * GIB,
     bar0_misc_ram: V3_BAR0_MISC_RAM,
     tpb_base: V3_TPB_BASES,
-    carveout: 0,
+    carveout: FW_CARVEOUT,
+    reset: V3_RESET,
 };
 
 /// Every arch, oldest first.

@@ -510,10 +510,13 @@ impl OpenFile {
         let pa = plan.resolve_hbm(req.var_id, req.offset, req.len)?;
         let user = user_slice(req.buf, req.len)?;
         self.dev.fault.point(EFAULT)?;
+        let staged_at = plan.reset_epoch();
         if write {
-            self.dev.write_from_user(pa, &mut user.reader(), req.len)
+            self.dev
+                .write_from_user(staged_at, pa, &mut user.reader(), req.len)
         } else {
-            self.dev.read_to_user(pa, &mut user.writer(), req.len)
+            self.dev
+                .read_to_user(staged_at, pa, &mut user.writer(), req.len)
         }
     }
 
@@ -553,11 +556,9 @@ impl OpenFile {
         // SAFETY: `capable` only reads the current task's credentials.
         let admin = unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as i32) };
         // One tenant may not wipe the others: only an administrator or the
-        // device's only open file (a runtime that owns it) may reset.
-        if !admin && self.dev.open_files() != 1 {
-            return Err(EPERM);
-        }
-        let res = self.dev.reset(kind, req.nc_map);
+        // device's only open file (a runtime that owns it) may reset,
+        // checked under the lock that opens take.
+        let res = self.dev.reset(kind, req.nc_map, !admin);
         req.status = match &res {
             Ok(_) => 0,
             Err(e) => e.to_errno(),

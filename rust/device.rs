@@ -10,7 +10,7 @@ use crate::{
     chardev::NodeIndex,
     dmem::Region,
     fault::FaultInjector,
-    fw::{self, ResetKind, WaitReport},
+    fw::{self, ResetKind, TaskClock, WaitReport},
     io::{DeviceIo, XFER_CHUNK},
     mempool::{Geometry, Grid},
     resched,
@@ -52,17 +52,16 @@ pub(crate) struct Device {
     pub(crate) grid: Grid,
     /// Each channel's HBM as a dmem cgroup region.
     dmem: KVec<Region>,
-    /// Whether a reset is under way; held only to test and flip it.
+    /// Who may use the device while a reset runs; held only to test and
+    /// flip its fields, never across a wait for the firmware.
     #[pin]
-    resetting: Mutex<bool>,
-    /// Signalled when a reset ends.
+    gate: Mutex<Gate>,
+    /// Signalled when the gate changes.
     #[pin]
-    reset_done: CondVar,
-    /// Device resets begun plus device resets ended: odd while one runs. A
-    /// plan staged at another value has lost its HBM contents.
+    gate_changed: CondVar,
+    /// Device resets begun. A plan staged at another value has lost its HBM
+    /// contents (read without the gate's lock on every RESOLVE).
     reset_epoch: Atomic<u64>,
-    /// Open files of the device node.
-    open_files: Atomic<u32>,
     /// Test-only fault injection (debugfs `fail_nth`).
     pub(crate) fault: FaultInjector,
     /// What each live plan holds, for telemetry, by serial number.
@@ -73,6 +72,25 @@ pub(crate) struct Device {
     /// The claim on `index`, given back when the device is dropped, after
     /// its dmem regions (fields drop in order).
     _index: NodeIndex,
+}
+
+/// The reset gate of a device: resets are serialized, a device reset waits
+/// for the BAR4 transfers in flight and holds new ones off until it ends,
+/// and a device reset that failed leaves the device in "reset state
+/// unknown" until one succeeds.
+#[derive(Default)]
+struct Gate {
+    /// Open files of the device node.
+    open_files: u32,
+    /// A reset (of any kind) is under way.
+    resetting: bool,
+    /// A device reset is under way: no BAR4 transfer may start.
+    blocking: bool,
+    /// BAR4 transfer pieces in flight.
+    transfers: u32,
+    /// The last device reset failed or was interrupted: the firmware may
+    /// still carry it out, so no plan can trust its HBM.
+    unknown: bool,
 }
 
 /// One of a device's [`MAX_PLANS_PER_DEVICE`] live-plan slots (over all its
@@ -151,10 +169,9 @@ impl Device {
                 pci_device: pci.1,
                 backend,
                 grid,
-                resetting <- new_mutex!(false),
-                reset_done <- new_condvar!(),
+                gate <- new_mutex!(Gate::default()),
+                gate_changed <- new_condvar!(),
                 reset_epoch: Atomic::new(0),
-                open_files: Atomic::new(0),
                 fault: FaultInjector::new(),
                 plans <- new_mutex!(RBTree::new()),
                 live_plans: Atomic::new(0),
@@ -195,26 +212,37 @@ impl Device {
 
     /// Counts an open file of the device node.
     pub(crate) fn file_opened(&self) {
-        self.open_files.fetch_add(1, Relaxed);
+        self.gate.lock().open_files += 1;
     }
 
     /// Counts a closed file of the device node.
     pub(crate) fn file_closed(&self) {
-        self.open_files.fetch_sub(1, Relaxed);
+        self.gate.lock().open_files -= 1;
     }
 
     /// Open files of the device node.
     pub(crate) fn open_files(&self) -> u32 {
-        self.open_files.load(Relaxed)
+        self.gate.lock().open_files
     }
 
-    /// The reset epoch a plan staged now records (see [`Device::check_epoch`]).
-    pub(crate) fn reset_epoch(&self) -> u64 {
-        self.reset_epoch.load(Acquire)
+    /// The reset epoch a plan staged now records: waits (`EINTR` on a
+    /// signal) for a device reset under way to end; `EIO` in "reset state
+    /// unknown".
+    pub(crate) fn ready_epoch(&self) -> Result<u64> {
+        let mut g = self.gate.lock();
+        while g.blocking {
+            if self.gate_changed.wait_interruptible(&mut g) {
+                return Err(EINTR);
+            }
+        }
+        if g.unknown {
+            return Err(EIO);
+        }
+        Ok(self.reset_epoch.load(Acquire))
     }
 
-    /// `EIO` when a device reset began or ended since epoch `staged_at`: the
-    /// HBM contents of a plan staged then are gone.
+    /// `EIO` when a device reset began since epoch `staged_at`: the HBM
+    /// contents of a plan staged then are gone.
     #[inline(always)]
     pub(crate) fn check_epoch(&self, staged_at: u64) -> Result {
         if self.reset_epoch.load(Acquire) == staged_at {
@@ -224,11 +252,88 @@ impl Device {
         }
     }
 
+    /// Runs one BAR4 transfer piece `op` of data staged at epoch `staged_at`
+    /// outside any device reset: waits (`EINTR` on a signal) for one under
+    /// way to end, then `EIO` when one began since `staged_at`.
+    fn transfer_piece(&self, staged_at: u64, op: impl FnOnce() -> Result) -> Result {
+        {
+            let mut g = self.gate.lock();
+            while g.blocking {
+                if self.gate_changed.wait_interruptible(&mut g) {
+                    return Err(EINTR);
+                }
+            }
+            self.check_epoch(staged_at)?;
+            g.transfers += 1;
+        }
+        let res = op();
+        let mut g = self.gate.lock();
+        g.transfers -= 1;
+        if g.transfers == 0 && g.blocking {
+            self.gate_changed.notify_all();
+        }
+        res
+    }
+
+    /// Takes the gate for a reset of `kind`: waits for a reset under way and,
+    /// for a device reset, for the transfers in flight, then moves the
+    /// epoch. With `exclusive`, `EPERM` unless the caller's file is the
+    /// device's only open file, checked under the lock that opens take.
+    fn begin_reset(&self, kind: ResetKind, exclusive: bool) -> Result {
+        let mut g = self.gate.lock();
+        loop {
+            if exclusive && g.open_files != 1 {
+                return Err(EPERM);
+            }
+            if !g.resetting {
+                break;
+            }
+            if self.gate_changed.wait_interruptible(&mut g) {
+                return Err(EINTR);
+            }
+        }
+        g.resetting = true;
+        if kind == ResetKind::Device {
+            g.blocking = true;
+            while g.transfers > 0 {
+                if self.gate_changed.wait_interruptible(&mut g) {
+                    g.resetting = false;
+                    g.blocking = false;
+                    self.gate_changed.notify_all();
+                    return Err(EINTR);
+                }
+            }
+            self.reset_epoch.fetch_add(1, Release);
+        }
+        Ok(())
+    }
+
+    /// Opens the gate after a reset of `kind` that ended with `res`.
+    fn end_reset(&self, kind: ResetKind, res: &Result) {
+        let mut g = self.gate.lock();
+        g.resetting = false;
+        if kind == ResetKind::Device {
+            g.blocking = false;
+            g.unknown = res.is_err();
+        }
+        self.gate_changed.notify_all();
+    }
+
     /// Resets the device (`nc_map` 0) or the TPBs in `nc_map` and waits for
-    /// the firmware. Concurrent requests are serialized, never interleaved;
-    /// every wait ends with `EINTR` when a signal arrives. A device reset
-    /// moves the reset epoch when it begins and when it ends.
-    pub(crate) fn reset(&self, kind: ResetKind, nc_map: u32) -> Result<WaitReport> {
+    /// the firmware as the reference does ([`fw::reset`]). Resets are
+    /// serialized; a device reset first waits for the BAR4 transfers in
+    /// flight, holds new ones off while it runs, and makes every plan staged
+    /// before it answer `EIO`. One that fails or is interrupted leaves the
+    /// device in "reset state unknown" (loads answer `EIO`) until a device
+    /// reset succeeds. Every wait ends with `EINTR` on a signal; no lock is
+    /// held while the firmware is waited for. With `exclusive`, `EPERM`
+    /// unless the caller's file is the only open file of the device.
+    pub(crate) fn reset(
+        &self,
+        kind: ResetKind,
+        nc_map: u32,
+        exclusive: bool,
+    ) -> Result<WaitReport> {
         self.check_present()?;
         let map_ok = match kind {
             ResetKind::Device => nc_map == 0,
@@ -237,31 +342,18 @@ impl Device {
         if !map_ok {
             return Err(EINVAL);
         }
-        {
-            let mut busy = self.resetting.lock();
-            while *busy {
-                if self.reset_done.wait_interruptible(&mut busy) {
-                    return Err(EINTR);
-                }
-            }
-            *busy = true;
-        }
-        let device = kind == ResetKind::Device;
-        if device {
-            self.reset_epoch.fetch_add(1, Release);
-        }
-        let res = fw::reset(self.io(), kind, nc_map, &fw::signal_pending);
-        if device {
-            self.reset_epoch.fetch_add(1, Release);
-        }
-        *self.resetting.lock() = false;
-        self.reset_done.notify_one();
-        res
+        self.begin_reset(kind, exclusive)?;
+        let (res, report) = fw::reset(self.io(), &self.info.reset, &TaskClock::new(), kind, nc_map);
+        self.end_reset(kind, &res);
+        res.map(|()| report)
     }
 
     /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces of at most
     /// [`XFER_CHUNK`] bytes, each remapped to BAR4 on its own and preceded by
-    /// a preemption point (`EINTR` once the caller is killed).
+    /// a preemption point (`EINTR` once the caller is killed); `op` takes
+    /// the reset gate for its BAR4 access ([`Device::transfer_piece`]).
+    /// Ends by confirming that the device still answers (`ENODEV` when it
+    /// was removed by surprise: its reads were all ones, its writes lost).
     fn for_each_piece(
         &self,
         pa: u64,
@@ -283,7 +375,7 @@ impl Device {
             op(off, n as usize)?;
             done += n;
         }
-        Ok(())
+        self.io().confirm_present()
     }
 
     /// A bounce buffer for a user transfer of `len` bytes: one per transfer,
@@ -294,28 +386,47 @@ impl Device {
         Ok(KVVec::zeroed(n, GFP_KERNEL_ACCOUNT)?)
     }
 
-    /// Copies `len` bytes from user memory to device PA `pa` through BAR4.
-    pub(crate) fn write_from_user(&self, pa: u64, src: &mut UserSliceReader, len: u64) -> Result {
+    /// Copies `len` bytes from user memory to device PA `pa` through BAR4,
+    /// for data staged at reset epoch `staged_at`.
+    pub(crate) fn write_from_user(
+        &self,
+        staged_at: u64,
+        pa: u64,
+        src: &mut UserSliceReader,
+        len: u64,
+    ) -> Result {
         let mut bounce = Self::bounce(len)?;
         self.for_each_piece(pa, len, |off, n| {
-            self.io().bar4_write_from_user(off, src, n, &mut bounce)
+            self.transfer_piece(staged_at, || {
+                self.io().bar4_write_from_user(off, src, n, &mut bounce)
+            })
         })
     }
 
-    /// Copies `len` bytes at device PA `pa` to user memory through BAR4.
-    pub(crate) fn read_to_user(&self, pa: u64, dst: &mut UserSliceWriter, len: u64) -> Result {
+    /// Copies `len` bytes at device PA `pa` to user memory through BAR4,
+    /// for data staged at reset epoch `staged_at`.
+    pub(crate) fn read_to_user(
+        &self,
+        staged_at: u64,
+        pa: u64,
+        dst: &mut UserSliceWriter,
+        len: u64,
+    ) -> Result {
         let mut bounce = Self::bounce(len)?;
         self.for_each_piece(pa, len, |off, n| {
-            self.io().bar4_read(off, &mut bounce[..n])?;
+            self.transfer_piece(staged_at, || self.io().bar4_read(off, &mut bounce[..n]))?;
             dst.write_slice(&bounce[..n])
         })
     }
 
-    /// Writes `src` at device PA `pa` through BAR4.
-    pub(crate) fn write(&self, pa: u64, src: &[u8]) -> Result {
+    /// Writes `src` at device PA `pa` through BAR4, for data staged at reset
+    /// epoch `staged_at`.
+    pub(crate) fn write(&self, staged_at: u64, pa: u64, src: &[u8]) -> Result {
         let mut done = 0usize;
         self.for_each_piece(pa, src.len() as u64, |off, n| {
-            self.io().bar4_write(off, &src[done..done + n])?;
+            self.transfer_piece(staged_at, || {
+                self.io().bar4_write(off, &src[done..done + n])
+            })?;
             done += n;
             Ok(())
         })
@@ -323,18 +434,23 @@ impl Device {
 
     /// Reads device PA `pa` into `dst` through BAR4.
     #[cfg(CONFIG_KUNIT = "y")]
-    pub(crate) fn read(&self, pa: u64, dst: &mut [u8]) -> Result {
+    pub(crate) fn read(&self, staged_at: u64, pa: u64, dst: &mut [u8]) -> Result {
         let mut done = 0usize;
         self.for_each_piece(pa, dst.len() as u64, |off, n| {
-            self.io().bar4_read(off, &mut dst[done..done + n])?;
+            self.transfer_piece(staged_at, || {
+                self.io().bar4_read(off, &mut dst[done..done + n])
+            })?;
             done += n;
             Ok(())
         })
     }
 
-    /// Zeroes `[pa, pa + len)` (the simulated device discards its pages).
-    pub(crate) fn zero(&self, pa: u64, len: u64) -> Result {
-        self.for_each_piece(pa, len, |off, n| self.io().bar4_zero(off, n as u64))
+    /// Zeroes `[pa, pa + len)` (the simulated device discards its pages),
+    /// for memory staged at reset epoch `staged_at`.
+    pub(crate) fn zero(&self, staged_at: u64, pa: u64, len: u64) -> Result {
+        self.for_each_piece(pa, len, |off, n| {
+            self.transfer_piece(staged_at, || self.io().bar4_zero(off, n as u64))
+        })
     }
 }
 
@@ -364,7 +480,7 @@ impl Device {
 #[kunit_tests(neuron_hbm_device)]
 mod tests {
     use super::*;
-    use crate::arch::GIB;
+    use crate::{arch::GIB, sim::FwScript};
 
     fn sim_device() -> Result<Arc<Device>> {
         Device::new_test_sim(1)
@@ -375,9 +491,9 @@ mod tests {
         let dev = sim_device()?;
         // Device PA 64 GiB + 8 KiB is BAR4 offset 16 GiB + 8 KiB on V2.
         let pa = 64 * GIB + 8192;
-        dev.write(pa, b"neuron")?;
+        dev.write(0, pa, b"neuron")?;
         let mut back = [0u8; 6];
-        dev.read(pa, &mut back)?;
+        dev.read(0, pa, &mut back)?;
         assert_eq!(&back, b"neuron");
         let mut raw = [0u8; 6];
         dev.io().bar4_read(16 * GIB + 8192, &mut raw)?;
@@ -389,19 +505,19 @@ mod tests {
     #[test]
     fn transfers_outside_hbm_are_refused() -> Result {
         let dev = sim_device()?;
-        assert_eq!(dev.write(20 * GIB, b"x"), Err(EINVAL));
-        assert_eq!(dev.write(u64::MAX, b"xy"), Err(EINVAL));
+        assert_eq!(dev.write(0, 20 * GIB, b"x"), Err(EINVAL));
+        assert_eq!(dev.write(0, u64::MAX, b"xy"), Err(EINVAL));
         Ok(())
     }
 
     #[test]
     fn zero_of_gigabytes_stays_sparse() -> Result {
         let dev = sim_device()?;
-        dev.write(GIB, &[0xaa; 16])?;
-        dev.zero(0, 12 * GIB)?;
+        dev.write(0, GIB, &[0xaa; 16])?;
+        dev.zero(0, 0, 12 * GIB)?;
         assert_eq!(dev.sim().map(|s| s.bar4_resident_pages()), Some(0));
         let mut b = [1u8; 16];
-        dev.read(GIB, &mut b)?;
+        dev.read(0, GIB, &mut b)?;
         assert_eq!(b, [0u8; 16]);
         Ok(())
     }
@@ -410,39 +526,41 @@ mod tests {
     fn unplugged_device_answers_enodev() -> Result {
         let dev = sim_device()?;
         dev.sim().unwrap().unplug();
-        assert_eq!(dev.write(0, b"x"), Err(ENODEV));
-        assert_eq!(dev.reset(ResetKind::Device, 0).err(), Some(ENODEV));
+        assert_eq!(dev.write(0, 0, b"x"), Err(ENODEV));
+        assert_eq!(dev.reset(ResetKind::Device, 0, false).err(), Some(ENODEV));
         Ok(())
     }
 
     #[test]
     fn tpb_reset_checks_the_core_map() -> Result {
         let dev = sim_device()?;
-        assert_eq!(dev.reset(ResetKind::Tpb, 0).err(), Some(EINVAL));
-        assert_eq!(dev.reset(ResetKind::Tpb, 0b100).err(), Some(EINVAL));
-        assert!(dev.reset(ResetKind::Tpb, 0b11).is_ok());
+        assert_eq!(dev.reset(ResetKind::Tpb, 0, false).err(), Some(EINVAL));
+        assert_eq!(dev.reset(ResetKind::Tpb, 0b100, false).err(), Some(EINVAL));
+        assert!(dev.reset(ResetKind::Tpb, 0b11, false).is_ok());
         Ok(())
     }
 
     #[test]
     fn device_reset_takes_no_core_map() -> Result {
         let dev = sim_device()?;
-        assert_eq!(dev.reset(ResetKind::Device, 0b1).err(), Some(EINVAL));
+        assert_eq!(dev.reset(ResetKind::Device, 0b1, false).err(), Some(EINVAL));
         assert_eq!(dev.sim().map(|s| s.resets_taken()), Some(0));
-        assert!(dev.reset(ResetKind::Device, 0).is_ok());
+        assert!(dev.reset(ResetKind::Device, 0, false).is_ok());
         Ok(())
     }
 
     #[test]
     fn device_reset_moves_the_epoch() -> Result {
         let dev = sim_device()?;
-        let before = dev.reset_epoch();
+        let before = dev.ready_epoch()?;
         assert!(dev.check_epoch(before).is_ok());
-        dev.reset(ResetKind::Tpb, 0b1)?;
+        dev.reset(ResetKind::Tpb, 0b1, false)?;
         assert!(dev.check_epoch(before).is_ok());
-        dev.reset(ResetKind::Device, 0)?;
+        dev.reset(ResetKind::Device, 0, false)?;
         assert_eq!(dev.check_epoch(before), Err(EIO));
-        assert!(dev.check_epoch(dev.reset_epoch()).is_ok());
+        assert!(dev.check_epoch(dev.ready_epoch()?).is_ok());
+        // A transfer of data staged before the reset is refused.
+        assert_eq!(dev.write(before, GIB, b"x"), Err(EIO));
         Ok(())
     }
 
@@ -453,10 +571,52 @@ mod tests {
             for nc in 0..info.nr_cores {
                 let (base, size) = addr::sbuf_window(info, nc).ok_or(EINVAL)?;
                 let mut b = [0u8; 8];
-                assert_eq!(dev.read(base, &mut b), Err(EINVAL));
-                assert_eq!(dev.write(base + size - 8, &b), Err(EINVAL));
+                assert_eq!(dev.read(0, base, &mut b), Err(EINVAL));
+                assert_eq!(dev.write(0, base + size - 8, &b), Err(EINVAL));
             }
         }
+        Ok(())
+    }
+
+    #[test]
+    fn failed_device_reset_leaves_the_state_unknown() -> Result {
+        let dev = sim_device()?;
+        let staged = dev.ready_epoch()?;
+        let sim = dev.sim().ok_or(EINVAL)?;
+        sim.set_fw_script(FwScript {
+            ready_on_poll: 0,
+            ..FwScript::PROMPT
+        });
+        assert_eq!(
+            dev.reset(ResetKind::Device, 0, false).err(),
+            Some(ETIMEDOUT)
+        );
+        // Every plan and every new load answers EIO ...
+        assert_eq!(dev.check_epoch(staged), Err(EIO));
+        assert_eq!(dev.ready_epoch(), Err(EIO));
+        // ... a TPB reset does not end it ...
+        sim.set_fw_script(FwScript::PROMPT);
+        dev.reset(ResetKind::Tpb, 0b1, false)?;
+        assert_eq!(dev.ready_epoch(), Err(EIO));
+        // ... a device reset that succeeds does.
+        dev.reset(ResetKind::Device, 0, false)?;
+        let now = dev.ready_epoch()?;
+        assert!(dev.write(now, GIB, b"x").is_ok());
+        assert_eq!(dev.check_epoch(staged), Err(EIO));
+        Ok(())
+    }
+
+    #[test]
+    fn exclusive_reset_needs_the_only_open_file() -> Result {
+        let dev = sim_device()?;
+        dev.file_opened();
+        dev.file_opened();
+        assert_eq!(dev.reset(ResetKind::Device, 0, true).err(), Some(EPERM));
+        assert_eq!(dev.sim().map(|s| s.resets_taken()), Some(0));
+        dev.file_closed();
+        assert!(dev.reset(ResetKind::Device, 0, true).is_ok());
+        dev.file_closed();
+        assert_eq!(dev.open_files(), 0);
         Ok(())
     }
 }

@@ -1,46 +1,81 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Firmware reset: the MISC RAM mailbox request and the reset-wait poll
-//! (reference `nr_wait_for_reset_completion_v2`, neuron_dhal_v2.c:188-208,
-//! and its V3 twin in neuron_dhal_v3.c), both through the kernel's
-//! [`read_poll_timeout`]. Each poll step first checks for a pending signal
-//! and ends the wait with `EINTR` (uapi.rst) when one is, so no wait outlasts
-//! a signal by more than one step: `read_poll_timeout` sleeps with `fsleep`,
-//! which no signal interrupts.
+//! Firmware reset as the reference driver does it (aws-neuron-driver,
+//! `nr_initiate_reset_via_fw` in neuron_reset.c, `fw_io_read_csr_array_direct`
+//! in neuron_fw_io.c, `nr_wait_for_reset_completion_v2/_v3`):
+//!
+//! 1. the request (TPB map, reset kind, doorbell) goes to the MISC RAM
+//!    mailbox;
+//! 2. every [`ResetTiming::poll_ms`] the driver looks whether the firmware
+//!    took it (RESET_REQUEST reads 0), writes it again every
+//!    [`DEVICE_RESEND_MS`] or [`TPB_RESEND_MS`] because the firmware may
+//!    have missed it, and gives up after [`ResetTiming::initiate_max_ms`];
+//! 3. then up to [`RESET_RETRIES`] looks at FW_STATUS, `100 ms * i` apart,
+//!    wait for the reset-in-progress bit to clear.
+//!
+//! Every register read of the handshake is a firmware read: one that answers
+//! `0xdeadbeef` is read again every [`BAD_READ_POLL_MS`] for up to
+//! [`BAD_READ_WINDOW_MS`], and that window is tried [`BAD_READ_TRIES`] times.
+//!
+//! Unlike the reference, whose reset runs in a kernel thread that signals do
+//! not reach, the wait runs in the caller's ioctl: every sleep ends with
+//! `EINTR` within [`SLEEP_SLICE_MS`] of a signal, so no wait outlasts a kill.
+//! Time comes from a [`Clock`], the monotonic clock on a real device, a
+//! counter in the KUnit tests, so the reference's 30 s re-send and 480 s
+//! deadline are tested without waiting for them.
 
 use crate::{
     io::DeviceIo,
     regs::{FW_IO_BAD_READ, FW_STATUS, GONE, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER},
 };
 use kernel::{
-    io::{poll::read_poll_timeout, Io},
+    io::Io,
     prelude::*,
-    time::Delta,
+    time::{delay::fsleep, Delta, Instant, Monotonic},
 };
 
-/// Looks at FW_STATUS before giving up (`NR_RESET_RETRY_COUNT`).
+/// Looks at FW_STATUS before giving up (`NR_RESET_RETRY_COUNT`,
+/// neuron_reset.h:17; `retry_count`, v2/neuron_dhal_v2.c:1714,
+/// v3/neuron_dhal_v3.c:2108).
 pub(crate) const RESET_RETRIES: u32 = 5;
-/// Milliseconds of one step of the reset wait: look `i` comes `i` steps after
-/// look `i - 1` (the reference's `100 ms * i` backoff, one second in all),
-/// and a signal is noticed within one step.
+/// Look `i` (from 0) at FW_STATUS comes `i` times this many milliseconds
+/// after look `i - 1` (`NR_RESET_RETRY_SLEEP_MS`, v2/neuron_dhal_v2.c:27,205;
+/// v3/neuron_dhal_v3.c:33,378).
 pub(crate) const RESET_STEP_MS: u32 = 100;
-/// Milliseconds after which the reset wait gives up whatever its count of
-/// looks: a backstop that only sleeps overrunning tenfold would reach.
-const RESET_BACKSTOP_MS: u32 = 10_000;
-/// Re-reads of a status that read as `0xdeadbeef` within one look.
-pub(crate) const BAD_READ_RETRIES: u32 = 3;
-/// Milliseconds between two polls of the mailbox for the firmware to take a request.
-const MAILBOX_POLL_MS: u32 = 1;
-/// Milliseconds the firmware has to take a request.
-const MAILBOX_TIMEOUT_MS: u32 = 100;
+/// Re-send interval of a device reset request
+/// (`NR_DEVICE_RESET_RETRY_INTERVAL`, neuron_reset.c:28).
+pub(crate) const DEVICE_RESEND_MS: u64 = 30_000;
+/// Re-send interval of a TPB reset request (`NR_TPB_RESET_RETRY_INTERVAL`,
+/// neuron_reset.c:29).
+pub(crate) const TPB_RESEND_MS: u64 = 10_000;
+/// Milliseconds between two reads of a register that answered `0xdeadbeef`
+/// (`msleep(1)`, neuron_fw_io.c:381).
+pub(crate) const BAD_READ_POLL_MS: u32 = 1;
+/// Milliseconds one window of `0xdeadbeef` re-reads lasts (`FW_IO_RD_TIMEOUT`,
+/// neuron_fw_io.h:117).
+pub(crate) const BAD_READ_WINDOW_MS: u64 = 1_000;
+/// Windows of re-reads before a read fails (`FW_IO_RD_RETRY`, neuron_fw_io.h:118).
+pub(crate) const BAD_READ_TRIES: u32 = 15;
+/// Longest uninterrupted sleep: a signal ends a wait within this many ms.
+const SLEEP_SLICE_MS: u32 = 10;
+
+/// The reset handshake's timing of one arch.
+#[derive(Debug)]
+pub(crate) struct ResetTiming {
+    /// Milliseconds between two looks at the mailbox (`reset_poll_interval`).
+    pub(crate) poll_ms: u32,
+    /// Milliseconds after which an untaken request is given up
+    /// (`initiate_max_wait_time`).
+    pub(crate) initiate_max_ms: u64,
+}
 
 /// Kind of reset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub(crate) enum ResetKind {
-    /// The whole device.
+    /// The whole device (`FW_IO_RESET_TYPE_DEVICE`, neuron_fw_io.h:38).
     Device = 1,
-    /// The TPBs (NeuronCores) of a map.
+    /// The TPBs (NeuronCores) of a map (`FW_IO_RESET_TYPE_TPB`, neuron_fw_io.h:39).
     Tpb = 2,
 }
 
@@ -53,24 +88,65 @@ impl ResetKind {
             _ => None,
         }
     }
+
+    /// Milliseconds after which an untaken request is written again.
+    fn resend_ms(self) -> u64 {
+        match self {
+            Self::Device => DEVICE_RESEND_MS,
+            Self::Tpb => TPB_RESEND_MS,
+        }
+    }
 }
 
-/// What a reset wait did, reported on success and failure alike.
+/// Time as the handshake sees it.
+pub(crate) trait Clock {
+    /// Milliseconds since some fixed point.
+    fn now_ms(&self) -> u64;
+    /// Sleeps `ms` milliseconds; `EINTR` when a signal is pending.
+    fn sleep_ms(&self, ms: u32) -> Result;
+}
+
+/// The monotonic clock and real sleeps of the calling task, cut into
+/// [`SLEEP_SLICE_MS`] slices with a signal check before each.
+pub(crate) struct TaskClock(Instant<Monotonic>);
+
+impl TaskClock {
+    /// A clock that counts from now.
+    pub(crate) fn new() -> Self {
+        Self(Instant::now())
+    }
+}
+
+impl Clock for TaskClock {
+    fn now_ms(&self) -> u64 {
+        self.0.elapsed().as_millis().max(0) as u64
+    }
+
+    fn sleep_ms(&self, ms: u32) -> Result {
+        let mut left = ms;
+        loop {
+            if kernel::current!().signal_pending() {
+                return Err(EINTR);
+            }
+            if left == 0 {
+                return Ok(());
+            }
+            let n = left.min(SLEEP_SLICE_MS);
+            fsleep(Delta::from_millis(i64::from(n)));
+            left -= n;
+        }
+    }
+}
+
+/// What a reset did, reported on success and failure alike.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct WaitReport {
-    /// Looks at FW_STATUS made (each one read, after its bad-read retries).
+    /// Requests written to the mailbox (the first and every re-send).
+    pub(crate) sends: u32,
+    /// Looks at FW_STATUS made.
     pub(crate) tries: u32,
-    /// Milliseconds of sleep requested in total.
-    pub(crate) slept_ms: u32,
-}
-
-/// Whether the calling task has a signal pending: what ends a wait early.
-pub(crate) fn signal_pending() -> bool {
-    kernel::current!().signal_pending()
-}
-
-fn millis(ms: u32) -> Delta {
-    Delta::from_millis(i64::from(ms))
+    /// Milliseconds from the first request to the end, by the clock.
+    pub(crate) elapsed_ms: u64,
 }
 
 /// `ENODEV` for a register that reads all ones: the device is gone.
@@ -82,96 +158,185 @@ fn present(value: u32) -> Result<u32> {
     }
 }
 
-/// Reads FW_STATUS, re-reading a bad read up to [`BAD_READ_RETRIES`] times.
-/// `None` when every read was bad.
-fn read_status(io: &dyn DeviceIo) -> Result<Option<FW_STATUS>> {
-    for _ in 0..=BAD_READ_RETRIES {
-        let status = present(io.misc_ram(|mb| u32::from(mb.read(FW_STATUS)))?)?;
-        if status != FW_IO_BAD_READ {
-            return Ok(Some(FW_STATUS::from(status)));
+/// A firmware read of one register (`fw_io_read_csr_array_direct`, not
+/// operational): `None` when every read of every window answered
+/// `0xdeadbeef`, `ENODEV` as soon as one reads all ones.
+pub(crate) fn fw_read(
+    io: &dyn DeviceIo,
+    clock: &dyn Clock,
+    read: &dyn Fn(&crate::regs::MiscRam<'_>) -> u32,
+) -> Result<Option<u32>> {
+    for _ in 0..BAD_READ_TRIES {
+        let start = clock.now_ms();
+        loop {
+            let value = present(io.misc_ram(|mb| read(&mb))?)?;
+            if value != FW_IO_BAD_READ {
+                return Ok(Some(value));
+            }
+            clock.sleep_ms(BAD_READ_POLL_MS)?;
+            if clock.now_ms() - start >= BAD_READ_WINDOW_MS {
+                break;
+            }
         }
     }
     Ok(None)
 }
 
-/// Waits for the firmware to finish a reset: up to [`RESET_RETRIES`] looks
-/// at FW_STATUS, look `i` (from 0) after `i` more steps of
-/// [`RESET_STEP_MS`] (0, 100, 300, 600, 1000 ms); done when the in-progress
-/// bit is clear, `ETIMEDOUT` when the last look still sees it set. `ENODEV`
-/// as soon as the device reads as gone, `EINTR` when `signalled` says so at
-/// any step.
-pub(crate) fn wait_for_reset_completion(
-    io: &dyn DeviceIo,
-    signalled: &dyn Fn() -> bool,
-) -> (Result, WaitReport) {
-    let mut report = WaitReport::default();
-    let mut step = 0u32;
-    let mut next_look = 0u32;
-    let res = read_poll_timeout(
-        || {
-            report.slept_ms = step * RESET_STEP_MS;
-            step += 1;
-            if signalled() {
-                return Err(EINTR);
-            }
-            if step - 1 != next_look {
-                return Ok(false);
-            }
-            report.tries += 1;
-            next_look += report.tries;
-            match read_status(io)? {
-                Some(st) if !st.reset_in_progress() => Ok(true),
-                _ if report.tries == RESET_RETRIES => Err(ETIMEDOUT),
-                _ => Ok(false),
-            }
-        },
-        |&done| done,
-        millis(RESET_STEP_MS),
-        millis(RESET_BACKSTOP_MS),
-    );
-    (res.map(|_| ()), report)
-}
-
-/// Asks the firmware for a reset through the MISC RAM mailbox and waits for
-/// it: the request is taken when RESET_REQUEST reads 0 again (polled every
-/// [`MAILBOX_POLL_MS`] for at most [`MAILBOX_TIMEOUT_MS`]), then
-/// [`wait_for_reset_completion`] runs. Callers serialize resets of one device.
-pub(crate) fn reset(
-    io: &dyn DeviceIo,
-    kind: ResetKind,
-    nc_map: u32,
-    signalled: &dyn Fn() -> bool,
-) -> Result<WaitReport> {
+/// Writes the request of `kind` (with `nc_map` for a TPB reset) and rings
+/// the doorbell (`fw_io_initiate_reset`, neuron_fw_io.c:415-431).
+fn send(io: &dyn DeviceIo, kind: ResetKind, nc_map: u32) -> Result {
     io.misc_ram(|mb| {
         if kind == ResetKind::Tpb {
             mb.write_reg(RESET_TPB_MAP::zeroed().with_map(nc_map));
         }
         mb.write_reg(RESET_REQUEST::zeroed().with_kind(kind as u32));
         mb.write_reg(RESET_TRIGGER::zeroed().with_ring(true));
-    })?;
-    read_poll_timeout(
-        || {
-            if signalled() {
-                return Err(EINTR);
-            }
-            present(io.misc_ram(|mb| u32::from(mb.read(RESET_REQUEST)))?)
-        },
-        |request| *request == 0,
-        millis(MAILBOX_POLL_MS),
-        millis(MAILBOX_TIMEOUT_MS),
-    )?;
-    let (res, report) = wait_for_reset_completion(io, signalled);
-    res.map(|()| report)
+    })
 }
+
+/// Whether the firmware took the request: RESET_REQUEST reads 0
+/// (`fw_io_is_reset_initiated`, neuron_fw_io.c:433-444).
+fn taken(io: &dyn DeviceIo, clock: &dyn Clock) -> Result<bool> {
+    Ok(fw_read(io, clock, &|mb| u32::from(mb.read(RESET_REQUEST)))? == Some(0))
+}
+
+/// Sends the request and waits for the firmware to take it, re-sending it
+/// every [`ResetKind::resend_ms`]; `ETIMEDOUT` after
+/// [`ResetTiming::initiate_max_ms`].
+fn initiate(
+    io: &dyn DeviceIo,
+    timing: &ResetTiming,
+    clock: &dyn Clock,
+    (kind, nc_map): (ResetKind, u32),
+    report: &mut WaitReport,
+) -> Result {
+    let start = clock.now_ms();
+    send(io, kind, nc_map)?;
+    report.sends = 1;
+    let mut resend_at = start + kind.resend_ms();
+    loop {
+        clock.sleep_ms(timing.poll_ms)?;
+        if taken(io, clock)? {
+            return Ok(());
+        }
+        let now = clock.now_ms();
+        if now >= resend_at {
+            send(io, kind, nc_map)?;
+            report.sends += 1;
+            resend_at = now + kind.resend_ms();
+        }
+        if now - start >= timing.initiate_max_ms {
+            return Err(ETIMEDOUT);
+        }
+    }
+}
+
+/// Waits for the firmware to finish a reset: up to [`RESET_RETRIES`] looks
+/// at FW_STATUS, look `i` (from 0) after `i * RESET_STEP_MS` more ms; done
+/// when the in-progress bit is clear, `ETIMEDOUT` when the last look still
+/// sees it set (or reads `0xdeadbeef` throughout).
+pub(crate) fn wait_for_reset_completion(
+    io: &dyn DeviceIo,
+    clock: &dyn Clock,
+    report: &mut WaitReport,
+) -> Result {
+    for i in 0..RESET_RETRIES {
+        clock.sleep_ms(RESET_STEP_MS * i)?;
+        report.tries += 1;
+        let status = fw_read(io, clock, &|mb| u32::from(mb.read(FW_STATUS)))?;
+        if let Some(st) = status {
+            if !FW_STATUS::from(st).reset_in_progress() {
+                return Ok(());
+            }
+        }
+    }
+    Err(ETIMEDOUT)
+}
+
+/// Asks the firmware for a reset of `kind` (`nc_map` for a TPB reset) and
+/// waits for it to be taken and done, as the reference does. Callers
+/// serialize resets of one device.
+pub(crate) fn reset(
+    io: &dyn DeviceIo,
+    timing: &ResetTiming,
+    clock: &dyn Clock,
+    kind: ResetKind,
+    nc_map: u32,
+) -> (Result, WaitReport) {
+    let mut report = WaitReport::default();
+    let start = clock.now_ms();
+    let res = initiate(io, timing, clock, (kind, nc_map), &mut report)
+        .and_then(|()| wait_for_reset_completion(io, clock, &mut report));
+    report.elapsed_ms = clock.now_ms() - start;
+    (res, report)
+}
+
+/// Waits for the firmware to answer at probe, as the reference's probe
+/// does before it uses a device (`neuron_pci_get_device_id`,
+/// v2/neuron_dhal_v2.c:1076-1088): up to [`PROBE_TRIES`] firmware reads of
+/// the device-id register, [`PROBE_SLEEP_MS`] apart, until one is not
+/// `0xdeadbeef`; `ETIMEDOUT` otherwise.
+pub(crate) fn wait_for_firmware(io: &dyn DeviceIo, clock: &dyn Clock) -> Result<u32> {
+    for i in 0..PROBE_TRIES {
+        if i > 0 {
+            clock.sleep_ms(PROBE_SLEEP_MS)?;
+        }
+        let id = fw_read(io, clock, &|mb| u32::from(mb.read(crate::regs::DEVICE_ID)))?;
+        if let Some(id) = id {
+            return Ok(id);
+        }
+    }
+    Err(ETIMEDOUT)
+}
+
+/// Reads of the device-id register at probe (`v2/neuron_dhal_v2.c:1076`,
+/// `v3/neuron_dhal_v3.c:1329`: 20 tries).
+pub(crate) const PROBE_TRIES: u32 = 20;
+/// Milliseconds between two of them (`msleep(1000)`, same lines).
+pub(crate) const PROBE_SLEEP_MS: u32 = 1_000;
 
 #[kunit_tests(neuron_hbm_fw)]
 mod tests {
     use super::*;
     use crate::{
-        arch::V2,
+        arch::{V2, V3},
         sim::{FwScript, SimIo},
     };
     use core::cell::Cell;
+
+    /// Time that passes only when slept, and a signal that arrives at a
+    /// given time.
+    struct FakeClock {
+        now: Cell<u64>,
+        signal_at: u64,
+    }
+
+    impl FakeClock {
+        fn new() -> Self {
+            Self::signalled_at(u64::MAX)
+        }
+
+        fn signalled_at(ms: u64) -> Self {
+            Self {
+                now: Cell::new(0),
+                signal_at: ms,
+            }
+        }
+    }
+
+    impl Clock for FakeClock {
+        fn now_ms(&self) -> u64 {
+            self.now.get()
+        }
+
+        fn sleep_ms(&self, ms: u32) -> Result {
+            if self.now.get() >= self.signal_at {
+                return Err(EINTR);
+            }
+            self.now.set(self.now.get() + u64::from(ms));
+            Ok(())
+        }
+    }
 
     fn sim(script: FwScript) -> Result<Pin<KBox<SimIo>>> {
         let s = KBox::pin_init(SimIo::new(&V2), GFP_KERNEL)?;
@@ -179,149 +344,205 @@ mod tests {
         Ok(s)
     }
 
-    fn script(ready_on_poll: u32, bad_reads: u32) -> FwScript {
-        FwScript {
-            ready_on_poll,
-            bad_reads,
-            takes_requests: true,
+    /// A device reset of a V2 device whose firmware follows `script`.
+    fn device_reset(script: FwScript, clock: &FakeClock) -> Result<(Result, WaitReport)> {
+        let s = sim(script)?;
+        Ok(reset(&*s, &V2.reset, clock, ResetKind::Device, 0))
+    }
+
+    fn report(sends: u32, tries: u32, elapsed_ms: u64) -> WaitReport {
+        WaitReport {
+            sends,
+            tries,
+            elapsed_ms,
         }
     }
 
-    /// No signal ever arrives.
-    fn never() -> bool {
-        false
-    }
-
-    /// Starts a reset in a firmware following `script` and waits for it.
-    fn wait(script: FwScript) -> Result<(Result, WaitReport)> {
-        let s = sim(script)?;
-        s.begin_reset();
-        Ok(wait_for_reset_completion(&*s, &never))
-    }
-
-    fn report(tries: u32, slept_ms: u32) -> WaitReport {
-        WaitReport { tries, slept_ms }
-    }
-
     #[test]
-    fn ready_at_once_does_not_sleep() -> Result {
-        assert_eq!(wait(script(1, 0))?, (Ok(()), report(1, 0)));
-        Ok(())
-    }
-
-    #[test]
-    fn ready_after_three_polls() -> Result {
-        assert_eq!(wait(script(3, 0))?, (Ok(()), report(3, 300)));
-        Ok(())
-    }
-
-    #[test]
-    fn never_ready_times_out_after_one_second() -> Result {
+    fn prompt_firmware_takes_one_poll() -> Result {
+        let c = FakeClock::new();
+        // One 100 ms poll sees the request taken, the first look sees it done.
         assert_eq!(
-            wait(script(0, 0))?,
-            (Err(ETIMEDOUT), report(RESET_RETRIES, 1000))
+            device_reset(FwScript::PROMPT, &c)?,
+            (Ok(()), report(1, 1, 100))
         );
         Ok(())
     }
 
     #[test]
-    fn a_signal_ends_the_wait_between_looks() -> Result {
-        let s = sim(script(0, 0))?;
-        s.begin_reset();
-        let checks = Cell::new(0u32);
-        let third_check = || {
-            checks.set(checks.get() + 1);
-            checks.get() == 3
+    fn completion_looks_back_off_by_100_ms_each() -> Result {
+        let c = FakeClock::new();
+        let script = FwScript {
+            ready_on_poll: 3,
+            ..FwScript::PROMPT
         };
-        // Looks at steps 0 and 1; the signal is seen at step 2, between looks.
+        // Looks at +0, +100 and +200 ms after the take at 100 ms.
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 3, 400)));
+        let never = FwScript {
+            ready_on_poll: 0,
+            ..FwScript::PROMPT
+        };
+        // Five looks, 0 + 100 + 200 + 300 + 400 ms apart.
+        let c = FakeClock::new();
         assert_eq!(
-            wait_for_reset_completion(&*s, &third_check),
-            (Err(EINTR), report(2, 200))
+            device_reset(never, &c)?,
+            (Err(ETIMEDOUT), report(1, 5, 1100))
         );
         Ok(())
     }
 
     #[test]
-    fn a_signal_ends_the_mailbox_poll() -> Result {
+    fn slow_firmware_is_polled_every_100_ms() -> Result {
+        let c = FakeClock::new();
+        // Taken at the 25th step: the 25th poll, 2.5 s in.
+        let script = FwScript {
+            take_after: 24,
+            ..FwScript::PROMPT
+        };
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 1, 2500)));
+        Ok(())
+    }
+
+    #[test]
+    fn a_missed_request_is_sent_again_after_30_s() -> Result {
+        let c = FakeClock::new();
+        let script = FwScript {
+            ignore_requests: 1,
+            ..FwScript::PROMPT
+        };
+        // The re-send at 30 s is taken at the next poll.
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(2, 1, 30_100)));
+        Ok(())
+    }
+
+    #[test]
+    fn a_missed_tpb_request_is_sent_again_after_10_s() -> Result {
+        let c = FakeClock::new();
         let s = sim(FwScript {
-            takes_requests: false,
+            ignore_requests: 2,
             ..FwScript::PROMPT
         })?;
-        let checks = Cell::new(0u32);
-        let fifth_check = || {
-            checks.set(checks.get() + 1);
-            checks.get() == 5
-        };
-        assert_eq!(reset(&*s, ResetKind::Device, 0, &fifth_check), Err(EINTR));
-        assert_eq!(checks.get(), 5);
-        assert_eq!(s.resets_taken(), 0);
-        Ok(())
-    }
-
-    #[test]
-    fn bad_reads_are_reread() -> Result {
-        assert_eq!(wait(script(1, 2))?, (Ok(()), report(1, 0)));
-        // More bad reads than one look re-reads: the next look sees the status.
-        assert_eq!(
-            wait(script(1, BAD_READ_RETRIES + 1))?,
-            (Ok(()), report(2, 100))
-        );
-        Ok(())
-    }
-
-    #[test]
-    fn removal_stops_the_wait() -> Result {
-        let s = sim(script(0, 0))?;
-        s.begin_reset();
-        s.unplug();
-        // The first look reads all ones: the device is gone.
-        assert_eq!(
-            wait_for_reset_completion(&*s, &never),
-            (Err(ENODEV), report(1, 0))
-        );
-        Ok(())
-    }
-
-    #[test]
-    fn removal_stops_the_mailbox_poll() -> Result {
-        let s = sim(FwScript::PROMPT)?;
-        s.unplug();
-        assert_eq!(reset(&*s, ResetKind::Device, 0, &never), Err(ENODEV));
-        assert_eq!(s.resets_taken(), 0);
-        Ok(())
-    }
-
-    #[test]
-    fn mailbox_reset_device_and_tpb() -> Result {
-        let s = sim(script(2, 0))?;
-        assert_eq!(reset(&*s, ResetKind::Device, 0, &never), Ok(report(2, 100)));
-        assert_eq!(
-            reset(&*s, ResetKind::Tpb, 0b11, &never).map(|r| r.tries),
-            Ok(2)
-        );
+        let (res, rep) = reset(&*s, &V2.reset, &c, ResetKind::Tpb, 0b11);
+        assert_eq!((res, rep), (Ok(()), report(3, 1, 20_100)));
         let io: &dyn DeviceIo = &*s;
-        let (map, request, trigger) = io.misc_ram(|mb| {
-            (
-                mb.read(RESET_TPB_MAP).map().get(),
-                mb.read(RESET_REQUEST).kind().get(),
-                mb.read(RESET_TRIGGER).ring(),
-            )
-        })?;
-        assert_eq!(map, 0b11);
-        // The firmware took the request and cleared the doorbell.
-        assert_eq!((request, trigger), (0, false));
-        assert_eq!(s.resets_taken(), 2);
+        assert_eq!(io.misc_ram(|mb| mb.read(RESET_TPB_MAP).map().get())?, 0b11);
         Ok(())
     }
 
     #[test]
-    fn mailbox_not_taken_times_out() -> Result {
+    fn an_untaken_request_is_given_up_at_the_arch_deadline() -> Result {
+        let never = FwScript {
+            ignore_requests: u32::MAX,
+            ..FwScript::PROMPT
+        };
+        // V2: 120 s, a send at 0 and every 30 s up to and including 120 s.
+        let c = FakeClock::new();
+        assert_eq!(
+            device_reset(never, &c)?,
+            (Err(ETIMEDOUT), report(5, 0, 120_000))
+        );
+        // V3: 480 s.
+        let s = KBox::pin_init(SimIo::new(&V3), GFP_KERNEL)?;
+        s.set_fw_script(never);
+        let c = FakeClock::new();
+        let (res, rep) = reset(&*s, &V3.reset, &c, ResetKind::Device, 0);
+        assert_eq!((res, rep), (Err(ETIMEDOUT), report(17, 0, 480_000)));
+        assert_eq!(s.resets_taken(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn deadbeef_is_reread_every_ms_for_a_second() -> Result {
+        // 200 bad reads, 1 ms apart: waited out within the first look.
+        let c = FakeClock::new();
+        let script = FwScript {
+            bad_reads: 200,
+            ..FwScript::PROMPT
+        };
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 1, 300)));
+        // A second and a half of them: the first window of 1 s ends, the
+        // second one sees the status.
+        let c = FakeClock::new();
+        let script = FwScript {
+            bad_reads: 1500,
+            ..FwScript::PROMPT
+        };
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 1, 1600)));
+        Ok(())
+    }
+
+    #[test]
+    fn deadbeef_forever_fails_each_look_after_15_windows() -> Result {
+        let c = FakeClock::new();
+        let script = FwScript {
+            bad_reads: u32::MAX,
+            ..FwScript::PROMPT
+        };
+        // Each of the five looks reads for 15 windows of 1 s.
+        let (res, rep) = device_reset(script, &c)?;
+        assert_eq!((res, rep.sends, rep.tries), (Err(ETIMEDOUT), 1, 5));
+        assert_eq!(rep.elapsed_ms, 100 + 1000 + 5 * 15 * BAD_READ_WINDOW_MS);
+        Ok(())
+    }
+
+    #[test]
+    fn a_signal_ends_every_wait() -> Result {
+        let never_taken = FwScript {
+            ignore_requests: u32::MAX,
+            ..FwScript::PROMPT
+        };
+        let c = FakeClock::signalled_at(45_000);
+        let (res, rep) = device_reset(never_taken, &c)?;
+        assert_eq!((res, rep.sends), (Err(EINTR), 2));
+        assert_eq!(rep.elapsed_ms, 45_000);
+        let bad = FwScript {
+            bad_reads: u32::MAX,
+            ..FwScript::PROMPT
+        };
+        let c = FakeClock::signalled_at(3_000);
+        assert_eq!(device_reset(bad, &c)?.0, Err(EINTR));
+        Ok(())
+    }
+
+    #[test]
+    fn removal_ends_the_handshake() -> Result {
         let s = sim(FwScript {
-            takes_requests: false,
+            ready_on_poll: 0,
             ..FwScript::PROMPT
         })?;
-        assert_eq!(reset(&*s, ResetKind::Device, 0, &never), Err(ETIMEDOUT));
+        s.unplug();
+        let c = FakeClock::new();
+        assert_eq!(
+            reset(&*s, &V2.reset, &c, ResetKind::Device, 0).0,
+            Err(ENODEV)
+        );
         assert_eq!(s.resets_taken(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn probe_waits_out_a_booting_firmware() -> Result {
+        // DEVICE_ID reads 0xdeadbeef for 2,500 reads, 1 ms apart: three
+        // windows of the first firmware read, no probe retry.
+        let s = sim(FwScript {
+            booting: 2500,
+            ..FwScript::PROMPT
+        })?;
+        let c = FakeClock::new();
+        assert_eq!(wait_for_firmware(&*s, &c), Ok(0));
+        assert_eq!(c.now_ms(), 2500);
+        // A firmware that never answers: 20 reads of 15 s, 1 s apart.
+        let s = sim(FwScript {
+            booting: u32::MAX,
+            ..FwScript::PROMPT
+        })?;
+        let c = FakeClock::new();
+        assert_eq!(wait_for_firmware(&*s, &c), Err(ETIMEDOUT));
+        assert_eq!(
+            c.now_ms(),
+            u64::from(PROBE_TRIES) * 15 * BAD_READ_WINDOW_MS
+                + u64::from(PROBE_TRIES - 1) * u64::from(PROBE_SLEEP_MS)
+        );
         Ok(())
     }
 

@@ -47,6 +47,17 @@ pub(crate) trait DeviceIo: Send + Sync {
 
     /// Whether the device is still there (false after surprise removal).
     fn is_present(&self) -> bool;
+
+    /// `ENODEV` unless the device still answers: unlike
+    /// [`DeviceIo::is_present`], this may read a register, so that a device
+    /// removed by surprise (reads all ones) is noticed after a transfer.
+    fn confirm_present(&self) -> Result {
+        if self.is_present() {
+            Ok(())
+        } else {
+            Err(ENODEV)
+        }
+    }
 }
 
 impl dyn DeviceIo + '_ {

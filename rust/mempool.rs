@@ -40,9 +40,11 @@ pub(crate) struct Geometry {
 }
 
 impl Geometry {
-    /// Bytes per region.
+    /// Bytes per region: an equal share of the channel, rounded down to
+    /// `min_alloc` so that every pool starts on an allocation granule (16 GiB
+    /// in 3 regions is not a whole number of pages).
     pub(crate) fn region_size(&self) -> u64 {
-        self.info.channel_size / self.regions as u64
+        (self.info.channel_size / self.regions as u64) & !(self.min_alloc - 1)
     }
 }
 
@@ -272,7 +274,7 @@ impl Grid {
             for r in 0..geo.regions {
                 let mut pa = info.channel_base[ch] + r as u64 * region_size;
                 let mut size = region_size;
-                if r == 0 && geo.carveout && info.carveout > 0 {
+                if geo.carveout && info.carveout > 0 {
                     pa += info.carveout;
                     size -= info.carveout;
                 }
@@ -514,7 +516,7 @@ impl Drop for Grid {
 #[kunit_tests(neuron_hbm_mempool)]
 mod tests {
     use super::*;
-    use crate::arch::{GIB, MIB, V2, V3, V4};
+    use crate::arch::{FW_CARVEOUT, GIB, MIB, V2, V3, V4};
 
     fn grid(info: &'static ArchInfo, regions: usize, carveout: bool) -> Result<Grid> {
         Grid::new(Geometry {
@@ -642,25 +644,52 @@ mod tests {
         Ok(())
     }
 
-    #[test]
-    fn carveout_is_never_handed_out() -> Result {
-        for info in [&V2, &V3] {
-            let g = grid(info, 2, true)?;
+    /// No pool of any region count hands out a byte of the firmware
+    /// carve-out at the start of each region: neither the whole pool in one
+    /// chunk nor a scratchpad growing down to the pool's start.
+    fn carveout_is_never_handed_out(info: &'static ArchInfo) -> Result {
+        for regions in 1..=MAX_REGIONS {
+            // 1 MiB granules keep the whole-pool allocations quick.
+            let g = Grid::new(Geometry {
+                info,
+                regions,
+                min_alloc: MIB,
+                carveout: true,
+            })?;
+            let region_size = g.geometry().region_size();
             for ch in 0..info.nr_channels {
-                let (start, end) = g.pool_range(ch, 0)?;
-                assert_eq!(start, info.channel_base[ch] + 16 * MIB);
-                // The whole pool in one chunk: it starts after the carve-out.
-                let all = g.alloc(ch, 0, end - start, 0)?;
-                assert_eq!(all.pa(), info.channel_base[ch] + 16 * MIB);
-                assert_eq!(g.alloc(ch, 0, 4096, 0).err(), Some(ENOMEM));
-                assert!(g.lookup(info.channel_base[ch]).is_none());
-                assert!(g.free(all).is_ok());
+                for r in 0..regions {
+                    let base = info.channel_base[ch] + r as u64 * region_size;
+                    let (start, end) = g.pool_range(ch, r)?;
+                    assert_eq!(start, base + FW_CARVEOUT);
+                    let all = g.alloc(ch, r, end - start, 0)?;
+                    assert_eq!(all.pa(), base + FW_CARVEOUT);
+                    assert_eq!(g.alloc(ch, r, 4096, 0).err(), Some(ENOMEM));
+                    assert!(g.lookup(base).is_none());
+                    assert!(g.lookup(base + FW_CARVEOUT - 1).is_none());
+                    assert!(g.free(all).is_ok());
+                    let top = g.alloc_scratch(ch, r, end - start)?;
+                    assert_eq!(top.pa(), base + FW_CARVEOUT);
+                    g.retire(top);
+                }
             }
         }
-        // V4 has no carve-out.
-        let g = grid(&V4, 1, true)?;
-        assert_eq!(g.pool_range(0, 0)?.0, 0);
         Ok(())
+    }
+
+    #[test]
+    fn v2_carveout_is_never_handed_out() -> Result {
+        carveout_is_never_handed_out(&V2)
+    }
+
+    #[test]
+    fn v3_carveout_is_never_handed_out() -> Result {
+        carveout_is_never_handed_out(&V3)
+    }
+
+    #[test]
+    fn v4_carveout_is_never_handed_out() -> Result {
+        carveout_is_never_handed_out(&V4)
     }
 
     #[test]

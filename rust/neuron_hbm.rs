@@ -68,7 +68,7 @@ module! {
         },
         fw_carveout: bool {
             default: true,
-            description: "Keep the 16 MiB firmware carve-out at each channel start (V2, V3)",
+            description: "Keep the 16 MiB firmware carve-out at the start of every region",
         },
     },
 }

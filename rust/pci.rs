@@ -14,9 +14,10 @@ use crate::{
     arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON, V2, V3, V4},
     chardev::Node,
     device::{Backend, Device},
+    fw::{self, Clock, TaskClock},
     geometry,
     io::{check_range, DeviceIo},
-    regs::{MiscRam, MISC_RAM_SIZE},
+    regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
     wc_bar::WcBar,
 };
 use kernel::{
@@ -151,6 +152,17 @@ impl DeviceIo for PciIo {
     fn is_present(&self) -> bool {
         self.present.load(Relaxed) && self.bar0.try_access().is_some()
     }
+
+    fn confirm_present(&self) -> Result {
+        let io: &dyn DeviceIo = self;
+        let id = io.misc_ram(|mb| u32::from(mb.read(DEVICE_ID)))?;
+        if id == GONE {
+            // Removed by surprise: no read answers any more, and none will.
+            self.present.store(false, Relaxed);
+            return Err(ENODEV);
+        }
+        Ok(())
+    }
 }
 
 /// What a bound function keeps: its device node and its BARs.
@@ -181,17 +193,29 @@ impl PciDriver {
         pdev.set_master();
         let bar0_size = pdev.resource_len(BAR_APB)?;
         let bar4_size = pdev.resource_len(BAR_DRAM)?;
-        // The mailbox must be in BAR0 and every channel reachable through BAR4.
+        // The reference refuses only BARs of length 0 (v2/neuron_dhal_v2.c:
+        // 980-983) and checks no BAR4 size. The mailbox this driver reads
+        // must lie inside BAR0; every BAR4 access is checked against the
+        // BAR's real size, so a smaller BAR4 than the arch's layout only
+        // leaves the HBM beyond it unreachable (transfers there: ERANGE).
         let misc_ram = usize::try_from(info.bar0_misc_ram)?;
-        if bar0_size < info.bar0_misc_ram + MISC_RAM_SIZE as u64 || bar4_size < info.bar4_size {
+        if bar0_size < info.bar0_misc_ram + MISC_RAM_SIZE as u64 || bar4_size == 0 {
             dev_err!(
                 pdev,
-                "BAR0 ({:#x}) or BAR4 ({:#x}) smaller than the {} layout\n",
+                "BAR0 ({:#x}) does not hold the {} mailbox, or BAR4 is absent\n",
                 bar0_size,
-                bar4_size,
                 info.name
             );
             return Err(ENODEV);
+        }
+        if bar4_size < info.bar4_size {
+            dev_warn!(
+                pdev,
+                "BAR4 ({:#x}) smaller than the {} layout ({:#x}): HBM beyond it unreachable\n",
+                bar4_size,
+                info.name,
+                info.bar4_size
+            );
         }
         let bar0 = pdev.iomap_region(BAR_APB, c"neuron_hbm")?.into_devres()?;
         let bar4 = WcBar::map(pdev, BAR_DRAM, c"neuron_hbm")?;
@@ -205,6 +229,15 @@ impl PciDriver {
             },
             GFP_KERNEL,
         )?;
+        // As the reference's probe does before it uses a device
+        // (`neuron_pci_get_device_id`): wait for the firmware to answer.
+        let clock = TaskClock::new();
+        fw::wait_for_firmware(&*io, &clock).inspect_err(|e| {
+            dev_err!(pdev, "firmware does not answer ({:?})\n", e);
+        })?;
+        if clock.now_ms() > 0 {
+            dev_info!(pdev, "firmware answered after {} ms\n", clock.now_ms());
+        }
         let dev = Device::new(
             (PCI_VENDOR_AMAZON, device_id),
             Backend::Pci(io.clone()),

@@ -45,6 +45,14 @@ register! {
         31:0 map;
     }
 
+    /// The device's index as the firmware reports it
+    /// (`FW_IO_REG_DEVICE_ID_OFFSET`, neuron_fw_io.h:44): what the
+    /// reference's probe reads until the firmware answers.
+    pub(crate) DEVICE_ID(u32) @ 0x24 {
+        /// Device index.
+        31:0 id;
+    }
+
     /// Doorbell that hands the request to the firmware
     /// (`FW_IO_REG_TRIGGER_INT_NOSEC_OFFSET`, `V2_FW_IO_REG_FW_TRIGGER_OFFSET`).
     pub(crate) RESET_TRIGGER(u32) @ 0x800 {
@@ -54,7 +62,10 @@ register! {
 }
 
 // The mailbox is where the reference driver has it: V2 at BAR0 0x30fa0000
-// (`V2_APB_MISC_RAM_OFFSET`), V3 (and V4, assumed) at 0x6800000 + 0x484000.
+// (`V2_MMAP_BAR0_APB_MISC_RAM_OFFSET`, v2/address_map.h:30-33), V3 at
+// 0x6800000 + 0x484000 (`V3_MMAP_BAR0_APB_IO_0_MISC_RAM_OFFSET`,
+// v3/address_map.h:211), which V4 inherits (neuron_dhal_v4.c overrides no
+// `bar0_misc_ram_offset`).
 const _: () = {
     use crate::arch::{V2, V3, V4};
     use kernel::io::register::Register;

@@ -8,16 +8,20 @@
 //! The firmware model runs on its own schedule, as real firmware does: it
 //! never sees a register access, only the register file, which it inspects
 //! and updates each time the driver opens the window (before the driver's
-//! accesses), i.e. once per poll step. A rung RESET_TRIGGER with a request
-//! pending is taken (RESET_REQUEST cleared, a reset begins); while a reset
-//! runs, FW_STATUS shows bad reads, then the reset in progress, then done,
-//! as [`FwScript`] says. After surprise removal every register reads all
+//! accesses), i.e. once per register read of the driver. A rung
+//! RESET_TRIGGER with a request pending is heeded or missed; a heeded one is
+//! taken (RESET_REQUEST cleared, a reset begins) some steps later; while a
+//! reset runs, FW_STATUS shows bad reads, then the reset in progress, then
+//! done, as [`FwScript`] says. After surprise removal every register reads all
 //! ones and writes are lost, as on a PCI function that is gone.
 
 use crate::{
     arch::ArchInfo,
     io::DeviceIo,
-    regs::{MiscRam, FW_IO_BAD_READ, FW_STATUS, GONE, MISC_RAM_SIZE, RESET_REQUEST, RESET_TRIGGER},
+    regs::{
+        MiscRam, DEVICE_ID, FW_IO_BAD_READ, FW_STATUS, GONE, MISC_RAM_SIZE, RESET_REQUEST,
+        RESET_TRIGGER,
+    },
     sparse::SparseMem,
 };
 use kernel::{
@@ -31,40 +35,71 @@ use kernel::{
     uaccess::UserSliceReader,
 };
 
-/// How the simulated firmware behaves after a reset is triggered.
+/// How the simulated firmware behaves. Its clock is the driver's looks: one
+/// step each time the driver opens the MISC RAM window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FwScript {
-    /// The look at FW_STATUS (1-based) that first shows the reset done; 0 = never.
-    pub(crate) ready_on_poll: u32,
-    /// Looks that see `0xdeadbeef` first (not counted as polls).
+    /// Doorbells with a request pending that the firmware misses before it
+    /// heeds one (the request stays pending; only a re-send gets through);
+    /// `u32::MAX` = it never does.
+    pub(crate) ignore_requests: u32,
+    /// Steps from a heeded doorbell until the request is taken.
+    pub(crate) take_after: u32,
+    /// Steps after the take during which FW_STATUS reads `0xdeadbeef`.
     pub(crate) bad_reads: u32,
-    /// Whether the firmware takes mailbox requests (clears RESET_REQUEST).
-    pub(crate) takes_requests: bool,
+    /// The look at FW_STATUS (1-based, after the bad reads) that first shows
+    /// the reset done; 0 = never.
+    pub(crate) ready_on_poll: u32,
+    /// Steps from now during which DEVICE_ID reads `0xdeadbeef` (a firmware
+    /// still booting).
+    pub(crate) booting: u32,
 }
 
 impl FwScript {
-    /// A firmware that takes every request and is ready at the first poll.
+    /// A firmware that takes every request at once and is ready at the
+    /// first look.
     pub(crate) const PROMPT: Self = Self {
-        ready_on_poll: 1,
+        ignore_requests: 0,
+        take_after: 0,
         bad_reads: 0,
-        takes_requests: true,
+        ready_on_poll: 1,
+        booting: 0,
     };
 }
 
 /// The firmware model's own state (the registers are in the register file).
 struct FwState {
     script: FwScript,
+    /// Doorbells still to miss.
+    ignore_left: u32,
+    /// Steps until a heeded request is taken.
+    taking: Option<u32>,
     /// A reset is in progress.
     busy: bool,
     /// Looks at FW_STATUS since the reset began.
     polls: u32,
     /// Bad reads still to show.
     bad_left: u32,
+    /// Steps DEVICE_ID still reads bad.
+    booting_left: u32,
     /// Resets the firmware has taken.
     resets: u32,
 }
 
 impl FwState {
+    fn new(script: FwScript) -> Self {
+        Self {
+            script,
+            ignore_left: script.ignore_requests,
+            taking: None,
+            busy: false,
+            polls: 0,
+            bad_left: 0,
+            booting_left: script.booting,
+            resets: 0,
+        }
+    }
+
     fn begin_reset(&mut self) {
         self.busy = true;
         self.polls = 0;
@@ -72,17 +107,40 @@ impl FwState {
         self.resets += 1;
     }
 
-    /// One step of the firmware, between two looks of the driver at `regs`.
+    /// The doorbell: heeded (the take starts counting down) or missed.
+    fn doorbell(&mut self, regs: &MiscRam<'_>) {
+        regs.write_reg(RESET_TRIGGER::zeroed());
+        if regs.read(RESET_REQUEST).kind().get() == 0 || self.taking.is_some() {
+            return;
+        }
+        if self.ignore_left == u32::MAX {
+            // Never heeded.
+        } else if self.ignore_left > 0 {
+            self.ignore_left -= 1;
+        } else {
+            self.taking = Some(self.script.take_after);
+        }
+    }
+
+    /// One step of the firmware, before the driver's look at `regs`.
     fn step(&mut self, regs: MiscRam<'_>) {
+        let booting = self.booting_left > 0;
+        self.booting_left = self.booting_left.saturating_sub(1);
+        let id = if booting { FW_IO_BAD_READ } else { 0 };
+        regs.write_reg(DEVICE_ID::zeroed().with_id(id));
         if regs.read(RESET_TRIGGER).ring() {
-            let request = regs.read(RESET_REQUEST).kind().get();
-            if self.script.takes_requests && request != 0 {
-                regs.write_reg(RESET_TRIGGER::zeroed());
+            self.doorbell(&regs);
+        }
+        match self.taking {
+            Some(0) => {
+                self.taking = None;
                 regs.write_reg(RESET_REQUEST::zeroed());
                 self.begin_reset();
                 regs.write_reg(FW_STATUS::zeroed().with_reset_in_progress(true));
                 return;
             }
+            Some(n) => self.taking = Some(n - 1),
+            None => {}
         }
         if !self.busy {
             return;
@@ -134,13 +192,7 @@ impl SimIo {
             bar4 <- SparseMem::new(info.bar4_size),
             misc <- new_spinlock!(MiscRamModel {
                 file: KBox::zeroed(GFP_KERNEL)?,
-                fw: FwState {
-                    script: FwScript::PROMPT,
-                    busy: false,
-                    polls: 0,
-                    bad_left: 0,
-                    resets: 0,
-                },
+                fw: FwState::new(FwScript::PROMPT),
             }),
             present: Atomic::new(true),
         })
@@ -149,13 +201,10 @@ impl SimIo {
     /// Sets how the firmware answers the next resets.
     #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn set_fw_script(&self, script: FwScript) {
-        self.misc.lock().fw.script = script;
-    }
-
-    /// Starts a reset in the firmware model, as a taken mailbox request does.
-    #[cfg(CONFIG_KUNIT = "y")]
-    pub(crate) fn begin_reset(&self) {
-        self.misc.lock().fw.begin_reset();
+        let fw = &mut self.misc.lock().fw;
+        let resets = fw.resets;
+        *fw = FwState::new(script);
+        fw.resets = resets;
     }
 
     /// Resets the firmware has taken so far.

@@ -18,8 +18,9 @@ pub(crate) trait BlobSource {
     /// when the memory behind it faults.
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result;
 
-    /// Uploads `len` bytes at `off` to device PA `pa` of `dev`.
-    fn upload(&self, dev: &Device, pa: u64, off: u64, len: u64) -> Result;
+    /// Uploads `len` bytes at `off` to device PA `pa` of `dev`, for a plan
+    /// staged at reset epoch `staged_at`.
+    fn upload(&self, dev: &Device, staged_at: u64, pa: u64, off: u64, len: u64) -> Result;
 
     /// Checks that `[off, off + len)` lies inside the blob.
     fn check(&self, off: u64, len: u64) -> Result {
@@ -67,10 +68,10 @@ impl BlobSource for UserBlob<'_> {
         self.slice(off, buf.len() as u64)?.reader().read_slice(buf)
     }
 
-    fn upload(&self, dev: &Device, pa: u64, off: u64, len: u64) -> Result {
+    fn upload(&self, dev: &Device, staged_at: u64, pa: u64, off: u64, len: u64) -> Result {
         self.fault.point(EFAULT)?;
         let mut reader = self.slice(off, len)?.reader();
-        dev.write_from_user(pa, &mut reader, len)
+        dev.write_from_user(staged_at, pa, &mut reader, len)
     }
 }
 
@@ -86,8 +87,8 @@ impl BlobSource for [u8] {
         Ok(())
     }
 
-    fn upload(&self, dev: &Device, pa: u64, off: u64, len: u64) -> Result {
+    fn upload(&self, dev: &Device, staged_at: u64, pa: u64, off: u64, len: u64) -> Result {
         self.check(off, len)?;
-        dev.write(pa, &self[off as usize..(off + len) as usize])
+        dev.write(staged_at, pa, &self[off as usize..(off + len) as usize])
     }
 }

@@ -199,6 +199,12 @@ impl Plan {
         self.dev.check_epoch(self.reset_epoch)
     }
 
+    /// The device's reset epoch when this plan was staged: what its
+    /// transfers are checked against.
+    pub(crate) fn reset_epoch(&self) -> u64 {
+        self.reset_epoch
+    }
+
     /// Resolves like [`Plan::resolve`] for a transfer through BAR4: `EINVAL`
     /// for a State Buffer variable, which is on-core SRAM and not HBM.
     pub(crate) fn resolve_hbm(&self, var_id: u32, offset: u64, len: u64) -> Result<u64> {
@@ -296,7 +302,7 @@ impl Plan {
                     let _ = self.scratch.push(c, GFP_KERNEL_ACCOUNT);
                     self.charge.add(self.dev.dmem_region(channel)?, size)?;
                     // On failure the plan's destructor gives the chunk back.
-                    self.dev.zero(pa, size)?;
+                    self.dev.zero(self.reset_epoch, pa, size)?;
                     return Ok(pa);
                 }
                 Err(e) if e == ENOMEM => {}
@@ -333,14 +339,17 @@ impl Drop for Plan {
 /// touch: records without payload then cost one scrub for all of them.
 struct Scrub<'a> {
     dev: &'a Device,
+    /// Reset epoch of the plan being staged.
+    staged_at: u64,
     start: u64,
     end: u64,
 }
 
 impl<'a> Scrub<'a> {
-    fn new(dev: &'a Device) -> Self {
+    fn new(dev: &'a Device, staged_at: u64) -> Self {
         Self {
             dev,
+            staged_at,
             start: 0,
             end: 0,
         }
@@ -363,7 +372,8 @@ impl<'a> Scrub<'a> {
     /// Scrubs the pending range.
     fn flush(&mut self) -> Result {
         if self.end > self.start {
-            self.dev.zero(self.start, self.end - self.start)?;
+            self.dev
+                .zero(self.staged_at, self.start, self.end - self.start)?;
         }
         self.start = self.end;
         Ok(())
@@ -400,7 +410,7 @@ pub(crate) fn stage(
     }
     place_records(dev, &mut plan, &mut vars, &records, src, channel)?;
     alias_pointers(&records, &mut vars)?;
-    write_list_tables(dev, &records, &list_targets, &vars)?;
+    write_list_tables(dev, plan.reset_epoch, &records, &list_targets, &vars)?;
     plan.vars = vars;
     plan.register(dev, plan_id)?;
     Ok(plan)
@@ -409,7 +419,8 @@ pub(crate) fn stage(
 impl Plan {
     /// An empty plan on `dev`, holding `remotes`, its variables found by `index`.
     fn new(dev: &Arc<Device>, index: VarIndex, remotes: Remotes) -> Result<Self> {
-        let reset_epoch = dev.reset_epoch();
+        // Waits out a device reset under way; EIO in "reset state unknown".
+        let reset_epoch = dev.ready_epoch()?;
         Ok(Self {
             dev: PlanSlot::claim(dev)?,
             vars: KVVec::new(),
@@ -526,7 +537,7 @@ impl<'a> Allocs<'a> {
             arena,
             done: 0,
             min_alloc,
-            scrub: Scrub::new(dev),
+            scrub: Scrub::new(dev, plan.reset_epoch),
         })
     }
 
@@ -551,7 +562,13 @@ impl<'a> Allocs<'a> {
         };
         self.scrub.add(gap_from, pa)?;
         if rec.data_len > 0 {
-            src.upload(self.scrub.dev, pa, rec.data_off, rec.data_len)?;
+            src.upload(
+                self.scrub.dev,
+                self.scrub.staged_at,
+                pa,
+                rec.data_off,
+                rec.data_len,
+            )?;
         }
         self.scrub.add(pa + rec.data_len, end)?;
         if let Some((base, _)) = self.arena {
@@ -586,8 +603,15 @@ const LIST_ENTRIES_PER_WRITE: usize = 512;
 /// Bytes of one list table entry (a little-endian device PA).
 const LIST_ENTRY_BYTES: usize = size_of::<u64>();
 
-/// Writes the list tables through BAR4: the PAs of what they list.
-fn write_list_tables(dev: &Device, records: &[Record], targets: &[u32], vars: &[Var]) -> Result {
+/// Writes the list tables through BAR4 (for a plan staged at reset epoch
+/// `staged_at`): the PAs of what they list.
+fn write_list_tables(
+    dev: &Device,
+    staged_at: u64,
+    records: &[Record],
+    targets: &[u32],
+    vars: &[Var],
+) -> Result {
     let piece_bytes = LIST_ENTRIES_PER_WRITE * LIST_ENTRY_BYTES;
     let mut table = KVec::from_elem(0u8, piece_bytes, GFP_KERNEL_ACCOUNT)?;
     for (i, rec) in records.iter().enumerate() {
@@ -601,7 +625,7 @@ fn write_list_tables(dev: &Device, records: &[Record], targets: &[u32], vars: &[
                     entry.copy_from_slice(&vars[t as usize].pa.to_le_bytes());
                 }
                 let at = vars[i].pa + (k * piece_bytes) as u64;
-                dev.write(at, &table[..piece.len() * LIST_ENTRY_BYTES])?;
+                dev.write(staged_at, at, &table[..piece.len() * LIST_ENTRY_BYTES])?;
             }
         }
     }
@@ -697,7 +721,7 @@ mod tests {
 
     fn read_u64(dev: &Device, pa: u64) -> Result<u64> {
         let mut b = [0u8; 8];
-        dev.read(pa, &mut b)?;
+        dev.read(0, pa, &mut b)?;
         Ok(u64::from_le_bytes(b))
     }
 
@@ -731,7 +755,7 @@ mod tests {
         assert!((64 * GIB..80 * GIB).contains(&w_pa)); // channel 1
         assert_eq!(w_pa % (2 * MIB), 0);
         let mut head = [0u8; 10];
-        dev.read(w_pa, &mut head)?;
+        dev.read(0, w_pa, &mut head)?;
         assert_eq!(&head, b"weights!\0\0"); // payload, then scrubbed bytes
         assert_eq!(pa(3)?, plan.shared_scratch_pa + 8192);
         assert_eq!(pa(4)?, w_pa); // pointer aliases its target
@@ -880,7 +904,7 @@ mod tests {
         let plan = load(&dev, &b, 0)?;
         assert_eq!(plan.resolve(1, 0, 0)?, pa); // the same place, scrubbed
         let mut back = [0xffu8; 64];
-        dev.read(pa, &mut back)?;
+        dev.read(0, pa, &mut back)?;
         assert_eq!(back, [0u8; 64]);
         Ok(())
     }
@@ -907,7 +931,7 @@ mod tests {
         assert_eq!(plan.resolve(1, 0, 0)?, base);
         assert!(plan.bytes <= 64 * 1024);
         let mut back = KVec::from_elem(0xffu8, plan.bytes as usize, GFP_KERNEL)?;
-        dev.read(base, &mut back)?;
+        dev.read(0, base, &mut back)?;
         let at = (plan.resolve(2, 0, 0)? - base) as usize;
         let want = |i: usize| match i.checked_sub(at) {
             Some(k) if k < 7 => b"weights"[k],
@@ -962,7 +986,7 @@ mod tests {
             let pa = plan.resolve(1, 0, 0)?;
             assert!(pa >= info.channel_base[3] && pa < info.channel_base[3] + info.channel_size);
             let mut back = [0u8; 8];
-            dev.read(pa, &mut back)?;
+            dev.read(0, pa, &mut back)?;
             assert_eq!(&back, b"far away");
             // BAR4: channel 3 sits at 192 GiB.
             let off = crate::addr::bar4_offset(info, pa, 8)?;
