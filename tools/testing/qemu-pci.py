@@ -8,7 +8,10 @@ files placed inside the root), copies the serial console to LOG and answers
 the guest's "NHBM-HOST-REQUEST device_del <id>" lines with QMP device_del.
 
   qemu-pci.py --root R --devmodel BIN --kernel K --initrd I --log LOG
-              [--functions 2] [--mem 512] [--timeout 900] [--append ARGS]
+              [--functions v2,v3/1000,...] [--mem 512] [--timeout 900] [--append ARGS]
+
+Each function is ARCH (v2, v3, v4), optionally /BOOT_MS: its firmware then
+boots for that many milliseconds after the first BAR0 access.
 
 Exits with QEMU's status, 124 on timeout.
 """
@@ -51,12 +54,14 @@ def main():
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--initrd", required=True)
     ap.add_argument("--log", required=True)
-    ap.add_argument("--functions", type=int, default=2)
+    ap.add_argument("--functions", default="v2,v2")
     ap.add_argument("--mem", type=int, default=512)
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--append", default="")
     ap.add_argument("--cpu", default="max,-erms,-fsrm")
     a = ap.parse_args()
+    if "phys-bits" not in a.cpu:
+        a.cpu += ",phys-bits=42"
 
     inside = f"/run/nhbm-{os.getpid()}"
     run = a.root + inside
@@ -67,11 +72,11 @@ def main():
         shutil.copy(a.kernel, f"{run}/bzImage")
         shutil.copy(a.initrd, f"{run}/initrd")
         devices = []
-        for i in range(a.functions):
+        for i, spec in enumerate(a.functions.split(",")):
+            arch, _, boot = spec.partition("/")
             sock = f"{run}/nhbm{i}.sock"
-            models.append(
-                subprocess.Popen([a.devmodel, "--socket", sock], stdout=sys.stderr)
-            )
+            cmd = [a.devmodel, "--socket", sock, "--arch", arch, "--boot-ms", boot or "0"]
+            models.append(subprocess.Popen(cmd, stdout=sys.stderr))
             for _ in range(100):
                 if os.path.exists(sock):
                     break
@@ -96,7 +101,11 @@ def main():
             "-object", f"memory-backend-memfd,id=mem,size={a.mem}M,share=on",
             "-machine", "pc,memory-backend=mem",
             "-kernel", f"{inside}/bzImage", "-initrd", f"{inside}/initrd",
-            "-append", f"console=ttyS0 panic=-1 oops=panic loglevel=7 {a.append}",
+            # pci=nocrs: the firmware's 64-bit window is sized to what it
+            # placed itself and leaves no room to align a V2 function's
+            # 32 GiB BAR4 beside two 256 GiB ones (V3, V4); the guest kernel
+            # then places the BARs in the whole 42-bit space (--cpu).
+            "-append", f"console=ttyS0 panic=-1 oops=panic loglevel=7 pci=nocrs {a.append}",
             "-qmp", f"unix:{inside}/qmp.sock,server=on,wait=off",
         ] + devices
         # A private mount namespace: /proc for QEMU inside the root, gone

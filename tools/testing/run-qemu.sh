@@ -7,9 +7,11 @@
 #   run-qemu.sh check|check-pci|demo|bench|bench-pci|distro
 #
 # The *-pci modes boot QEMU 11 from the Debian 13 root (tools/debian13-root.sh)
-# with emulated Neuron PCI functions (tools/nhbm-devmodel, vfio-user): two for
-# check-pci (instead of simulated devices), one beside a simulated device for
-# bench-pci. NHBM_DEVMODEL names the device model binary.
+# with emulated Neuron PCI functions (tools/nhbm-devmodel, vfio-user): a V2, a
+# V3 and a V4 one for check-pci (instead of simulated devices), their firmware
+# booting for a second so that the probe must wait for it; one V2 function
+# beside a simulated device for bench-pci. NHBM_DEVMODEL names the device
+# model binary.
 # Mode distro is the check guest on another kernel: NHBM_KERNEL_IMAGE names its
 # image and NHBM_KO the module built for it.
 # The serial log is kept in build/qemu-<mode>.log.
@@ -64,8 +66,8 @@ t0=$SECONDS
 set +e
 case "$MODE" in
 *-pci)
-	functions=2
-	[ "$MODE" = bench-pci ] && functions=1
+	functions=v2/1000,v3/1000,v4/1000
+	[ "$MODE" = bench-pci ] && functions=v2
 	D13="$("$REPO/tools/debian13-root.sh" qemu-system-x86/trixie-backports | tail -n 1)" || exit 1
 	python3 "$HERE/qemu-pci.py" --root "$D13" --devmodel "${NHBM_DEVMODEL:?}" \
 		--kernel "$KERNEL_IMAGE" --initrd "$BUILD/initramfs-$MODE.cpio.gz" \

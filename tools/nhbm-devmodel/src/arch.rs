@@ -31,6 +31,8 @@ pub struct Arch {
     pub bar0_size: u64,
     /// BAR4 (HBM window) size.
     pub bar4_size: u64,
+    /// BAR0 offset of the MISC RAM / FW-IO mailbox.
+    pub misc_ram: u64,
     /// The HBM stacks.
     pub stacks: &'static [Stack],
 }
@@ -42,6 +44,8 @@ pub static V2: Arch = Arch {
     device_id: 0x7164,
     bar0_size: GIB,
     bar4_size: 32 * GIB,
+    // `V2_MMAP_BAR0_APB_MISC_RAM_OFFSET` (v2/address_map.h:30-33).
+    misc_ram: 0x30fa_0000,
     stacks: &[
         Stack {
             device_base: 0,
@@ -56,10 +60,60 @@ pub static V2: Arch = Arch {
     ],
 };
 
+/// Device-physical bases of the four HBM stacks of V3 and V4
+/// (`V3_HBM_0_BASE`.., v3/address_map.h:88-91; v4/address_map.h:87-90).
+const V3_BASES: [u64; 4] = [0, 0x40_0000_0000, 0x8000_0000_0000, 0x8040_0000_0000];
+/// Each stack's window in BAR4 is `V3_HBM_SIZE` (64 GiB) after the previous
+/// one (`V3_PCIE_BAR4_HBM_n_OFFSET`, v3/address_map.h:132-135).
+const V3_BAR4_STRIDE: u64 = 64 * GIB;
+/// `V3_MMAP_BAR0_APB_IO_0_MISC_RAM_OFFSET` (v3/address_map.h:211), kept by V4.
+const V3_MISC_RAM: u64 = 0x680_0000 + 0x48_4000;
+
+const fn v3_stacks(size: u64) -> [Stack; 4] {
+    let mut s = [Stack {
+        device_base: 0,
+        bar4_base: 0,
+        size,
+    }; 4];
+    let mut i = 0;
+    while i < 4 {
+        s[i].device_base = V3_BASES[i];
+        s[i].bar4_base = i as u64 * V3_BAR4_STRIDE;
+        i += 1;
+    }
+    s
+}
+
+static V3_STACKS: [Stack; 4] = v3_stacks(24 * GIB);
+static V4_STACKS: [Stack; 4] = v3_stacks(36 * GIB);
+
+/// Trn2: four 24 GiB stacks (`V3_HBM_ACTIVE_SIZE`, v3/address_map.h:93),
+/// each at its 64 GiB step of a 256 GiB BAR4.
+pub static V3: Arch = Arch {
+    name: "v3",
+    device_id: 0x7364,
+    bar0_size: 4 * GIB,
+    bar4_size: 4 * V3_BAR4_STRIDE,
+    misc_ram: V3_MISC_RAM,
+    stacks: &V3_STACKS,
+};
+
+/// Trn3: V3's map with 36 GiB stacks (`V4_HBM_ACTIVE_SIZE`,
+/// v4/address_map.h:92); `mmap_get_bar4_offset_v4` (v4/neuron_dhal_v4.c:
+/// 284-299) remaps as V3's does.
+pub static V4: Arch = Arch {
+    name: "v4",
+    device_id: 0x7564,
+    bar0_size: 4 * GIB,
+    bar4_size: 4 * V3_BAR4_STRIDE,
+    misc_ram: V3_MISC_RAM,
+    stacks: &V4_STACKS,
+};
+
 impl Arch {
     /// The arch named `name`.
     pub fn by_name(name: &str) -> Option<&'static Arch> {
-        [&V2].into_iter().find(|a| a.name == name)
+        [&V2, &V3, &V4].into_iter().find(|a| a.name == name)
     }
 
     /// BAR4 offset of the device-physical range `[pa, pa + len)`, `None` when
@@ -93,6 +147,24 @@ mod tests {
         assert_eq!(V2.bar4_offset(32 * GIB, 4), None);
         assert_eq!(V2.bar4_offset(80 * GIB, 4), None);
         assert_eq!(V2.bar4_offset(u64::MAX - 1, 4), None);
+    }
+
+    #[test]
+    fn v3_and_v4_step_64_gib_per_stack() {
+        assert_eq!(V3.bar4_offset(0x40_0000_0000 + 8, 4), Some(64 * GIB + 8));
+        assert_eq!(V3.bar4_offset(0x8040_0000_0000, 4), Some(192 * GIB));
+        assert_eq!(V3.bar4_offset(24 * GIB, 4), None, "past V3's 24 GiB");
+        assert_eq!(V4.bar4_offset(24 * GIB, 4), Some(24 * GIB));
+        assert_eq!(V4.bar4_offset(36 * GIB - 4, 4), Some(36 * GIB - 4));
+        assert_eq!(V4.bar4_offset(36 * GIB, 4), None);
+        for a in [&V3, &V4] {
+            let last = a.stacks[3];
+            assert!(last.bar4_base + last.size <= a.bar4_size);
+            assert_eq!(
+                Arch::by_name(a.name).map(|x| x.device_id),
+                Some(a.device_id)
+            );
+        }
     }
 
     #[test]

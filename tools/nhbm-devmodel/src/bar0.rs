@@ -1,11 +1,19 @@
-//! BAR0: the MISC RAM / FW-IO mailbox with the firmware's reset behaviour
-//! (seed 001 §1; reference neuron_dhal_v2.c, neuron_reset.h), a plain
-//! register file elsewhere, and the model's control port.
+//! BAR0: the MISC RAM / FW-IO mailbox with the firmware's behaviour as the
+//! reference driver expects it (aws-neuron-driver neuron_reset.c,
+//! neuron_fw_io.c, neuron_dhal_v2.c), a plain register file elsewhere, and
+//! the model's control port.
 //!
-//! Firmware: a write of 1 to RESET_TRIGGER takes a pending RESET_REQUEST
-//! (clears it) and starts a reset; FW_STATUS shows bit 3 (reset in progress)
-//! until the scripted delay has passed, or forever. Armed bad reads make
-//! FW_STATUS answer 0xdeadbeef, as a device that stopped answering does.
+//! Firmware, by the wall clock:
+//! - it boots for `boot` after the first BAR0 access: every MISC RAM read
+//!   answers `0xdeadbeef` meanwhile (what the reference's probe waits out);
+//! - a doorbell (RESET_TRIGGER = 1) with a request pending is missed while
+//!   misses are left (the request stays; only a re-send gets through), else
+//!   heeded: the request is taken (RESET_REQUEST cleared) `take_delay` later
+//!   and a reset begins;
+//! - from the take, FW_STATUS answers `0xdeadbeef` for `bad_window`, then
+//!   shows bit 3 (reset in progress) until `delay` after the take, or forever;
+//! - once removed by surprise, every BAR0 read outside the control port
+//!   answers all ones and every write is lost, as on a function that is gone.
 //!
 //! The control port (last page of BAR0, no register of the arch lives there)
 //! lets a test in the guest script the firmware and look at HBM by device
@@ -15,47 +23,68 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// BAR0 offset of the MISC RAM block (`MMAP_BAR0_APB_MISC_RAM_OFFSET`).
-pub const MISC_RAM: u64 = 0x30fa_0000;
-/// Firmware status; bit 3 set while a reset is in progress.
-pub const FW_STATUS: u64 = MISC_RAM + 0x808;
-/// Reset request: the reset type, cleared when the firmware takes it.
-pub const RESET_REQUEST: u64 = MISC_RAM + 0x1ec;
-/// NeuronCores to reset for a TPB reset.
-pub const RESET_TPB_MAP: u64 = MISC_RAM + 0x1d8;
-/// Doorbell that hands the request to the firmware.
-pub const RESET_TRIGGER: u64 = MISC_RAM + 0x800;
-/// `V2_FW_IO_REG_FW_STATUS_DEVICE_READY_MASK`: set while resetting.
+/// Firmware status, in MISC RAM (`V2_FW_IO_REG_FW_STATUS_OFFSET`,
+/// neuron_reset.h:24); bit 3 set while a reset is in progress.
+pub const FW_STATUS: u64 = 0x808;
+/// Reset request: the reset type, cleared when the firmware takes it
+/// (`FW_IO_REG_RESET_OFFSET`, neuron_fw_io.h:91).
+pub const RESET_REQUEST: u64 = 0x1ec;
+/// NeuronCores to reset for a TPB reset (`FW_IO_REG_RESET_TPB_MAP_OFFSET`,
+/// neuron_fw_io.h:90).
+pub const RESET_TPB_MAP: u64 = 0x1d8;
+/// Doorbell that hands the request to the firmware
+/// (`FW_IO_REG_TRIGGER_INT_NOSEC_OFFSET`, neuron_fw_io.h:96).
+pub const RESET_TRIGGER: u64 = 0x800;
+/// The device index (`FW_IO_REG_DEVICE_ID_OFFSET`, neuron_fw_io.h:44).
+pub const DEVICE_ID: u64 = 0x24;
+/// Bytes of the MISC RAM window.
+pub const MISC_RAM_SIZE: u64 = 0x1000;
+/// `V2_FW_IO_REG_FW_STATUS_DEVICE_READY_MASK` (neuron_reset.h:25): set while resetting.
 pub const STATUS_RESET_IN_PROGRESS: u32 = 0x8;
 /// What a read of a register answers when the firmware does not.
 pub const BAD_READ: u32 = 0xdead_beef;
 
-/// Base of the control port (the last 4 KiB of a 1 GiB BAR0).
-pub const CTRL: u64 = 0x3fff_f000;
-/// Reads [`CTRL_MAGIC_VALUE`].
-pub const CTRL_MAGIC: u64 = CTRL;
-/// "NHDM".
-pub const CTRL_MAGIC_VALUE: u32 = 0x4e48_444d;
-/// Milliseconds a reset takes from the trigger; [`NEVER`] = never completes.
-pub const CTRL_RESET_DELAY_MS: u64 = CTRL + 0x04;
-/// FW_STATUS reads still to answer 0xdeadbeef; [`NEVER`] = all of them.
-pub const CTRL_BAD_READS: u64 = CTRL + 0x08;
-/// 1 = the firmware takes mailbox requests (default), 0 = it ignores them.
-pub const CTRL_TAKES_REQUESTS: u64 = CTRL + 0x0c;
-/// Resets taken since the model started (read-only).
-pub const CTRL_RESETS_TAKEN: u64 = CTRL + 0x10;
-/// FW_STATUS reads since the last reset was taken (read-only).
-pub const CTRL_STATUS_READS: u64 = CTRL + 0x14;
-/// 1 while a reset is in progress, by the model's clock (read-only).
-pub const CTRL_RESETTING: u64 = CTRL + 0x18;
-/// Low half of the device-physical HBM address [`CTRL_HBM_DATA`] accesses.
-pub const CTRL_HBM_PA_LO: u64 = CTRL + 0x20;
-/// High half of that address.
-pub const CTRL_HBM_PA_HI: u64 = CTRL + 0x24;
-/// The 32-bit word of HBM at that device address (through the model's remap);
-/// reads 0xffffffff outside every stack.
-pub const CTRL_HBM_DATA: u64 = CTRL + 0x28;
-/// "Never" / "forever" for the delay and bad-read counts.
+/// Control-port registers, as offsets in its page (the last 4 KiB of BAR0).
+pub mod ctrl {
+    /// Reads [`MAGIC_VALUE`].
+    pub const MAGIC: u64 = 0x00;
+    /// "NHDM".
+    pub const MAGIC_VALUE: u32 = 0x4e48_444d;
+    /// Milliseconds a reset takes from its take; [`super::NEVER`] = never completes.
+    pub const RESET_DELAY_MS: u64 = 0x04;
+    /// Milliseconds from a take during which FW_STATUS answers 0xdeadbeef;
+    /// [`super::NEVER`] = forever.
+    pub const BAD_MS: u64 = 0x08;
+    /// Doorbells with a request pending still to miss; [`super::NEVER`] = all.
+    pub const IGNORE_REQUESTS: u64 = 0x0c;
+    /// Resets taken since the model started (read-only).
+    pub const RESETS_TAKEN: u64 = 0x10;
+    /// FW_STATUS reads since the last take (read-only).
+    pub const STATUS_READS: u64 = 0x14;
+    /// 1 while a reset is in progress, by the model's clock (read-only).
+    pub const RESETTING: u64 = 0x18;
+    /// Milliseconds from a heeded doorbell to the take.
+    pub const TAKE_DELAY_MS: u64 = 0x1c;
+    /// Low half of the device-physical HBM address [`HBM_DATA`] accesses.
+    pub const HBM_PA_LO: u64 = 0x20;
+    /// High half of that address.
+    pub const HBM_PA_HI: u64 = 0x24;
+    /// The 32-bit word of HBM at that device address (through the model's
+    /// remap); reads 0xffffffff outside every stack.
+    pub const HBM_DATA: u64 = 0x28;
+    /// Doorbells rung with a request pending, missed or heeded (read-only).
+    pub const DOORBELLS: u64 = 0x2c;
+    /// 1 = removed by surprise.
+    pub const REMOVED: u64 = 0x30;
+    /// Milliseconds the firmware boots after the first BAR0 access (read-only).
+    pub const BOOT_MS: u64 = 0x34;
+    /// MISC RAM reads answered 0xdeadbeef while booting (read-only).
+    pub const BOOT_READS: u64 = 0x38;
+    /// FW_STATUS reads answered 0xdeadbeef since the last take (read-only).
+    pub const BAD_READS_SEEN: u64 = 0x3c;
+}
+
+/// "Never" / "forever" for the delays and counts of the control port.
 pub const NEVER: u32 = u32::MAX;
 
 /// What HBM access the control port needs from the device.
@@ -66,109 +95,204 @@ pub trait Hbm {
     fn write_pa(&self, pa: u64, value: u32) -> bool;
 }
 
-/// The firmware's reset state.
+fn millis(v: u32) -> Option<Duration> {
+    (v != NEVER).then(|| Duration::from_millis(v.into()))
+}
+
+fn millis_raw(d: Option<Duration>) -> u32 {
+    d.map_or(NEVER, |d| u32::try_from(d.as_millis()).unwrap_or(NEVER - 1))
+}
+
+/// How the firmware behaves, as the control port sets it.
+#[derive(Clone, Copy, Debug)]
+pub struct Behaviour {
+    /// Time a reset takes from its take; `None` = never completes.
+    pub delay: Option<Duration>,
+    /// Time from a take during which FW_STATUS reads bad; `None` = forever.
+    pub bad_window: Option<Duration>,
+    /// Doorbells still to miss; `None` = every one.
+    pub ignore: Option<u32>,
+    /// Time from a heeded doorbell to the take.
+    pub take_delay: Duration,
+    /// Time the firmware boots after the first BAR0 access.
+    pub boot: Duration,
+}
+
+impl Behaviour {
+    /// Prompt firmware whose resets take `delay` and that boots for `boot`.
+    pub fn new(delay: Option<Duration>, boot: Duration) -> Self {
+        Behaviour {
+            delay,
+            bad_window: Some(Duration::ZERO),
+            ignore: Some(0),
+            take_delay: Duration::ZERO,
+            boot,
+        }
+    }
+}
+
+/// The firmware's state.
 #[derive(Debug)]
 pub struct Firmware {
-    /// Time a reset takes; `None` = never completes.
-    pub delay: Option<Duration>,
-    /// FW_STATUS reads still to answer [`BAD_READ`]; `None` = forever.
-    pub bad_reads: Option<u32>,
-    /// Whether mailbox requests are taken.
-    pub takes_requests: bool,
+    /// How it behaves.
+    pub how: Behaviour,
     request: u32,
     tpb_map: u32,
-    started: Option<Instant>,
+    first_access: Option<Instant>,
+    take_at: Option<Instant>,
+    taken_at: Option<Instant>,
     resets: u32,
     status_reads: u32,
+    doorbells: u32,
+    boot_reads: u32,
+    bad_seen: u32,
 }
 
 impl Firmware {
-    /// A firmware whose resets take `delay` (`None`: never complete).
-    pub fn new(delay: Option<Duration>) -> Self {
+    /// A firmware that behaves as `how` says.
+    pub fn new(how: Behaviour) -> Self {
         Firmware {
-            delay,
-            bad_reads: Some(0),
-            takes_requests: true,
+            how,
             request: 0,
             tpb_map: 0,
-            started: None,
+            first_access: None,
+            take_at: None,
+            taken_at: None,
             resets: 0,
             status_reads: 0,
+            doorbells: 0,
+            boot_reads: 0,
+            bad_seen: 0,
         }
     }
 
-    /// Whether a reset is in progress at `now` (ends it once its time is up).
-    pub fn resetting(&mut self, now: Instant) -> bool {
-        let Some(t0) = self.started else {
-            return false;
-        };
-        match self.delay {
-            Some(d) if now.duration_since(t0) >= d => {
-                self.started = None;
-                false
-            }
-            _ => true,
+    /// Takes a heeded request whose time has come.
+    fn advance(&mut self, now: Instant) {
+        self.first_access.get_or_insert(now);
+        if let Some(t) = self.take_at.filter(|&t| now >= t) {
+            self.take_at = None;
+            self.request = 0;
+            self.taken_at = Some(t);
+            self.resets += 1;
+            self.status_reads = 0;
+            self.bad_seen = 0;
+        }
+    }
+
+    fn booting(&self, now: Instant) -> bool {
+        self.first_access
+            .is_some_and(|t| now.duration_since(t) < self.how.boot)
+    }
+
+    /// Whether a reset is in progress at `now`.
+    pub fn resetting(&self, now: Instant) -> bool {
+        match (self.taken_at, self.how.delay) {
+            (None, _) => false,
+            (Some(t), Some(d)) => now.duration_since(t) < d,
+            (Some(_), None) => true,
+        }
+    }
+
+    fn in_bad_window(&self, now: Instant) -> bool {
+        match (self.taken_at, self.how.bad_window) {
+            (None, _) => false,
+            (Some(t), Some(w)) => now.duration_since(t) < w,
+            (Some(_), None) => true,
         }
     }
 
     fn status(&mut self, now: Instant) -> u32 {
         self.status_reads = self.status_reads.saturating_add(1);
-        match &mut self.bad_reads {
-            None => return BAD_READ,
-            Some(n) if *n > 0 => {
-                *n -= 1;
-                return BAD_READ;
-            }
-            Some(_) => {}
-        }
-        if self.resetting(now) {
+        if self.in_bad_window(now) {
+            self.bad_seen = self.bad_seen.saturating_add(1);
+            BAD_READ
+        } else if self.resetting(now) {
             STATUS_RESET_IN_PROGRESS
         } else {
             0
         }
     }
 
-    fn trigger(&mut self, now: Instant) {
-        if !self.takes_requests || self.request == 0 {
+    fn doorbell(&mut self, now: Instant) {
+        if self.request == 0 || self.take_at.is_some() {
             return;
         }
-        self.request = 0;
-        self.started = Some(now);
-        self.resets += 1;
-        self.status_reads = 0;
+        self.doorbells = self.doorbells.saturating_add(1);
+        match &mut self.how.ignore {
+            None => {}
+            Some(0) => self.take_at = Some(now + self.how.take_delay),
+            Some(n) => *n -= 1,
+        }
     }
-}
 
-fn count(v: u32) -> Option<u32> {
-    (v != NEVER).then_some(v)
-}
+    /// Reads MISC RAM register `reg`.
+    fn read(&mut self, reg: u64, now: Instant, regs: &HashMap<u64, u32>) -> u32 {
+        self.advance(now);
+        if self.booting(now) {
+            self.boot_reads = self.boot_reads.saturating_add(1);
+            return BAD_READ;
+        }
+        match reg {
+            FW_STATUS => self.status(now),
+            RESET_REQUEST => self.request,
+            RESET_TPB_MAP => self.tpb_map,
+            DEVICE_ID => 0,
+            _ => regs.get(&reg).copied().unwrap_or(0),
+        }
+    }
 
-fn count_raw(v: Option<u32>) -> u32 {
-    v.unwrap_or(NEVER)
+    /// Writes MISC RAM register `reg`; `false` for a plain register.
+    fn write(&mut self, reg: u64, value: u32, now: Instant) -> bool {
+        self.advance(now);
+        match reg {
+            FW_STATUS | DEVICE_ID => {}
+            RESET_REQUEST => self.request = value,
+            RESET_TPB_MAP => self.tpb_map = value,
+            RESET_TRIGGER if value == 1 => self.doorbell(now),
+            RESET_TRIGGER => {}
+            _ => return false,
+        }
+        true
+    }
 }
 
 /// BAR0 of one function.
 pub struct Bar0 {
     size: u64,
+    misc_ram: u64,
     /// The firmware.
     pub fw: Firmware,
     regs: HashMap<u64, u32>,
     hbm_pa: u64,
+    removed: bool,
 }
 
 impl Bar0 {
-    /// A BAR0 of `size` bytes with firmware `fw`.
-    pub fn new(size: u64, fw: Firmware) -> Self {
+    /// A BAR0 of `size` bytes with the MISC RAM at `misc_ram` and firmware `fw`.
+    pub fn new(size: u64, misc_ram: u64, fw: Firmware) -> Self {
         Bar0 {
             size,
+            misc_ram,
             fw,
             regs: HashMap::new(),
             hbm_pa: 0,
+            removed: false,
         }
+    }
+
+    /// BAR0 offset of the control port.
+    pub fn ctrl_base(&self) -> u64 {
+        self.size - 0x1000
     }
 
     fn check(&self, off: u64) -> Option<()> {
         (off % 4 == 0 && off.checked_add(4)? <= self.size).then_some(())
+    }
+
+    /// The MISC RAM register at BAR0 offset `off`, if it is one.
+    fn misc_reg(&self, off: u64) -> Option<u64> {
+        off.checked_sub(self.misc_ram)
+            .filter(|&r| r < MISC_RAM_SIZE)
     }
 
     /// Reads the register at `off` (32-bit, aligned; anything else reads as ones).
@@ -176,24 +300,18 @@ impl Bar0 {
         if self.check(off).is_none() {
             return u32::MAX;
         }
-        match off {
-            FW_STATUS => self.fw.status(now),
-            RESET_REQUEST => self.fw.request,
-            RESET_TPB_MAP => self.fw.tpb_map,
-            CTRL_MAGIC => CTRL_MAGIC_VALUE,
-            CTRL_RESET_DELAY_MS => self
-                .fw
-                .delay
-                .map_or(NEVER, |d| u32::try_from(d.as_millis()).unwrap_or(NEVER - 1)),
-            CTRL_BAD_READS => count_raw(self.fw.bad_reads),
-            CTRL_TAKES_REQUESTS => u32::from(self.fw.takes_requests),
-            CTRL_RESETS_TAKEN => self.fw.resets,
-            CTRL_STATUS_READS => self.fw.status_reads,
-            CTRL_RESETTING => u32::from(self.fw.resetting(now)),
-            CTRL_HBM_PA_LO => self.hbm_pa as u32,
-            CTRL_HBM_PA_HI => (self.hbm_pa >> 32) as u32,
-            CTRL_HBM_DATA => hbm.read_pa(self.hbm_pa).unwrap_or(u32::MAX),
-            _ => self.regs.get(&off).copied().unwrap_or(0),
+        if off >= self.ctrl_base() {
+            return self.ctrl_read(off - self.ctrl_base(), now, hbm);
+        }
+        if self.removed {
+            return u32::MAX;
+        }
+        match self.misc_reg(off) {
+            Some(reg) => self.fw.read(reg, now, &self.regs),
+            None => {
+                self.fw.advance(now);
+                self.regs.get(&off).copied().unwrap_or(0)
+            }
         }
     }
 
@@ -202,28 +320,60 @@ impl Bar0 {
         if self.check(off).is_none() {
             return;
         }
-        match off {
-            FW_STATUS | CTRL_MAGIC | CTRL_RESETS_TAKEN | CTRL_STATUS_READS | CTRL_RESETTING => {}
-            RESET_REQUEST => self.fw.request = value,
-            RESET_TPB_MAP => self.fw.tpb_map = value,
-            RESET_TRIGGER => {
-                if value == 1 {
-                    self.fw.trigger(now);
-                }
-            }
-            CTRL_RESET_DELAY_MS => {
-                self.fw.delay = count(value).map(|ms| Duration::from_millis(ms.into()))
-            }
-            CTRL_BAD_READS => self.fw.bad_reads = count(value),
-            CTRL_TAKES_REQUESTS => self.fw.takes_requests = value != 0,
-            CTRL_HBM_PA_LO => self.hbm_pa = (self.hbm_pa & !0xffff_ffff) | u64::from(value),
-            CTRL_HBM_PA_HI => self.hbm_pa = (self.hbm_pa & 0xffff_ffff) | u64::from(value) << 32,
-            CTRL_HBM_DATA => {
+        if off >= self.ctrl_base() {
+            return self.ctrl_write(off - self.ctrl_base(), value, hbm);
+        }
+        if self.removed {
+            return;
+        }
+        let handled = self
+            .misc_reg(off)
+            .is_some_and(|reg| self.fw.write(reg, value, now));
+        if !handled {
+            self.regs.insert(off, value);
+        }
+    }
+
+    fn ctrl_read(&mut self, reg: u64, now: Instant, hbm: &dyn Hbm) -> u32 {
+        use ctrl::*;
+        self.fw.advance(now);
+        let fw = &self.fw;
+        match reg {
+            MAGIC => MAGIC_VALUE,
+            RESET_DELAY_MS => millis_raw(fw.how.delay),
+            BAD_MS => millis_raw(fw.how.bad_window),
+            IGNORE_REQUESTS => fw.how.ignore.unwrap_or(NEVER),
+            RESETS_TAKEN => fw.resets,
+            STATUS_READS => fw.status_reads,
+            RESETTING => u32::from(fw.resetting(now)),
+            TAKE_DELAY_MS => millis_raw(Some(fw.how.take_delay)),
+            HBM_PA_LO => self.hbm_pa as u32,
+            HBM_PA_HI => (self.hbm_pa >> 32) as u32,
+            HBM_DATA => hbm.read_pa(self.hbm_pa).unwrap_or(u32::MAX),
+            DOORBELLS => fw.doorbells,
+            REMOVED => u32::from(self.removed),
+            BOOT_MS => millis_raw(Some(fw.how.boot)),
+            BOOT_READS => fw.boot_reads,
+            BAD_READS_SEEN => fw.bad_seen,
+            _ => 0,
+        }
+    }
+
+    fn ctrl_write(&mut self, reg: u64, value: u32, hbm: &dyn Hbm) {
+        use ctrl::*;
+        let how = &mut self.fw.how;
+        match reg {
+            RESET_DELAY_MS => how.delay = millis(value),
+            BAD_MS => how.bad_window = millis(value),
+            IGNORE_REQUESTS => how.ignore = (value != NEVER).then_some(value),
+            TAKE_DELAY_MS => how.take_delay = millis(value).unwrap_or(Duration::MAX / 2),
+            HBM_PA_LO => self.hbm_pa = (self.hbm_pa & !0xffff_ffff) | u64::from(value),
+            HBM_PA_HI => self.hbm_pa = (self.hbm_pa & 0xffff_ffff) | u64::from(value) << 32,
+            HBM_DATA => {
                 hbm.write_pa(self.hbm_pa, value);
             }
-            _ => {
-                self.regs.insert(off, value);
-            }
+            REMOVED => self.removed = value != 0,
+            _ => {}
         }
     }
 }
@@ -232,6 +382,9 @@ impl Bar0 {
 mod tests {
     use super::*;
     use std::cell::RefCell;
+
+    const MISC: u64 = 0x30fa_0000;
+    const CTRL: u64 = (1 << 30) - 0x1000;
 
     /// HBM as a map from device address to word, stacks at 0 and 64 GiB.
     #[derive(Default)]
@@ -258,8 +411,15 @@ mod tests {
 
     impl Rig {
         fn new(delay_ms: Option<u64>) -> Self {
+            Self::booting(delay_ms, 0)
+        }
+        fn booting(delay_ms: Option<u64>, boot_ms: u64) -> Self {
+            let how = Behaviour::new(
+                delay_ms.map(Duration::from_millis),
+                Duration::from_millis(boot_ms),
+            );
             Rig {
-                bar: Bar0::new(1 << 30, Firmware::new(delay_ms.map(Duration::from_millis))),
+                bar: Bar0::new(1 << 30, MISC, Firmware::new(how)),
                 hbm: MapHbm::default(),
                 t0: Instant::now(),
             }
@@ -275,81 +435,133 @@ mod tests {
             let now = self.at(ms);
             self.bar.write32(off, v, now, &self.hbm)
         }
+        fn mb(&mut self, reg: u64, ms: u64) -> u32 {
+            self.read(MISC + reg, ms)
+        }
+        fn ctrl(&mut self, reg: u64) -> u32 {
+            self.read(CTRL + reg, 0)
+        }
         /// Requests a device reset through the mailbox at `ms`.
         fn reset(&mut self, ms: u64) {
-            self.write(RESET_REQUEST, 1, ms);
-            self.write(RESET_TRIGGER, 1, ms);
+            self.write(MISC + RESET_REQUEST, 1, ms);
+            self.write(MISC + RESET_TRIGGER, 1, ms);
         }
     }
 
     #[test]
-    fn offsets_follow_misc_ram() {
-        assert_eq!(FW_STATUS, 0x30fa_0808);
-        assert_eq!(RESET_REQUEST, 0x30fa_01ec);
-        assert_eq!(RESET_TPB_MAP, 0x30fa_01d8);
-        assert_eq!(RESET_TRIGGER, 0x30fa_0800);
+    fn v2_registers_sit_in_its_misc_ram() {
+        assert_eq!(MISC + FW_STATUS, 0x30fa_0808);
+        assert_eq!(MISC + RESET_REQUEST, 0x30fa_01ec);
+        assert_eq!(MISC + RESET_TPB_MAP, 0x30fa_01d8);
+        assert_eq!(MISC + RESET_TRIGGER, 0x30fa_0800);
     }
 
     #[test]
     fn reset_completes_after_its_delay() {
         let mut r = Rig::new(Some(250));
-        assert_eq!(r.read(FW_STATUS, 0), 0, "idle firmware is ready");
+        assert_eq!(r.mb(FW_STATUS, 0), 0, "idle firmware is ready");
         r.reset(0);
-        assert_eq!(r.read(RESET_REQUEST, 0), 0, "request taken");
-        assert_eq!(r.read(FW_STATUS, 0), STATUS_RESET_IN_PROGRESS);
-        assert_eq!(r.read(FW_STATUS, 249), STATUS_RESET_IN_PROGRESS);
-        assert_eq!(r.read(CTRL_RESETTING, 249), 1);
-        assert_eq!(r.read(FW_STATUS, 250), 0);
-        assert_eq!(r.read(CTRL_RESETTING, 251), 0);
-        assert_eq!(r.read(CTRL_RESETS_TAKEN, 251), 1);
-        assert_eq!(r.read(CTRL_STATUS_READS, 251), 3);
+        assert_eq!(r.mb(RESET_REQUEST, 0), 0, "request taken");
+        assert_eq!(r.mb(FW_STATUS, 0), STATUS_RESET_IN_PROGRESS);
+        assert_eq!(r.mb(FW_STATUS, 249), STATUS_RESET_IN_PROGRESS);
+        assert_eq!(r.mb(FW_STATUS, 250), 0);
+        assert_eq!(r.ctrl(ctrl::RESETS_TAKEN), 1);
+        assert_eq!(r.ctrl(ctrl::STATUS_READS), 3);
+        assert_eq!(r.ctrl(ctrl::DOORBELLS), 1);
     }
 
     #[test]
     fn reset_that_never_completes() {
         let mut r = Rig::new(Some(0));
-        r.write(CTRL_RESET_DELAY_MS, NEVER, 0);
-        assert_eq!(r.read(CTRL_RESET_DELAY_MS, 0), NEVER);
+        r.write(CTRL + ctrl::RESET_DELAY_MS, NEVER, 0);
+        assert_eq!(r.ctrl(ctrl::RESET_DELAY_MS), NEVER);
         r.reset(0);
-        assert_eq!(r.read(FW_STATUS, 3_600_000), STATUS_RESET_IN_PROGRESS);
+        assert_eq!(r.mb(FW_STATUS, 3_600_000), STATUS_RESET_IN_PROGRESS);
     }
 
     #[test]
-    fn untaken_request_stays_pending() {
+    fn slow_firmware_takes_the_request_later() {
         let mut r = Rig::new(Some(0));
-        r.write(CTRL_TAKES_REQUESTS, 0, 0);
+        r.write(CTRL + ctrl::TAKE_DELAY_MS, 2000, 0);
         r.reset(0);
-        assert_eq!(r.read(RESET_REQUEST, 5), 1);
-        assert_eq!(r.read(CTRL_RESETS_TAKEN, 5), 0);
-        // A trigger without a request does nothing either.
-        let mut r = Rig::new(Some(0));
-        r.write(RESET_TRIGGER, 1, 0);
-        assert_eq!(r.read(CTRL_RESETS_TAKEN, 0), 0);
+        assert_eq!(r.mb(RESET_REQUEST, 1999), 1);
+        assert_eq!(r.mb(RESET_REQUEST, 2000), 0);
+        assert_eq!(r.ctrl(ctrl::RESETS_TAKEN), 1);
     }
 
     #[test]
-    fn bad_reads_answer_deadbeef_then_the_status() {
+    fn a_missed_request_needs_a_resend() {
+        let mut r = Rig::new(Some(0));
+        r.write(CTRL + ctrl::IGNORE_REQUESTS, 1, 0);
+        r.reset(0);
+        assert_eq!(r.mb(RESET_REQUEST, 5000), 1, "missed, still pending");
+        // Ringing again without a new request is a re-send too.
+        r.reset(30_000);
+        assert_eq!(r.mb(RESET_REQUEST, 30_000), 0);
+        assert_eq!(r.ctrl(ctrl::DOORBELLS), 2);
+        assert_eq!(r.ctrl(ctrl::RESETS_TAKEN), 1);
+        // A firmware that misses every request; a doorbell without a
+        // request does nothing.
+        let mut r = Rig::new(Some(0));
+        r.write(CTRL + ctrl::IGNORE_REQUESTS, NEVER, 0);
+        r.reset(0);
+        r.reset(1);
+        assert_eq!(r.mb(RESET_REQUEST, 5), 1);
+        assert_eq!(r.ctrl(ctrl::RESETS_TAKEN), 0);
+        let mut r = Rig::new(Some(0));
+        r.write(MISC + RESET_TRIGGER, 1, 0);
+        assert_eq!(r.ctrl(ctrl::DOORBELLS), 0);
+    }
+
+    #[test]
+    fn status_reads_deadbeef_for_its_window() {
         let mut r = Rig::new(Some(1000));
-        r.write(CTRL_BAD_READS, 2, 0);
+        r.write(CTRL + ctrl::BAD_MS, 200, 0);
         r.reset(0);
-        assert_eq!(r.read(FW_STATUS, 1), BAD_READ);
-        assert_eq!(r.read(FW_STATUS, 2), BAD_READ);
-        assert_eq!(r.read(FW_STATUS, 3), STATUS_RESET_IN_PROGRESS);
-        r.write(CTRL_BAD_READS, NEVER, 0);
-        assert_eq!(r.read(FW_STATUS, 5000), BAD_READ, "even once ready");
-        assert_eq!(r.read(CTRL_BAD_READS, 5000), NEVER);
+        assert_eq!(r.mb(FW_STATUS, 0), BAD_READ);
+        assert_eq!(r.mb(FW_STATUS, 199), BAD_READ);
+        assert_eq!(r.mb(FW_STATUS, 200), STATUS_RESET_IN_PROGRESS);
+        assert_eq!(r.ctrl(ctrl::BAD_READS_SEEN), 2);
+        r.write(CTRL + ctrl::BAD_MS, NEVER, 0);
+        assert_eq!(r.mb(FW_STATUS, 5000), BAD_READ, "even once ready");
+    }
+
+    #[test]
+    fn booting_firmware_answers_deadbeef() {
+        let mut r = Rig::booting(Some(0), 1500);
+        assert_eq!(r.mb(DEVICE_ID, 0), BAD_READ);
+        assert_eq!(r.mb(DEVICE_ID, 1499), BAD_READ);
+        assert_eq!(r.mb(DEVICE_ID, 1500), 0);
+        assert_eq!(r.ctrl(ctrl::BOOT_READS), 2);
+        assert_eq!(r.ctrl(ctrl::BOOT_MS), 1500);
+    }
+
+    #[test]
+    fn removed_function_reads_ones_and_drops_writes() {
+        let mut r = Rig::new(Some(0));
+        r.write(0x1000, 7, 0);
+        r.write(CTRL + ctrl::REMOVED, 1, 0);
+        assert_eq!(r.mb(FW_STATUS, 0), u32::MAX);
+        assert_eq!(r.mb(DEVICE_ID, 0), u32::MAX);
+        assert_eq!(r.read(0x1000, 0), u32::MAX);
+        r.write(0x1000, 9, 0);
+        r.reset(0);
+        assert_eq!(r.ctrl(ctrl::MAGIC), ctrl::MAGIC_VALUE, "control port stays");
+        r.write(CTRL + ctrl::REMOVED, 0, 0);
+        assert_eq!(r.read(0x1000, 0), 7, "the write was lost");
+        assert_eq!(r.ctrl(ctrl::DOORBELLS), 0);
     }
 
     #[test]
     fn tpb_map_and_plain_registers_hold_values() {
         let mut r = Rig::new(Some(0));
-        r.write(RESET_TPB_MAP, 0b11, 0);
-        assert_eq!(r.read(RESET_TPB_MAP, 0), 0b11);
+        r.write(MISC + RESET_TPB_MAP, 0b11, 0);
+        assert_eq!(r.mb(RESET_TPB_MAP, 0), 0b11);
         r.write(0x1000, 0x1234_5678, 0);
         assert_eq!(r.read(0x1000, 0), 0x1234_5678);
         assert_eq!(r.read(0x1004, 0), 0);
-        r.write(FW_STATUS, STATUS_RESET_IN_PROGRESS, 0);
-        assert_eq!(r.read(FW_STATUS, 0), 0, "status is read-only");
+        r.write(MISC + FW_STATUS, STATUS_RESET_IN_PROGRESS, 0);
+        assert_eq!(r.mb(FW_STATUS, 0), 0, "status is read-only");
     }
 
     #[test]
@@ -363,13 +575,12 @@ mod tests {
     #[test]
     fn control_port_reaches_hbm_by_device_address() {
         let mut r = Rig::new(Some(0));
-        assert_eq!(r.read(CTRL_MAGIC, 0), CTRL_MAGIC_VALUE);
-        r.write(CTRL_HBM_PA_HI, 0x10, 0);
-        r.write(CTRL_HBM_PA_LO, 0x40, 0);
-        r.write(CTRL_HBM_DATA, 0xabcd, 0);
+        r.write(CTRL + ctrl::HBM_PA_HI, 0x10, 0);
+        r.write(CTRL + ctrl::HBM_PA_LO, 0x40, 0);
+        r.write(CTRL + ctrl::HBM_DATA, 0xabcd, 0);
         assert_eq!(r.hbm.0.borrow().get(&0x10_0000_0040), Some(&0xabcd));
-        assert_eq!(r.read(CTRL_HBM_DATA, 0), 0xabcd);
-        r.write(CTRL_HBM_PA_HI, 0x8, 0);
-        assert_eq!(r.read(CTRL_HBM_DATA, 0), u32::MAX, "between the stacks");
+        assert_eq!(r.ctrl(ctrl::HBM_DATA), 0xabcd);
+        r.write(CTRL + ctrl::HBM_PA_HI, 0x8, 0);
+        assert_eq!(r.ctrl(ctrl::HBM_DATA), u32::MAX, "between the stacks");
     }
 }

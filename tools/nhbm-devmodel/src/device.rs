@@ -3,14 +3,14 @@
 //! memfd the client maps straight into the guest).
 
 use crate::arch::Arch;
-use crate::bar0::{Bar0, Firmware, Hbm};
+use crate::bar0::{Bar0, Behaviour, Firmware, Hbm};
 use crate::config::{ConfigSpace, CONFIG_SIZE};
 use std::fs::File;
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use vfio_bindings::bindings::vfio::{
     vfio_region_info, vfio_region_sparse_mmap_area, VFIO_PCI_BAR0_REGION_INDEX,
     VFIO_PCI_BAR4_REGION_INDEX, VFIO_PCI_CONFIG_REGION_INDEX, VFIO_PCI_NUM_IRQS,
@@ -91,19 +91,19 @@ pub struct NeuronFunction {
     config: ConfigSpace,
     bar0: Bar0,
     bar4: Bar4,
-    /// The reset delay the model was started with (restored on device reset).
-    delay: Option<Duration>,
+    /// The firmware the model was started with (restored on device reset).
+    how: Behaviour,
 }
 
 impl NeuronFunction {
-    /// A function of `arch` whose firmware resets take `delay` (`None`: never).
-    pub fn new(arch: &'static Arch, delay: Option<Duration>) -> io::Result<Self> {
+    /// A function of `arch` whose firmware behaves as `how` says.
+    pub fn new(arch: &'static Arch, how: Behaviour) -> io::Result<Self> {
         Ok(NeuronFunction {
             arch,
             config: ConfigSpace::new(arch),
-            bar0: Bar0::new(arch.bar0_size, Firmware::new(delay)),
+            bar0: Bar0::new(arch.bar0_size, arch.misc_ram, Firmware::new(how)),
             bar4: Bar4::new(arch)?,
-            delay,
+            how,
         })
     }
 
@@ -221,7 +221,11 @@ impl ServerBackend for NeuronFunction {
     /// HBM keeps its contents, as device memory does across a reset.
     fn reset(&mut self) -> io::Result<()> {
         self.config = ConfigSpace::new(self.arch);
-        self.bar0 = Bar0::new(self.arch.bar0_size, Firmware::new(self.delay));
+        self.bar0 = Bar0::new(
+            self.arch.bar0_size,
+            self.arch.misc_ram,
+            Firmware::new(self.how),
+        );
         Ok(())
     }
 
@@ -244,10 +248,17 @@ impl ServerBackend for NeuronFunction {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arch::V2;
-    use crate::bar0::{CTRL_HBM_DATA, CTRL_HBM_PA_HI, CTRL_HBM_PA_LO, FW_STATUS};
+    use crate::arch::{V2, V3};
+    use crate::bar0::{ctrl, FW_STATUS, RESET_REQUEST, RESET_TRIGGER};
+    use std::time::Duration;
 
     const GIB: u64 = 1 << 30;
+    const CTRL: u64 = GIB - 0x1000;
+    const STATUS: u64 = 0x30fa_0000 + FW_STATUS;
+
+    fn prompt(delay: Option<Duration>) -> Behaviour {
+        Behaviour::new(delay, Duration::ZERO)
+    }
 
     fn read32(f: &mut NeuronFunction, region: u32, off: u64) -> u32 {
         let mut b = [0u8; 4];
@@ -261,7 +272,7 @@ mod tests {
 
     #[test]
     fn regions_announce_bar0_bar4_and_no_bar2() {
-        let f = NeuronFunction::new(&V2, Some(Duration::ZERO)).unwrap();
+        let f = NeuronFunction::new(&V2, prompt(Some(Duration::ZERO))).unwrap();
         let r = f.regions();
         assert_eq!(r.len(), 9);
         assert_eq!(r[0].region_info.size, GIB);
@@ -276,16 +287,16 @@ mod tests {
 
     #[test]
     fn bar4_is_sparse_and_follows_the_remap() {
-        let mut f = NeuronFunction::new(&V2, Some(Duration::ZERO)).unwrap();
+        let mut f = NeuronFunction::new(&V2, prompt(Some(Duration::ZERO))).unwrap();
         assert_eq!(f.bar4().resident_bytes().unwrap(), 0);
         // The guest writes BAR4 at 16 GiB + 0x100 (the memfd mapping) ...
         f.bar4()
             .write(16 * GIB + 0x100, &0x5eed_u32.to_le_bytes())
             .unwrap();
         // ... which is device address 64 GiB + 0x100 to the control port.
-        write32(&mut f, 0, CTRL_HBM_PA_HI, 0x10);
-        write32(&mut f, 0, CTRL_HBM_PA_LO, 0x100);
-        assert_eq!(read32(&mut f, 0, CTRL_HBM_DATA), 0x5eed);
+        write32(&mut f, 0, CTRL + ctrl::HBM_PA_HI, 0x10);
+        write32(&mut f, 0, CTRL + ctrl::HBM_PA_LO, 0x100);
+        assert_eq!(read32(&mut f, 0, CTRL + ctrl::HBM_DATA), 0x5eed);
         assert_eq!(read32(&mut f, 4, 16 * GIB + 0x100), 0x5eed);
         assert!(f.bar4().resident_bytes().unwrap() <= 64 * 1024);
         let mut b = [0u8; 4];
@@ -294,22 +305,42 @@ mod tests {
 
     #[test]
     fn device_reset_restarts_the_firmware_and_keeps_hbm() {
-        let mut f = NeuronFunction::new(&V2, None).unwrap();
-        write32(&mut f, 0, crate::bar0::RESET_REQUEST, 1);
-        write32(&mut f, 0, crate::bar0::RESET_TRIGGER, 1);
-        assert_eq!(read32(&mut f, 0, FW_STATUS), 0x8);
+        let mut f = NeuronFunction::new(&V2, prompt(None)).unwrap();
+        write32(&mut f, 0, 0x30fa_0000 + RESET_REQUEST, 1);
+        write32(&mut f, 0, 0x30fa_0000 + RESET_TRIGGER, 1);
+        assert_eq!(read32(&mut f, 0, STATUS), 0x8);
         f.bar4().write(0, &[1, 2, 3, 4]).unwrap();
         f.reset().unwrap();
-        assert_eq!(read32(&mut f, 0, FW_STATUS), 0);
+        assert_eq!(read32(&mut f, 0, STATUS), 0);
         assert_eq!(read32(&mut f, 4, 0), 0x0403_0201);
         assert_eq!(read32(&mut f, 7, 0), 0x7164_1d0f);
     }
 
     #[test]
     fn bar0_accesses_other_than_32_bit_read_ones() {
-        let mut f = NeuronFunction::new(&V2, None).unwrap();
+        let mut f = NeuronFunction::new(&V2, prompt(None)).unwrap();
         let mut b = [0u8; 2];
-        f.region_read(0, FW_STATUS, &mut b).unwrap();
+        f.region_read(0, STATUS, &mut b).unwrap();
         assert_eq!(b, [0xff, 0xff]);
+    }
+
+    #[test]
+    fn v3_function_has_its_ids_bars_and_mailbox() {
+        let mut f = NeuronFunction::new(&V3, prompt(Some(Duration::ZERO))).unwrap();
+        let r = f.regions();
+        assert_eq!(r[0].region_info.size, 4 * GIB);
+        assert_eq!(r[4].region_info.size, 256 * GIB);
+        assert_eq!(read32(&mut f, 7, 0), 0x7364_1d0f);
+        let misc = 0x680_0000 + 0x48_4000;
+        write32(&mut f, 0, misc + RESET_REQUEST, 1);
+        write32(&mut f, 0, misc + RESET_TRIGGER, 1);
+        assert_eq!(read32(&mut f, 0, misc + RESET_REQUEST), 0, "taken");
+        let ctrl_base = 4 * GIB - 0x1000;
+        assert_eq!(read32(&mut f, 0, ctrl_base + ctrl::RESETS_TAKEN), 1);
+        // Stack 2 (device 0x8000_0000_0000) is BAR4 128 GiB.
+        f.bar4().write(128 * GIB + 8, &7u32.to_le_bytes()).unwrap();
+        write32(&mut f, 0, ctrl_base + ctrl::HBM_PA_HI, 0x8000);
+        write32(&mut f, 0, ctrl_base + ctrl::HBM_PA_LO, 8);
+        assert_eq!(read32(&mut f, 0, ctrl_base + ctrl::HBM_DATA), 7);
     }
 }

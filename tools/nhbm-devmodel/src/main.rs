@@ -1,6 +1,7 @@
 //! nhbm-devmodel: serves one Neuron PCI function on a vfio-user socket.
 //!
-//!   nhbm-devmodel --socket PATH [--arch v2] [--reset-ms N | --reset-never]
+//!   nhbm-devmodel --socket PATH [--arch v2|v3|v4] [--reset-ms N | --reset-never]
+//!                 [--boot-ms N]
 //!
 //! Serves one client connection and exits when it closes (QEMU exits or the
 //! function is hot-removed).
@@ -10,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use clap::Parser;
-use nhbm_devmodel::{arch::Arch, device::NeuronFunction};
+use nhbm_devmodel::{arch::Arch, bar0::Behaviour, device::NeuronFunction};
 use vfio_user::Server;
 
 /// Serves one Neuron PCI function to QEMU's vfio-user client.
@@ -29,6 +30,10 @@ struct Cli {
     /// The firmware never completes a reset
     #[arg(long, conflicts_with = "reset_ms")]
     reset_never: bool,
+    /// Milliseconds the firmware boots after the first BAR0 access, every
+    /// mailbox read answering 0xdeadbeef meanwhile
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    boot_ms: u64,
 }
 
 fn arch(name: &str) -> anyhow::Result<&'static Arch> {
@@ -39,7 +44,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let arch = cli.arch;
     let delay = (!cli.reset_never).then(|| Duration::from_millis(cli.reset_ms));
-    let mut function = NeuronFunction::new(arch, delay).context("BAR4 memory")?;
+    let how = Behaviour::new(delay, Duration::from_millis(cli.boot_ms));
+    let mut function = NeuronFunction::new(arch, how).context("BAR4 memory")?;
     let server = Server::new(
         &cli.socket,
         true,

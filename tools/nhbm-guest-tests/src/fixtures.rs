@@ -19,8 +19,6 @@ pub const GIB: u64 = 1 << 30;
 
 /// Amazon's PCI vendor id, which every Neuron function carries.
 pub const AMAZON_VENDOR: u32 = 0x1d0f;
-/// The device id of a V2 function (Trn1/Inf2), the arch the tests run on.
-pub const DEVICE_V2: u32 = 0x7164;
 /// Where the two HBM channels of a V2 device start.
 pub const V2_CHANNEL_BASE: [u64; 2] = [0, 0x10_0000_0000];
 /// The size of each HBM channel of a V2 device.

@@ -1,10 +1,11 @@
 //! nhbm-pci-test: neuron_hbm's PCI driver against the emulated Neuron
-//! functions, as KTAP (suite `nhbm_pci`; see `nhbm_guest_tests::pci`).
+//! functions, as KTAP (suite `nhbm_pci_<arch>` of the function under test;
+//! see `nhbm_guest_tests::pci`).
 
 use std::process::ExitCode;
 
 use clap::Parser;
-use nhbm_guest_tests::pci::SUITE;
+use nhbm_guest_tests::pci::suite_for;
 use nhbm_guest_tests::suite::CaseArgs;
 
 /// The PCI tests of neuron_hbm on emulated Neuron functions, as KTAP
@@ -17,5 +18,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
-    SUITE.main(&Cli::parse().cases)
+    let cli = Cli::parse();
+    let index = cli.cases.device.index().unwrap_or(0);
+    suite_for(index).main(&cli.cases)
 }

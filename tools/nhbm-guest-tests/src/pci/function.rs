@@ -8,32 +8,53 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// BAR0 offset of the model's control port.
-pub const CTRL: u64 = 0x3fff_f000;
-/// Control-port registers (offsets in the page).
+/// Control-port registers (offsets in the last page of BAR0; see
+/// tools/nhbm-devmodel's `bar0::ctrl`).
 pub const MAGIC: usize = 0x00;
 /// "NHDM".
 pub const MAGIC_VALUE: u32 = 0x4e48_444d;
-/// Reset duration in ms, [`NEVER`] = never completes.
+/// Reset duration from its take in ms, [`NEVER`] = never completes.
 pub const RESET_DELAY_MS: usize = 0x04;
-/// FW_STATUS reads still to answer 0xdeadbeef, [`NEVER`] = forever.
-pub const BAD_READS: usize = 0x08;
-/// Whether the firmware takes mailbox requests.
-pub const TAKES_REQUESTS: usize = 0x0c;
+/// Milliseconds from a take during which FW_STATUS reads 0xdeadbeef.
+pub const BAD_MS: usize = 0x08;
+/// Doorbells with a request pending still to miss, [`NEVER`] = all.
+pub const IGNORE_REQUESTS: usize = 0x0c;
 /// Resets taken.
 pub const RESETS_TAKEN: usize = 0x10;
-/// FW_STATUS reads since the last reset was taken.
+/// FW_STATUS reads since the last take.
 pub const STATUS_READS: usize = 0x14;
 /// 1 while a reset is in progress.
 pub const RESETTING: usize = 0x18;
+/// Milliseconds from a heeded doorbell to the take.
+pub const TAKE_DELAY_MS: usize = 0x1c;
 /// Device address of the HBM word below, low half.
 pub const HBM_PA_LO: usize = 0x20;
 /// High half.
 pub const HBM_PA_HI: usize = 0x24;
 /// The HBM word at that device address, through the model's remap.
 pub const HBM_DATA: usize = 0x28;
+/// Doorbells rung with a request pending, missed or heeded.
+pub const DOORBELLS: usize = 0x2c;
+/// 1 = the function is removed by surprise (BAR0 reads all ones).
+pub const REMOVED: usize = 0x30;
+/// Milliseconds the firmware boots after the first BAR0 access.
+pub const BOOT_MS: usize = 0x34;
+/// Mailbox reads answered 0xdeadbeef while the firmware booted.
+pub const BOOT_READS: usize = 0x38;
+/// FW_STATUS reads answered 0xdeadbeef since the last take.
+pub const BAD_READS_SEEN: usize = 0x3c;
 /// "Never" / "forever".
 pub const NEVER: u32 = u32::MAX;
+
+/// Device ids of the Neuron functions neuron_hbm binds, with their arch
+/// (reference neuron_device.h and neuron_pci.c).
+pub const NEURON_IDS: [(u32, &str); 5] = [
+    (0x7164, "v2"),
+    (0x7264, "v2"),
+    (0x7364, "v3"),
+    (0x7564, "v4"),
+    (0x7565, "v4"),
+];
 
 /// One PCI function in sysfs.
 #[derive(Clone, Debug)]
@@ -49,19 +70,35 @@ fn read_hex(p: &Path) -> io::Result<u64> {
 }
 
 impl Function {
-    /// Every function `vendor:device`, in bus-address order (the order in
-    /// which the driver binds them and numbers their device nodes).
-    pub fn all(vendor: u32, device: u32) -> io::Result<Vec<Function>> {
+    /// Every Neuron function (vendor 0x1d0f, a device id of
+    /// [`NEURON_IDS`]), in bus-address order (the order in which the driver
+    /// binds them and numbers their device nodes).
+    pub fn all() -> io::Result<Vec<Function>> {
         let mut v: Vec<Function> = fs::read_dir("/sys/bus/pci/devices")?
             .filter_map(|e| e.ok())
             .map(|e| Function { dir: e.path() })
-            .filter(|f| {
-                read_hex(&f.dir.join("vendor")).ok() == Some(u64::from(vendor))
-                    && read_hex(&f.dir.join("device")).ok() == Some(u64::from(device))
-            })
+            .filter(|f| read_hex(&f.dir.join("vendor")).ok() == Some(0x1d0f) && f.arch().is_some())
             .collect();
         v.sort_by(|a, b| a.dir.cmp(&b.dir));
         Ok(v)
+    }
+
+    /// The PCI device id.
+    pub fn device_id(&self) -> Option<u32> {
+        read_hex(&self.dir.join("device")).ok().map(|d| d as u32)
+    }
+
+    /// The arch of the function ("v2", "v3" or "v4").
+    pub fn arch(&self) -> Option<&'static str> {
+        let id = self.device_id()?;
+        NEURON_IDS.iter().find(|n| n.0 == id).map(|n| n.1)
+    }
+
+    /// The bus address (the directory's name).
+    pub fn address(&self) -> String {
+        self.dir
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
     }
 
     /// The name of the bound driver, if any.
@@ -96,8 +133,11 @@ impl Function {
             .map_or(0, |&(s, e, _)| if e > s { e - s + 1 } else { 0 }))
     }
 
-    /// Maps the model's control port.
+    /// Maps the model's control port (the last page of BAR0).
     pub fn control(&self) -> io::Result<Control> {
+        let ctrl = self.bar_size(0)?.checked_sub(4096).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::InvalidData, "BAR0 smaller than a page")
+        })?;
         let f = fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -111,7 +151,7 @@ impl Function {
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 f.as_raw_fd(),
-                CTRL as libc::off_t,
+                ctrl as libc::off_t,
             )
         };
         if p == libc::MAP_FAILED {
@@ -164,8 +204,10 @@ impl Control {
     /// Puts the firmware back to its defaults (resets take `delay_ms`).
     pub fn restore(&self, delay_ms: u32) {
         self.write(RESET_DELAY_MS, delay_ms);
-        self.write(BAD_READS, 0);
-        self.write(TAKES_REQUESTS, 1);
+        self.write(BAD_MS, 0);
+        self.write(IGNORE_REQUESTS, 0);
+        self.write(TAKE_DELAY_MS, 0);
+        self.write(REMOVED, 0);
     }
 }
 
