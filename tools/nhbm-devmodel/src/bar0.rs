@@ -82,6 +82,9 @@ pub mod ctrl {
     pub const BOOT_READS: u64 = 0x38;
     /// FW_STATUS reads answered 0xdeadbeef since the last take (read-only).
     pub const BAD_READS_SEEN: u64 = 0x3c;
+    /// RESET_REQUEST reads since the last heeded doorbell: the driver's
+    /// looks at the mailbox while it waits for the take (read-only).
+    pub const REQUEST_READS: u64 = 0x40;
 }
 
 /// "Never" / "forever" for the delays and counts of the control port.
@@ -146,6 +149,7 @@ pub struct Firmware {
     doorbells: u32,
     boot_reads: u32,
     bad_seen: u32,
+    request_reads: u32,
 }
 
 impl Firmware {
@@ -163,6 +167,7 @@ impl Firmware {
             doorbells: 0,
             boot_reads: 0,
             bad_seen: 0,
+            request_reads: 0,
         }
     }
 
@@ -220,7 +225,10 @@ impl Firmware {
         self.doorbells = self.doorbells.saturating_add(1);
         match &mut self.how.ignore {
             None => {}
-            Some(0) => self.take_at = Some(now + self.how.take_delay),
+            Some(0) => {
+                self.take_at = Some(now + self.how.take_delay);
+                self.request_reads = 0;
+            }
             Some(n) => *n -= 1,
         }
     }
@@ -234,7 +242,10 @@ impl Firmware {
         }
         match reg {
             FW_STATUS => self.status(now),
-            RESET_REQUEST => self.request,
+            RESET_REQUEST => {
+                self.request_reads = self.request_reads.saturating_add(1);
+                self.request
+            }
             RESET_TPB_MAP => self.tpb_map,
             DEVICE_ID => 0,
             _ => regs.get(&reg).copied().unwrap_or(0),
@@ -355,6 +366,7 @@ impl Bar0 {
             BOOT_MS => millis_raw(Some(fw.how.boot)),
             BOOT_READS => fw.boot_reads,
             BAD_READS_SEEN => fw.bad_seen,
+            REQUEST_READS => fw.request_reads,
             _ => 0,
         }
     }
@@ -487,6 +499,7 @@ mod tests {
         assert_eq!(r.mb(RESET_REQUEST, 1999), 1);
         assert_eq!(r.mb(RESET_REQUEST, 2000), 0);
         assert_eq!(r.ctrl(ctrl::RESETS_TAKEN), 1);
+        assert_eq!(r.ctrl(ctrl::REQUEST_READS), 2);
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub const BOOT_MS: usize = 0x34;
 pub const BOOT_READS: usize = 0x38;
 /// FW_STATUS reads answered 0xdeadbeef since the last take.
 pub const BAD_READS_SEEN: usize = 0x3c;
+/// RESET_REQUEST reads since the last heeded doorbell.
+pub const REQUEST_READS: usize = 0x40;
 /// "Never" / "forever".
 pub const NEVER: u32 = u32::MAX;
 
