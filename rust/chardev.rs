@@ -18,6 +18,7 @@ use crate::{
     },
     plan::{
         blob::UserBlob,
+        ids::{IdNode, PlanIds},
         parse::parse,
         stage::{stage, Plan, Remotes},
     },
@@ -225,7 +226,8 @@ struct PlanEntry {
 }
 
 struct FileState {
-    next_id: u32,
+    /// Ids of live plans and of loads in flight.
+    ids: PlanIds,
     /// Plans by id: a lookup is O(log n) in the file's plans.
     plans: RBTree<u32, PlanEntry>,
     /// Number of entries in `plans`.
@@ -254,12 +256,45 @@ impl FileState {
     }
 }
 
+/// The id of a load in flight, given back to its file when the load ends.
+struct LoadingId<'a> {
+    file: &'a OpenFile,
+    id: u32,
+}
+
+impl Drop for LoadingId<'_> {
+    fn drop(&mut self) {
+        self.file.state.lock().ids.release(self.id);
+    }
+}
+
 /// One open file of a device node: its own plans, invisible to other files.
 #[pin_data(PinnedDrop)]
 pub(crate) struct OpenFile {
     dev: Arc<Device>,
     #[pin]
     state: Mutex<FileState>,
+}
+
+/// Whether the calling task has `CAP_SYS_ADMIN` (audited, as a privileged
+/// operation's check is).
+fn is_admin() -> bool {
+    // SAFETY: `capable` only reads the current task's credentials.
+    unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as i32) }
+}
+
+/// Whether the calling task has `CAP_SYS_ADMIN`, leaving no audit record
+/// when it has not: for what every tenant asks and only root sees more of.
+fn is_admin_quietly() -> bool {
+    // SAFETY: `init_user_ns` is the kernel's initial user namespace, static
+    // and alive for ever; `ns_capable_noaudit` only reads the current task's
+    // credentials against it.
+    unsafe {
+        bindings::ns_capable_noaudit(
+            &raw mut bindings::init_user_ns,
+            bindings::CAP_SYS_ADMIN as i32,
+        )
+    }
 }
 
 fn reader<T: kernel::transmute::FromBytes>(arg: usize) -> Result<T> {
@@ -333,9 +368,13 @@ impl OpenFile {
         // it) can reach it. They are pinned in this file's table when the plan
         // is inserted, if they are still there.
         let mut remotes = Remotes::wanted(&parsed)?;
-        // The table slot is taken up front: once staged, inserting cannot fail.
+        // The table slot and the id's place are taken up front: once staged,
+        // inserting cannot fail.
         let slot = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
-        let id = self.take_remotes_and_id(&mut remotes)?;
+        let id_node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
+        let id = self.take_remotes_and_id(&mut remotes, id_node)?;
+        // The id stays this load's until it ends, listed or not.
+        let _loading = LoadingId { file: self, id };
         remotes.check(&parsed)?;
 
         let fault = &self.dev.fault;
@@ -362,9 +401,10 @@ impl OpenFile {
         }
     }
 
-    /// Takes references on the plans `remotes` names and picks the id of the
-    /// plan being loaded: `E2BIG` when the file holds all the plans it may.
-    fn take_remotes_and_id(&self, remotes: &mut Remotes) -> Result<u32> {
+    /// Takes references on the plans `remotes` names and the id of the plan
+    /// being loaded (held in `id_node` until the load ends): `E2BIG` when
+    /// the file holds all the plans it may.
+    fn take_remotes_and_id(&self, remotes: &mut Remotes, id_node: IdNode) -> Result<u32> {
         let mut st = self.state.lock();
         if st.count >= MAX_PLANS_PER_FILE as usize {
             return Err(E2BIG);
@@ -374,13 +414,9 @@ impl OpenFile {
             target.check_live()?;
             Ok(target)
         })?;
-        // Ids count up from 1 and skip any still in use after a wrap.
-        let mut id = st.next_id;
-        while st.entry(id).is_ok() {
-            id = id.wrapping_add(1).max(1);
-        }
-        st.next_id = id.wrapping_add(1).max(1);
-        Ok(id)
+        // Ids count up from 1 and skip any live or loading after a wrap.
+        let FileState { ids, plans, .. } = &mut *st;
+        Ok(ids.take(|id| plans.get(&id).is_some(), id_node))
     }
 
     /// Copies the staged `plan`'s variable PAs to `req.addrs` (if given) and
@@ -426,6 +462,11 @@ impl OpenFile {
         if !plan.remotes_match(|id| st.entry(id).ok().map(|e| &e.plan)) {
             drop(st);
             return Err(ENOENT);
+        }
+        // The id was held for this load alone (`PlanIds`): never a live key.
+        if st.plans.get(&id).is_some() {
+            drop(st);
+            return Err(EEXIST);
         }
         st.pin(plan.remote_ids());
         st.plans
@@ -524,14 +565,20 @@ impl OpenFile {
         self.dev.check_present()?;
         let grid = &self.dev.grid;
         let mut out = MemStats::default();
+        // Device-wide usage says what other tenants hold and, polled, when
+        // they load: it is for an administrator. Everyone sees the pools'
+        // sizes and their own figures (as DRM's fdinfo shows each client its
+        // own, and debugfs the whole device to root).
+        let admin = is_admin_quietly();
         for ch in 0..self.dev.info.nr_channels.min(MAX_CHANNELS) {
             for r in 0..grid.geometry().regions.min(MAX_REGIONS) {
                 let s = grid.stats(ch, r)?;
+                let usage = |v| if admin { v } else { 0 };
                 out.pools[ch][r] = uapi::PoolStats {
                     total: s.total,
-                    used: s.used,
-                    peak: s.peak,
-                    live_chunks: s.live_chunks,
+                    used: usage(s.used),
+                    peak: usage(s.peak),
+                    live_chunks: usage(u64::from(s.live_chunks)) as u32,
                     present: 1,
                 };
             }
@@ -553,8 +600,7 @@ impl OpenFile {
             return Err(EINVAL);
         }
         let kind = ResetKind::from_u32(req.r#type).ok_or(EINVAL)?;
-        // SAFETY: `capable` only reads the current task's credentials.
-        let admin = unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as i32) };
+        let admin = is_admin();
         // One tenant may not wipe the others: only an administrator or the
         // device's only open file (a runtime that owns it) may reset,
         // checked under the lock that opens take.
@@ -584,7 +630,7 @@ impl MiscDevice for OpenFile {
             try_pin_init!(Self {
                 dev,
                 state <- new_mutex!(FileState {
-                    next_id: 1,
+                    ids: PlanIds::new(),
                     plans: RBTree::new(),
                     count: 0,
                 }),

@@ -15,14 +15,13 @@ use crate::{
     mempool::{Geometry, Grid},
     resched,
     sim::SimIo,
-    uapi::MAX_PLANS_PER_DEVICE,
 };
 use kernel::{
     new_condvar, new_mutex,
     prelude::*,
     rbtree::RBTree,
     sync::{
-        atomic::{Acquire, Atomic, Relaxed, Release},
+        atomic::{Acquire, Atomic, Release},
         Arc, CondVar, Mutex,
     },
     uaccess::{UserSliceReader, UserSliceWriter},
@@ -62,13 +61,12 @@ pub(crate) struct Device {
     /// Device resets begun. A plan staged at another value has lost its HBM
     /// contents (read without the gate's lock on every RESOLVE).
     reset_epoch: Atomic<u64>,
-    /// Test-only fault injection (debugfs `fail_nth`).
+    /// Test-only fault injection (debugfs `fail_nth`): simulated devices, or
+    /// with the `fault_injection` module parameter.
     pub(crate) fault: FaultInjector,
     /// What each live plan holds, for telemetry, by serial number.
     #[pin]
     pub(crate) plans: Mutex<RBTree<u64, PlanSummary>>,
-    /// Live plans (claimed [`PlanSlot`]s).
-    live_plans: Atomic<u32>,
     /// The claim on `index`, given back when the device is dropped, after
     /// its dmem regions (fields drop in order).
     _index: NodeIndex,
@@ -93,41 +91,6 @@ struct Gate {
     unknown: bool,
 }
 
-/// One of a device's [`MAX_PLANS_PER_DEVICE`] live-plan slots (over all its
-/// open files), given back on drop: a plan is live from its load until its
-/// memory is freed. Dereferences to its device.
-pub(crate) struct PlanSlot(Arc<Device>);
-
-impl PlanSlot {
-    /// Claims a slot of `dev`, `ENOSPC` when all are taken.
-    pub(crate) fn claim(dev: &Arc<Device>) -> Result<Self> {
-        let mut cur = dev.live_plans.load(Relaxed);
-        loop {
-            if cur >= MAX_PLANS_PER_DEVICE {
-                return Err(ENOSPC);
-            }
-            match dev.live_plans.cmpxchg(cur, cur + 1, Relaxed) {
-                Ok(_) => return Ok(Self(dev.clone())),
-                Err(now) => cur = now,
-            }
-        }
-    }
-}
-
-impl core::ops::Deref for PlanSlot {
-    type Target = Arc<Device>;
-
-    fn deref(&self) -> &Arc<Device> {
-        &self.0
-    }
-}
-
-impl Drop for PlanSlot {
-    fn drop(&mut self) {
-        self.0.live_plans.fetch_sub(1, Relaxed);
-    }
-}
-
 /// Telemetry of one live plan.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PlanSummary {
@@ -149,6 +112,7 @@ impl Device {
     /// A device over `backend` with a grid of geometry `geo`, under the
     /// lowest free device index (`ENOSPC` when all are taken).
     pub(crate) fn new(pci: (u16, u16), backend: Backend, geo: Geometry) -> Result<Arc<Self>> {
+        let sim = matches!(backend, Backend::Sim(_));
         let claim = NodeIndex::claim()?;
         let grid = Grid::new(geo)?;
         let mut dmem = KVec::with_capacity(geo.info.nr_channels, GFP_KERNEL)?;
@@ -172,9 +136,8 @@ impl Device {
                 gate <- new_mutex!(Gate::default()),
                 gate_changed <- new_condvar!(),
                 reset_epoch: Atomic::new(0),
-                fault: FaultInjector::new(),
+                fault: FaultInjector::new(sim || crate::fault_injection_asked()),
                 plans <- new_mutex!(RBTree::new()),
-                live_plans: Atomic::new(0),
             }),
             GFP_KERNEL,
         )

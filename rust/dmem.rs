@@ -48,8 +48,8 @@ impl Drop for Region {
     }
 }
 
-/// Bytes of one region charged to one cgroup, uncharged on drop. A plan
-/// holds one: all of its chunks lie in one channel.
+/// Bytes of one region charged to one cgroup, uncharged on drop. Each HBM
+/// chunk holds one, so that it is charged exactly as long as it is allocated.
 ///
 /// # Invariants
 ///
@@ -100,6 +100,12 @@ impl Charge {
         }
         self.bytes += size;
         Ok(())
+    }
+}
+
+impl core::fmt::Debug for Charge {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Charge({} bytes)", self.bytes)
     }
 }
 

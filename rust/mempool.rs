@@ -11,6 +11,7 @@
 
 use crate::{
     arch::{ArchInfo, Bar4Layout, MAX_CHANNELS, MAX_REGIONS},
+    dmem::{Charge, Region},
     genpool::{GenChunk, GenPool},
 };
 use kernel::{
@@ -70,6 +71,9 @@ pub(crate) struct Chunk {
     channel: u8,
     region: u8,
     scratch: bool,
+    /// The dmem cgroup charge of a scratchpad chunk: it goes with the chunk
+    /// (parked ones included) and is uncharged when the pool takes it back.
+    charge: Charge,
 }
 
 impl Chunk {
@@ -87,6 +91,14 @@ impl Chunk {
     #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn va(&self) -> u64 {
         self.gen.va()
+    }
+
+    /// Charges the chunk's bytes to the current task's dmem cgroup in
+    /// `region` (its channel's): `EAGAIN` over the cgroup's limit, and
+    /// nothing changes. The charge lasts until the pool takes the chunk back,
+    /// even when a retired scratchpad chunk waits parked for that.
+    pub(crate) fn charge_to(&mut self, region: &Region) -> Result {
+        self.charge.add(region, self.size())
     }
 
     /// HBM channel.
@@ -130,6 +142,9 @@ struct ScratchSlot {
 
 /// Spare index nodes a pool keeps.
 const SPARE_NODES: usize = 32;
+
+/// Chunks debugfs reads under one hold of a pool's lock.
+const DUMP_BATCH: usize = 64;
 
 /// One channel x region pool.
 #[pin_data]
@@ -188,6 +203,7 @@ impl Pool {
             channel,
             region,
             scratch,
+            charge: Charge::new(),
         }
     }
 
@@ -243,8 +259,55 @@ impl Pool {
             return Ok((state, node));
         }
         drop(state);
-        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        // One node per chunk, as many as a tenant makes: charged to it.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
         Ok((self.state.lock(), node))
+    }
+
+    /// Up to [`DUMP_BATCH`] live chunks `(pa, size)` whose last byte is at
+    /// or above `from`, in PA order, taken under one short hold of the lock,
+    /// and where the next batch starts (`None`: no chunk left).
+    fn chunks_from(&self, mut from: u64) -> ([Option<(u64, u64)>; DUMP_BATCH], Option<u64>) {
+        let mut batch = [None; DUMP_BATCH];
+        let state = self.state.lock();
+        for slot in batch.iter_mut() {
+            let Some(c) = state.index.cursor_lower_bound(&from) else {
+                return (batch, None);
+            };
+            let (&last, &start) = c.current();
+            *slot = Some((start, last - start + 1));
+            match last.checked_add(1) {
+                Some(next) => from = next,
+                None => return (batch, None),
+            }
+        }
+        (batch, Some(from))
+    }
+
+    /// The guard `state`, (re)taken, with room for one more scratchpad slot:
+    /// a full slot vector grows with the lock dropped, so that the growth
+    /// can sleep and is charged to the caller's memory cgroup.
+    fn scratch_room<'a>(
+        &'a self,
+        mut state: SpinLockGuard<'a, PoolState>,
+    ) -> Result<SpinLockGuard<'a, PoolState>> {
+        loop {
+            let (len, cap) = (state.scratch.len(), state.scratch.capacity());
+            if len < cap {
+                return Ok(state);
+            }
+            drop(state);
+            let mut bigger = KVec::with_capacity((2 * cap).max(4), GFP_KERNEL_ACCOUNT)?;
+            state = self.state.lock();
+            // Unless another thread grew it meanwhile, move the slots over.
+            if state.scratch.capacity() == cap && bigger.capacity() > state.scratch.len() {
+                for slot in state.scratch.drain_all() {
+                    // Cannot fail: `bigger` has room for every slot.
+                    let _ = bigger.push_within_capacity(slot);
+                }
+                state.scratch = bigger;
+            }
+        }
     }
 }
 
@@ -362,8 +425,8 @@ impl Grid {
     pub(crate) fn alloc_scratch(&self, channel: usize, region: usize, size: u64) -> Result<Chunk> {
         let pool = self.pool(channel, region)?;
         let size = self.round(size)?;
-        let (mut state, node) = pool.node(pool.state.lock())?;
-        state.scratch.reserve(1, GFP_ATOMIC)?;
+        let (state, node) = pool.node(pool.state.lock())?;
+        let mut state = pool.scratch_room(state)?;
         let below = state.scratch_bytes.checked_add(size).ok_or(ENOMEM)?;
         let offset = pool.size.checked_sub(below).ok_or(ENOMEM)?;
         let gen = pool.gen.alloc_fixed(size, offset)?;
@@ -470,15 +533,22 @@ impl Grid {
     }
 
     /// Writes every live chunk as `channel region pa size`, pool by pool.
+    /// The pool's lock is held for [`DUMP_BATCH`] chunks at a time, never
+    /// while writing: a tenant may make millions of chunks, and allocations
+    /// must not wait for a reader of debugfs.
     pub(crate) fn dump_chunks(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         for ch in 0..self.geo.info.nr_channels {
             for r in 0..self.geo.regions {
                 let Ok(pool) = self.pool(ch, r) else {
                     continue;
                 };
-                let state = pool.state.lock();
-                for (&last, &start) in state.index.iter() {
-                    writeln!(f, "{} {} {:#x} {}", ch, r, start, last - start + 1)?;
+                let mut from = Some(0u64);
+                while let Some(key) = from {
+                    let (batch, next) = pool.chunks_from(key);
+                    for &(start, size) in batch.iter().flatten() {
+                        writeln!(f, "{} {} {:#x} {}", ch, r, start, size)?;
+                    }
+                    from = next;
                 }
             }
         }
@@ -690,6 +760,32 @@ mod tests {
     #[test]
     fn v4_carveout_is_never_handed_out() -> Result {
         carveout_is_never_handed_out(&V4)
+    }
+
+    #[test]
+    fn chunk_dump_walks_in_short_batches() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let mut held = KVec::new();
+        for _ in 0..2 * DUMP_BATCH + 5 {
+            held.push(g.alloc(0, 0, 4096, 0)?, GFP_KERNEL)?;
+        }
+        let pool = g.pool(0, 0)?;
+        let (mut seen, mut last_pa, mut from) = (0usize, None, Some(0u64));
+        while let Some(key) = from {
+            let (batch, next) = pool.chunks_from(key);
+            for &(pa, size) in batch.iter().flatten() {
+                assert_eq!(size, 4096);
+                assert!(last_pa.is_none_or(|p| pa > p));
+                last_pa = Some(pa);
+                seen += 1;
+            }
+            from = next;
+        }
+        assert_eq!(seen, held.len());
+        for c in held.drain_all() {
+            assert!(g.free(c).is_ok());
+        }
+        Ok(())
     }
 
     #[test]

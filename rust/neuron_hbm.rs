@@ -66,11 +66,21 @@ module! {
             default: false,
             description: "Run the in-kernel benchmarks at load and print them",
         },
+        fault_injection: bool {
+            default: false,
+            description: "Allow debugfs fail_nth on real devices (simulated ones always have it)",
+        },
         fw_carveout: bool {
             default: true,
             description: "Keep the 16 MiB firmware carve-out at the start of every region",
         },
     },
+}
+
+/// Whether the `fault_injection` module parameter asks for fault injection
+/// on real devices.
+pub(crate) fn fault_injection_asked() -> bool {
+    module_parameters::fault_injection.value()
 }
 
 /// The grid geometry the module parameters ask for.

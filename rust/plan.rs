@@ -5,6 +5,7 @@
 //! an add ([`stage::Plan::resolve`]).
 
 pub(crate) mod blob;
+pub(crate) mod ids;
 pub(crate) mod index;
 pub(crate) mod parse;
 pub(crate) mod stage;

@@ -35,9 +35,10 @@ pub(crate) struct SparseMem {
     pages: Mutex<RBTree<usize, KBox<SimPage>>>,
 }
 
-/// A fresh page of zeros.
+/// A fresh page of zeros, charged to the memory cgroup of the task whose
+/// write materializes it.
 fn zeroed_page() -> Result<KBox<SimPage>> {
-    Ok(KBox::zeroed(GFP_KERNEL)?)
+    Ok(KBox::zeroed(GFP_KERNEL_ACCOUNT)?)
 }
 
 /// Which way a page access copies.
@@ -80,7 +81,7 @@ impl SparseMem {
             let n = (SIM_PAGE - in_page).min(len - done);
             held += n;
             if create && pages.get(&idx).is_none() {
-                pages.try_create_and_insert(idx, zeroed_page()?, GFP_KERNEL)?;
+                pages.try_create_and_insert(idx, zeroed_page()?, GFP_KERNEL_ACCOUNT)?;
             }
             match pages.get_mut(&idx) {
                 Some(page) => {
@@ -138,7 +139,7 @@ impl SparseMem {
                     None => zeroed_page()?,
                 };
                 src.read_slice(&mut page.0)?;
-                let node = RBTreeNode::new(idx, page, GFP_KERNEL)?;
+                let node = RBTreeNode::new(idx, page, GFP_KERNEL_ACCOUNT)?;
                 let old = self.pages.lock().insert(node);
                 // The page replaced, if any, takes the next page's bytes.
                 spare = old.map(|node| node.to_key_value().1);

@@ -121,8 +121,7 @@ fn read_number(r: &mut UserSliceReader) -> Result<u64> {
 
 fn set_fail_nth(dev: &Arc<Device>, r: &mut UserSliceReader) -> Result {
     let n = u32::try_from(read_number(r)?).map_err(|_| EINVAL)?;
-    dev.fault.arm(n);
-    Ok(())
+    dev.fault.arm(n)
 }
 
 fn set_unplug(dev: &Arc<Device>, r: &mut UserSliceReader) -> Result {

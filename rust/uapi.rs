@@ -27,8 +27,6 @@ pub(crate) const MAX_BATCH: u32 = 1 << 16;
 pub(crate) const MAX_ALIGNMENT: u64 = 1 << 30;
 /// `NHBM_MAX_PLANS_PER_FILE`.
 pub(crate) const MAX_PLANS_PER_FILE: u32 = 4096;
-/// `NHBM_MAX_PLANS_PER_DEVICE`.
-pub(crate) const MAX_PLANS_PER_DEVICE: u32 = 65536;
 /// `NHBM_MAX_REMOTE_DEPTH`.
 pub(crate) const MAX_REMOTE_DEPTH: u32 = 8;
 

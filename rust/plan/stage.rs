@@ -13,8 +13,7 @@ use super::{
 };
 use crate::{
     addr::sbuf_window,
-    device::{Device, PlanSlot, PlanSummary},
-    dmem::Charge,
+    device::{Device, PlanSummary},
     mempool::Chunk,
     resched,
     uapi::{MAX_PLANS_PER_FILE, MAX_REMOTE_DEPTH, PA_UNSTAGED},
@@ -144,7 +143,7 @@ pub(crate) struct Var {
 
 /// A loaded plan. Dropping it frees all of its device memory.
 pub(crate) struct Plan {
-    dev: PlanSlot,
+    dev: Arc<Device>,
     vars: KVVec<Var>,
     index: VarIndex,
     chunks: KVVec<Chunk>,
@@ -161,9 +160,6 @@ pub(crate) struct Plan {
     reset_epoch: u64,
     /// The plans its REMOTE records point into.
     remotes: Remotes,
-    /// Its HBM, charged to the loading task's dmem cgroup; uncharged after
-    /// the chunks are given back (fields drop after `drop` runs).
-    charge: Charge,
     /// Longest chain of REMOTE plans below this one: 0 without REMOTE
     /// records, `d + 1` when naming a plan of depth `d`. At most
     /// [`MAX_REMOTE_DEPTH`], which bounds how deep dropping the last plan of
@@ -264,43 +260,53 @@ impl Plan {
             + self.chunk_count() * INDEX_NODE_BYTES
     }
 
-    fn alloc(&mut self, channel: usize, size: u64, align: u64) -> Result<u64> {
+    /// Allocates `size` bytes aligned to `align` in HBM `channel`, charged to
+    /// the current task's dmem cgroup: `Ok(None)` when no region has room;
+    /// a dmem refusal (`EAGAIN`) is an error like any other, never "no room",
+    /// and leaves nothing allocated.
+    fn alloc(&mut self, channel: usize, size: u64, align: u64) -> Result<Option<u64>> {
         self.dev.fault.point(ENOMEM)?;
         let grid = &self.dev.grid;
-        let regions = grid.geometry().regions;
-        let mut last = ENOMEM;
-        for r in 0..regions {
+        let dmem = self.dev.dmem_region(channel)?;
+        for r in 0..grid.geometry().regions {
             match grid.alloc(channel, r, size, align) {
-                Ok(c) => {
+                Ok(mut c) => {
+                    if let Err(e) = c.charge_to(dmem) {
+                        grid.retire(c);
+                        return Err(e);
+                    }
                     let (pa, size) = (c.pa(), c.size());
                     self.bytes += size;
                     // Cannot fail: `chunks` has room for the arena or, without
                     // one, for every allocating record.
                     let _ = self.chunks.push(c, GFP_KERNEL_ACCOUNT);
-                    // Over the cgroup's limit the plan's destructor gives the
-                    // chunk back.
-                    self.charge.add(self.dev.dmem_region(channel)?, size)?;
-                    return Ok(pa);
+                    return Ok(Some(pa));
                 }
-                Err(e) if e == ENOMEM => last = e,
+                Err(e) if e == ENOMEM => {}
                 Err(e) => return Err(e),
             }
         }
-        Err(last)
+        Ok(None)
     }
 
     fn alloc_scratch(&mut self, channel: usize, size: u64) -> Result<u64> {
         self.dev.fault.point(ENOMEM)?;
         let grid = &self.dev.grid;
         let regions = grid.geometry().regions;
+        let dmem = self.dev.dmem_region(channel)?;
         for r in (0..regions).rev() {
             match grid.alloc_scratch(channel, r, size) {
-                Ok(c) => {
+                Ok(mut c) => {
+                    // The chunk carries its own charge: a scratchpad unloaded
+                    // out of order stays parked, and charged, until freed.
+                    if let Err(e) = c.charge_to(dmem) {
+                        grid.retire(c);
+                        return Err(e);
+                    }
                     let (pa, size) = (c.pa(), c.size());
                     self.bytes += size;
                     // Cannot fail: `scratch` has room for both scratchpads.
                     let _ = self.scratch.push(c, GFP_KERNEL_ACCOUNT);
-                    self.charge.add(self.dev.dmem_region(channel)?, size)?;
                     // On failure the plan's destructor gives the chunk back.
                     self.dev.zero(self.reset_epoch, pa, size)?;
                     return Ok(pa);
@@ -422,7 +428,7 @@ impl Plan {
         // Waits out a device reset under way; EIO in "reset state unknown".
         let reset_epoch = dev.ready_epoch()?;
         Ok(Self {
-            dev: PlanSlot::claim(dev)?,
+            dev: dev.clone(),
             vars: KVVec::new(),
             index,
             chunks: KVVec::with_capacity(1, GFP_KERNEL_ACCOUNT)?,
@@ -434,7 +440,6 @@ impl Plan {
             reset_epoch,
             depth: remotes.depth(),
             remotes,
-            charge: Charge::new(),
         })
     }
 
@@ -521,11 +526,9 @@ impl<'a> Allocs<'a> {
         let min_alloc = dev.grid.geometry().min_alloc;
         let layout = Arena::layout(records, min_alloc)?;
         let arena = match layout {
-            Some(a) if a.records > 1 => match plan.alloc(channel, a.size, a.align) {
-                Ok(base) => Some((base, a.size)),
-                Err(e) if e == ENOMEM => None,
-                Err(e) => return Err(e),
-            },
+            Some(a) if a.records > 1 => plan
+                .alloc(channel, a.size, a.align)?
+                .map(|base| (base, a.size)),
             _ => None,
         };
         if arena.is_none() {
@@ -555,7 +558,9 @@ impl<'a> Allocs<'a> {
                 (base + off, base + self.done, base + off + rec.size)
             }
             None => {
-                let pa = plan.alloc(channel, rec.size, rec.alignment)?;
+                let pa = plan
+                    .alloc(channel, rec.size, rec.alignment)?
+                    .ok_or(ENOMEM)?;
                 let fresh = plan.chunks.last().map_or(rec.size, |c| c.size());
                 (pa, pa, pa + fresh)
             }

@@ -36,8 +36,13 @@
 #define NHBM_MAX_BATCH (1U << 16)
 /* Largest alignment a record may ask for: 1 GiB. */
 #define NHBM_MAX_ALIGNMENT (1ULL << 30)
-/* Live plans of one open file (E2BIG beyond) and of one device (ENOSPC beyond). */
+/* Live plans of one open file (E2BIG beyond). */
 #define NHBM_MAX_PLANS_PER_FILE 4096U
+/*
+ * Kept for source compatibility only: no device-wide count is enforced any
+ * more (one tenant could fill it for all); a plan's kernel memory is charged
+ * to its loader's memory cgroup instead.
+ */
 #define NHBM_MAX_PLANS_PER_DEVICE 65536U
 /* Longest chain of plans reaching each other through MR_REMOTE (E2BIG beyond). */
 #define NHBM_MAX_REMOTE_DEPTH 8U

@@ -14,7 +14,7 @@ for d in /sys/bus/pci/devices/*; do
 	[ "$(cat $d/vendor)" = 0x1d0f ] && echo "nhbm:   ${d##*/} $(cat $d/device)"
 done
 echo "nhbm: insmod neuron_hbm.ko (no simulated devices)"
-insmod /neuron_hbm.ko || echo "not ok 1 nhbm_insmod"
+insmod /neuron_hbm.ko fault_injection=1 || echo "not ok 1 nhbm_insmod"
 for n in 1 2; do
 	echo "nhbm: running nhbm-pci-test -d $n"
 	/tests/nhbm-pci-test -d "$n" || echo "nhbm: nhbm-pci-test -d $n exited with $?"

@@ -172,3 +172,52 @@ pub fn reset_is_not_every_tenants(notes: &mut Notes) -> TestResult {
     notes.add("EPERM beside another file, EIO after reset, owner may reset");
     Ok(())
 }
+
+/// Device-wide usage is for the administrator: an unprivileged tenant's
+/// MEM_STATS shows every pool's size but none of what other tenants hold
+/// (used, peak, live chunks all 0) and its own figures; root sees the
+/// owner's bytes in the pools.
+pub fn usage_of_others_is_for_the_administrator(notes: &mut Notes) -> TestResult {
+    let owner = open_device(device_index())?;
+    let p = owner
+        .plan_load(
+            &Plan::new(0, 0)
+                .with(Record::buffer(1, MIB))
+                .to_blob()
+                .ctx("build")?,
+            0,
+        )
+        .ctx("PLAN_LOAD")?;
+    let root = owner.mem_stats().ctx("MEM_STATS as root")?;
+    ensure(root.pools[0][0].used >= MIB, || {
+        format!("root sees {} bytes used, want the owner's", root.pools[0][0].used)
+    })?;
+    let r = fork_child(|| {
+        let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
+        // SAFETY: plain setuid call; from now on this child has no capability.
+        if unsafe { libc::setuid(65534) } != 0 {
+            return Err(format!("setuid: {}", std::io::Error::last_os_error()));
+        }
+        let s = d.mem_stats().map_err(|e| format!("MEM_STATS: {e}"))?;
+        let pool = s.pools[0][0];
+        if (pool.used, pool.peak, pool.live_chunks) != (0, 0, 0) {
+            return Err(format!(
+                "an unprivileged tenant sees used {} peak {} chunks {}",
+                pool.used, pool.peak, pool.live_chunks
+            ));
+        }
+        if pool.total == 0 || pool.present != 1 || s.own_plans != 0 {
+            return Err(format!(
+                "pool size {} present {} own plans {}",
+                pool.total, pool.present, s.own_plans
+            ));
+        }
+        Ok(())
+    })?;
+    if let Err(m) = r {
+        return fail(m);
+    }
+    owner.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
+    notes.add("pool sizes for all, usage for root only");
+    Ok(())
+}
