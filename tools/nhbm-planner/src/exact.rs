@@ -1002,7 +1002,7 @@ struct Undo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planner::SplitMix64;
+    use crate::rng::SplitMix64;
     use std::time::Duration;
 
     fn far() -> Instant {
