@@ -42,7 +42,7 @@ pub fn write(s: &Session, id: u32, var: &str, rest: &[&str]) -> Result<()> {
 /// The bytes an even number of hex digits (after an optional `0x`) spell.
 fn unhex(s: &str) -> Result<Vec<u8>> {
     let s = s.trim_start_matches("0x");
-    if s.len() % 2 != 0 || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
+    if !s.len().is_multiple_of(2) || !s.bytes().all(|c| c.is_ascii_hexdigit()) {
         return Err(anyhow!("{s:?} is not an even number of hex digits"));
     }
     Ok((0..s.len())
