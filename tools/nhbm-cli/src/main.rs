@@ -7,6 +7,8 @@
 //!
 //! This file only dispatches: each subcommand is a module of [`cmd`].
 
+#![warn(clippy::too_many_lines)]
+
 mod args;
 mod cmd;
 mod device;
