@@ -131,7 +131,7 @@ lint:
 	@$(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
 	@$(REPO)/tools/testing/rustdoc.sh $(BUILD)/rustdoc
 	@cd $(REPO)/tools && cargo fmt --check && \
-		LIBCLANG_PATH=/usr/lib/llvm-19/lib cargo clippy --quiet --all-targets -- -Dwarnings
+		LIBCLANG_PATH=/usr/lib/llvm-19/lib cargo clippy --quiet --workspace --all-targets -- -Dwarnings
 	@echo "lint: clean"
 
 fmt:

@@ -40,10 +40,11 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 echo "build-userspace: cargo build --release --target $TARGET (static)" >&2
+# --workspace: the guest programs and the benchmarks are not default members.
 (
 	cd "$TOOLS"
 	RUSTFLAGS="-C target-feature=+crt-static" \
-		cargo build --release --locked --target "$TARGET" --target-dir "$TOOLS/target" \
+		cargo build --release --locked --workspace --target "$TARGET" --target-dir "$TOOLS/target" \
 		$(printf -- '--bin %s ' "${BINS[@]}")
 )
 

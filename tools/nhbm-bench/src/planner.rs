@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use nhbm_planner::desc::{Io, ModelDesc, OperatorDesc, Platform, TensorDesc};
-use nhbm_planner::planner::SplitMix64;
+use nhbm_planner::rng::SplitMix64;
 use nhbm_planner::{plan, MemoryPlannerType, Model, PlannerError, PlannerOptions};
 
 use crate::report::{sanitize, Figure, Op, Raw};

@@ -15,11 +15,13 @@ use nhbm_planner::MemoryPlannerType;
                   loads on channel N unless --channel says otherwise."
 )]
 pub struct Cli {
+    /// `-d N|PATH`: the device
     #[command(flatten)]
     pub device: DeviceArg,
     /// Print JSON instead of tables
     #[arg(short = 'j', long, global = true)]
     pub json: bool,
+    /// The subcommand
     #[command(subcommand)]
     pub cmd: Cmd,
 }
@@ -139,6 +141,7 @@ pub struct VarArgs {
     pub var: String,
     /// OFFSET, then SIZE / LEN / HEX
     pub rest: Vec<String>,
+    /// `--channel N|any`
     #[command(flatten)]
     pub channel: ChannelArg,
 }

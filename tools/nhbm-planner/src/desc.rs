@@ -48,7 +48,9 @@ pub const DEFAULT_MIN_ALIGNMENT: u64 = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Io {
+    /// Fed in by the caller.
     Input,
+    /// Read back by the caller.
     Output,
 }
 
@@ -59,21 +61,29 @@ pub enum Fill {
     /// Deterministic bytes derived from the tensor id.
     #[default]
     Pattern,
+    /// All zero bytes.
     Zeros,
 }
 
+/// One tensor as the description states it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TensorDesc {
+    /// Its id, unique in the model.
     pub id: TensorId,
+    /// Its size in bytes; may be left out when `dtype` and `shape` give it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<u64>,
+    /// Its element type (at most 15 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<String>,
+    /// Its shape (at most 8 dimensions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shape: Option<Vec<u64>>,
+    /// Scratch (the default), persistent or constant.
     #[serde(default)]
     pub role: ArenaRole,
+    /// Whether it is a graph input or output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<Io>,
     /// Per-tensor alignment hint (a power of two).
@@ -85,8 +95,10 @@ pub struct TensorDesc {
     /// Runtime memory of a constant, when it differs from `memory`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub destination: Option<MemoryType>,
+    /// A constant's bytes, from this file (relative to the description).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_file: Option<String>,
+    /// How a constant without a data file is filled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fill: Option<Fill>,
     /// Shares the storage of another scratch tensor (its lifetime is merged).
@@ -114,19 +126,25 @@ impl TensorDesc {
     }
 }
 
+/// One operator, in execution order.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorDesc {
+    /// Its name.
     pub name: String,
+    /// The tensors it reads.
     #[serde(default)]
     pub uses: Vec<TensorId>,
+    /// The tensors it writes.
     #[serde(default)]
     pub defines: Vec<TensorId>,
 }
 
+/// Properties of the platform every tensor obeys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Platform {
+    /// Alignment floor of every tensor (default `DEFAULT_MIN_ALIGNMENT`).
     pub min_alignment: u64,
 }
 
@@ -138,21 +156,30 @@ impl Default for Platform {
     }
 }
 
+/// A model description, as its JSON file states it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelDesc {
+    /// The model's name (the default prefix of the plans written).
     pub name: String,
+    /// A line about the model, for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Limits on memories (default: the target's channels).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub memories: Vec<MemoryConstraint>,
+    /// Properties every tensor obeys.
     #[serde(default)]
     pub platform: Platform,
+    /// The planner the model asks for.
     #[serde(default)]
     pub planner: MemoryPlannerType,
+    /// Its tuning.
     #[serde(default)]
     pub planner_options: PlannerOptions,
+    /// Every tensor.
     pub tensors: Vec<TensorDesc>,
+    /// Every operator, in execution order.
     pub operators: Vec<OperatorDesc>,
 }
 
@@ -187,7 +214,9 @@ pub fn dtype_size(dtype: &str) -> Option<u64> {
 /// A tensor after checking: its size, alignment floor and lifetime known.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Tensor {
+    /// The tensor as described.
     pub desc: TensorDesc,
+    /// Its size in bytes (given, or dtype x shape).
     pub size: u64,
     /// max(platform minimum, dtype natural alignment, hint).
     pub alignment: u64,
@@ -196,9 +225,11 @@ pub struct Tensor {
 }
 
 impl Tensor {
+    /// The tensor's id.
     pub fn id(&self) -> &str {
         &self.desc.id
     }
+    /// Whether it shares another tensor's storage (`alias_of`).
     pub fn is_alias(&self) -> bool {
         self.desc.alias_of.is_some()
     }
@@ -211,7 +242,9 @@ impl Tensor {
 /// A checked model: tensors in description order, lifetimes derived.
 #[derive(Clone, Debug)]
 pub struct Model {
+    /// The description as read.
     pub desc: ModelDesc,
+    /// The checked tensors, in description order.
     pub tensors: Vec<Tensor>,
     /// Writable memories in spill order, with their constraints.
     pub memories: Vec<MemoryConstraint>,
@@ -554,10 +587,12 @@ impl Model {
         Ok(self)
     }
 
+    /// The model's name.
     pub fn name(&self) -> &str {
         &self.desc.name
     }
 
+    /// The tensor `id`, if the model has one.
     pub fn tensor(&self, id: &str) -> Option<&Tensor> {
         self.tensors.iter().find(|t| t.id() == id)
     }

@@ -60,9 +60,13 @@ use std::time::Instant;
 /// multiple of `align` (a power of two).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Buffer {
+    /// The first operator it is live at.
     pub first: usize,
+    /// The last operator it is live at.
     pub last: usize,
+    /// Its bytes.
     pub size: u64,
+    /// Its offset is a multiple of this (a power of two).
     pub align: u64,
 }
 
@@ -80,6 +84,7 @@ pub enum Fit {
 /// The best packing [`minimize`] found and whether it is proven smallest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Solution {
+    /// One offset per buffer.
     pub offsets: Vec<u64>,
     /// max(offset + size), 0 without buffers.
     pub high_water: u64,
@@ -103,6 +108,7 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// Prepares `bufs` for search.
     pub fn new(bufs: &[Buffer]) -> Instance {
         let mut points: Vec<usize> = bufs.iter().flat_map(|b| [b.first, b.last + 1]).collect();
         points.sort_unstable();
@@ -1002,7 +1008,7 @@ struct Undo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::planner::SplitMix64;
+    use crate::rng::SplitMix64;
     use std::time::Duration;
 
     fn far() -> Instant {

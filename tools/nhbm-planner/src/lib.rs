@@ -12,6 +12,7 @@ pub mod hard;
 pub mod lower;
 pub mod model;
 pub mod planner;
+pub mod rng;
 mod search;
 pub mod target;
 

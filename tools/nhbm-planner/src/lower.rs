@@ -24,7 +24,9 @@ use crate::model::*;
 /// The plan of one HBM memory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoweredPlan {
+    /// The memory it places tensors in.
     pub memory: MemoryType,
+    /// The plan PLAN_LOAD stages.
     pub plan: Plan,
 }
 

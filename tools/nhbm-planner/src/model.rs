@@ -18,7 +18,9 @@ pub const IMPLEMENTATION_ALIGNMENT: u64 = 16;
 /// A memory of the target: an HBM channel, or the host (a source only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum MemoryType {
+    /// An HBM channel of the device.
     Hbm(u32),
+    /// Host memory: a constant's source only.
     Host,
 }
 
@@ -108,6 +110,7 @@ pub enum ArenaRole {
 /// The planner's emit intent for one tensor's storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorBinding {
+    /// The role of the arena the slot is in.
     pub role: ArenaRole,
     /// Runtime (kernel-visible) memory of the slot.
     pub memory: MemoryType,
@@ -128,12 +131,16 @@ impl TensorBinding {
 /// The operators during which a tensor is live (inclusive).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorLifetime {
+    /// The tensor.
     pub tensor_id: TensorId,
+    /// The first operator it is live at.
     pub start_op: usize,
+    /// The last operator it is live at.
     pub end_op: usize,
 }
 
 impl TensorLifetime {
+    /// Live at operator `op_idx` only.
     pub fn new(tensor_id: impl Into<TensorId>, op_idx: usize) -> Self {
         TensorLifetime {
             tensor_id: tensor_id.into(),
@@ -155,6 +162,7 @@ impl TensorLifetime {
     pub fn overlaps(&self, other: &TensorLifetime) -> bool {
         self.start_op <= other.end_op && other.start_op <= self.end_op
     }
+    /// Whether it is live at operator `op_idx`.
     pub fn contains(&self, op_idx: usize) -> bool {
         self.start_op <= op_idx && op_idx <= self.end_op
     }
@@ -163,25 +171,30 @@ impl TensorLifetime {
 /// Where a tensor was placed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorAllocation {
+    /// The tensor.
     pub tensor_id: TensorId,
     /// Runtime memory of the arena slot.
     pub memory: MemoryType,
     /// Offset within the arena.
     pub offset: u64,
+    /// Bytes of the slot.
     pub size: u64,
     /// Alignment the slot was placed with.
     pub alignment: u64,
+    /// The arena slot it is emitted as.
     pub binding: Option<TensorBinding>,
 }
 
 /// One arena: its memory, size, role, source and alignment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArenaUsage {
+    /// The memory the arena is in.
     pub memory: MemoryType,
     /// Total bytes in this arena.
     pub total_size: u64,
     /// Bytes actually used (equals total_size for bump-allocated arenas).
     pub used: u64,
+    /// What the arena holds.
     pub role: ArenaRole,
     /// Source of the arena's contents; differs from `memory` only for staged
     /// constant arenas.
@@ -191,6 +204,7 @@ pub struct ArenaUsage {
 }
 
 impl ArenaUsage {
+    /// An empty arena.
     pub fn new(
         memory: MemoryType,
         role: ArenaRole,
@@ -229,6 +243,7 @@ impl ArenaUsage {
 /// A user's limit on one memory.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryConstraint {
+    /// The memory limited.
     pub name: MemoryType,
     /// Maximum bytes of this memory the plan may use, None for no limit.
     #[serde(default)]
@@ -239,6 +254,7 @@ pub struct MemoryConstraint {
 }
 
 impl MemoryConstraint {
+    /// No limit on memory `name`.
     pub fn unlimited(name: MemoryType) -> Self {
         MemoryConstraint {
             name,
@@ -297,7 +313,9 @@ impl fmt::Display for MemoryPlannerType {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PlannerOptions {
+    /// hill_climb's moves per 100 tensors it repacks (at least this many).
     pub iterations: u32,
+    /// Seed of hill_climb's moves.
     pub seed: u64,
     /// Stop after this many iterations without improvement.
     pub max_stall_iterations: u32,
@@ -331,6 +349,7 @@ impl std::error::Error for KeyError {}
 /// The planner's output: every tensor's slot and every arena.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MemoryPlan {
+    /// Every tensor's slot, by tensor id.
     pub tensor_allocs: BTreeMap<TensorId, TensorAllocation>,
     /// Scratch arenas, one per writable memory that received scratch tensors.
     pub arena_usages: BTreeMap<MemoryType, ArenaUsage>,
@@ -338,10 +357,12 @@ pub struct MemoryPlan {
     pub constant_arenas: BTreeMap<MemoryType, ArenaUsage>,
     /// Persistent arenas keyed by writable memory.
     pub persistent_arenas: BTreeMap<MemoryType, ArenaUsage>,
+    /// The lifetimes of the tensors operators touch.
     pub tensor_lifetimes: BTreeMap<TensorId, TensorLifetime>,
 }
 
 impl MemoryPlan {
+    /// The slot of tensor `tensor_id`.
     pub fn get_allocation(&self, tensor_id: &str) -> Result<&TensorAllocation, KeyError> {
         self.tensor_allocs
             .get(tensor_id)

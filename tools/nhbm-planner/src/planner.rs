@@ -38,6 +38,7 @@ pub fn plan_model(model: &Model) -> Result<MemoryPlan, PlannerError> {
 /// How the exact planner ended in one memory that holds scratch tensors.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ExactOutcome {
+    /// The memory whose scratch arena this is.
     pub memory: MemoryType,
     /// The scratch arena's size.
     pub high_water: u64,
@@ -478,31 +479,18 @@ impl Packer<'_> {
     }
 }
 
-/// A small deterministic generator (SplitMix64).
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in 0..n (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
-
 /// A summary of a plan against the model's liveness lower bound.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct PlanReport {
+    /// The planner that made the plan.
     pub planner: String,
+    /// Bytes of the scratch arenas together.
     pub scratch_high_water_mark: u64,
+    /// The most bytes of scratch live at any one operator.
     pub liveness_lower_bound: u64,
     /// How far above the lower bound, in percent of it.
     pub overhead_percent: f64,
+    /// Every arena.
     pub arenas: Vec<ArenaUsage>,
     /// Bytes PLAN_LOAD allocates for each memory's plan (its
     /// `bytes_allocated`): scratchpad and arena as the kernel places them.
@@ -512,6 +500,7 @@ pub struct PlanReport {
 }
 
 impl PlanReport {
+    /// The report on `mp`, which planner `kind` made for `model`.
     pub fn new(model: &Model, kind: MemoryPlannerType, mp: &MemoryPlan) -> Self {
         let hwm = mp.scratch_high_water_mark();
         let lb = model.liveness_lower_bound();

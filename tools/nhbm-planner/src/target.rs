@@ -30,6 +30,7 @@ const GIB: u64 = 1 << 30;
 
 /// The module's defaults: `regions=1 min_alloc=4096 fw_carveout=1`.
 pub const DEFAULT_REGIONS: usize = 1;
+/// The module's default `min_alloc`, in bytes.
 pub const DEFAULT_MIN_ALLOC: u64 = 4096;
 
 /// The HBM geometry of one device, as its pools see it.

@@ -1,12 +1,15 @@
 //! The planner: lifetimes, each strategy, constraints, spilling, alignment,
 //! the never-worse rule of hill_climb, the liveness lower bound on generated
-//! graphs, and lowering to mem_ref plans.
+//! graphs, the hard instances of known optimum, and lowering to mem_ref
+//! plans.
 
 use std::path::PathBuf;
 
 use nhbm::uapi::*;
 use nhbm::Kind;
-use nhbm_planner::planner::{overlapping_pairs, SplitMix64};
+use nhbm_planner::hard;
+use nhbm_planner::planner::overlapping_pairs;
+use nhbm_planner::rng::SplitMix64;
 use nhbm_planner::*;
 
 const ALL: [MemoryPlannerType; 4] = [
@@ -625,4 +628,30 @@ fn default_memories_are_the_targets_channels() {
     )
     .unwrap();
     assert_eq!(on_v4.memories[0].max_size, Some(36 << 30));
+}
+
+#[test]
+fn hill_climb_packs_hard_instances_within_five_percent() {
+    // greedy_by_size needs 1.22 and 1.30 times the optimum here.
+    for n in [200, 300] {
+        let (m, optimum) = hard::instance(n, n as u64);
+        let opts = PlannerOptions::default();
+        let mp = plan(&m, MemoryPlannerType::HillClimb, &opts).unwrap();
+        assert!(overlapping_pairs(&m, &mp).is_empty());
+        let hwm = mp.scratch_high_water_mark();
+        assert!(hwm * 100 <= optimum * 105, "{n}: {hwm} / {optimum}");
+        assert_eq!(mp, plan(&m, MemoryPlannerType::HillClimb, &opts).unwrap());
+    }
+}
+
+#[test]
+fn exact_packs_small_hard_instances_at_capacity() {
+    for seed in 0..4 {
+        let (m, cap) = hard::instance(40, seed);
+        let (mp, out) =
+            plan_with_outcome(&m, MemoryPlannerType::Exact, &PlannerOptions::default()).unwrap();
+        assert!(overlapping_pairs(&m, &mp).is_empty());
+        assert_eq!(mp.scratch_high_water_mark(), cap, "seed {seed}");
+        assert!(out[0].optimal);
+    }
 }

@@ -44,7 +44,9 @@ impl MemRef {
 /// Offsets inside records stay blob-absolute.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RawPlan {
+    /// The 24-byte header.
     pub header: PlanHeader,
+    /// The records, in blob order.
     pub records: Vec<MemRef>,
     /// The data area: the bytes that follow the last record.
     pub data: Vec<u8>,

@@ -17,9 +17,13 @@ pub fn device_path(index: u32) -> PathBuf {
 /// What PLAN_LOAD reports about a staged plan.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LoadedPlan {
+    /// The id of the staged plan, for RESOLVE, MEM_READ and the rest.
     pub plan_id: u32,
+    /// Device PA of the local scratchpad (`PA_UNSTAGED` when it has none).
     pub local_scratchpad_pa: u64,
+    /// Device PA of the shared scratchpad (`PA_UNSTAGED` when it has none).
     pub shared_scratchpad_pa: u64,
+    /// Device bytes the plan took from the pools.
     pub bytes_allocated: u64,
     /// Each record's device PA, in record order.
     pub addrs: Vec<u64>,
@@ -39,12 +43,14 @@ impl Device {
         Self::open_path(device_path(index))
     }
 
+    /// Opens the device node at `path` for reading and writing.
     pub fn open_path(path: impl AsRef<Path>) -> io::Result<Device> {
         let path = path.as_ref().to_path_buf();
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         Ok(Device { file, path })
     }
 
+    /// The device node this file was opened as.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -43,13 +43,18 @@ pub fn io_errno_name(e: &std::io::Error) -> String {
 /// offending record (index and var_id) when there is one, and the rule broken.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlanError {
+    /// The errno PLAN_LOAD would answer.
     pub errno: i32,
+    /// Index of the offending record, when there is one.
     pub record: Option<usize>,
+    /// var_id of the offending record, when there is one.
     pub var_id: Option<u32>,
+    /// The rule broken, in words.
     pub rule: String,
 }
 
 impl PlanError {
+    /// An error about the plan as a whole.
     pub fn new(errno: i32, rule: impl Into<String>) -> Self {
         PlanError {
             errno,
@@ -58,6 +63,7 @@ impl PlanError {
             rule: rule.into(),
         }
     }
+    /// An error about record `record` (var_id `var_id`).
     pub fn at(errno: i32, record: usize, var_id: u32, rule: impl Into<String>) -> Self {
         PlanError {
             errno,
@@ -66,6 +72,7 @@ impl PlanError {
             rule: rule.into(),
         }
     }
+    /// An EINVAL about the plan as a whole.
     pub fn einval(rule: impl Into<String>) -> Self {
         Self::new(libc::EINVAL, rule)
     }

@@ -13,13 +13,18 @@ use crate::validate::{cstr_at, dtype_str, list_ids, validate, Limits};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Backing {
+    /// `BACKING_LOCAL`: the plan's local scratchpad.
     Local,
+    /// `BACKING_SHARED`: the plan's shared scratchpad.
     Shared,
+    /// `BACKING_SHARDED` (the kernel answers EOPNOTSUPP).
     Sharded,
+    /// `BACKING_MAIN` (the kernel answers EOPNOTSUPP).
     Main,
 }
 
 impl Backing {
+    /// The UAPI value.
     pub fn to_raw(self) -> u32 {
         match self {
             Backing::Local => BACKING_LOCAL,
@@ -28,6 +33,7 @@ impl Backing {
             Backing::Main => BACKING_MAIN,
         }
     }
+    /// The backing the UAPI value `b` names, if any.
     pub fn from_raw(b: u32) -> Option<Self> {
         Some(match b {
             BACKING_LOCAL => Backing::Local,
@@ -43,41 +49,56 @@ impl Backing {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Kind {
+    /// `MR_INPUT`.
     Input,
+    /// `MR_OUTPUT`.
     Output,
+    /// `MR_BUFFER`.
     Buffer,
+    /// `MR_BUFFER_STAGED`.
     BufferStaged,
+    /// `MR_TMP_BUF`.
     TmpBuf,
     /// Scratchpad(backing).base + offset.
     VirtualTmpBuf {
+        /// Offset into the scratchpad.
         offset: u64,
+        /// Which scratchpad.
         backing: Backing,
     },
     /// Aliases another variable of the same plan.
     Ptr {
+        /// var_id of the variable aliased.
         target: u32,
     },
     /// A table of the listed variables' PAs.
     List {
+        /// var_ids of the listed variables.
         ids: Vec<u32>,
     },
     /// A table of MR_LIST tables' PAs.
     PtrTable {
+        /// var_ids of the MR_LIST tables.
         ids: Vec<u32>,
     },
     /// The State Buffer of core `nc_id` plus `offset`.
     Sb {
+        /// The NeuronCore.
         nc_id: u32,
+        /// Offset into its State Buffer.
         offset: u64,
     },
     /// A variable of another plan of the same open file.
     Remote {
+        /// var_id in the other plan.
         remote_var_id: u32,
+        /// plan_id of the other plan.
         remote_plan_id: u32,
     },
 }
 
 impl Kind {
+    /// The `mr_type` of this kind.
     pub fn mr_type(&self) -> u32 {
         match self {
             Kind::Input => MR_INPUT,
@@ -98,17 +119,24 @@ impl Kind {
 /// One variable of a plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Record {
+    /// The variable's id, unique in the plan.
     pub var_id: u32,
+    /// Its name, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Its kind, with the union fields the kind uses.
     #[serde(flatten)]
     pub kind: Kind,
+    /// Its size in bytes.
     #[serde(default)]
     pub size: u64,
+    /// Its alignment in bytes, a power of two (0: none asked for).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub alignment: u64,
+    /// Its element type (informational, under 16 bytes).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub dtype: String,
+    /// Its shape (informational, at most 8 dimensions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shape: Vec<u64>,
     /// Bytes uploaded at load, written as hex in JSON.
@@ -126,6 +154,7 @@ fn is_zero(v: &u64) -> bool {
 }
 
 impl Record {
+    /// A record of `kind`, unnamed, without a payload.
     pub fn new(var_id: u32, kind: Kind, size: u64) -> Self {
         Record {
             var_id,
@@ -138,24 +167,31 @@ impl Record {
             data: Vec::new(),
         }
     }
+    /// An MR_INPUT record.
     pub fn input(var_id: u32, size: u64) -> Self {
         Self::new(var_id, Kind::Input, size)
     }
+    /// An MR_OUTPUT record.
     pub fn output(var_id: u32, size: u64) -> Self {
         Self::new(var_id, Kind::Output, size)
     }
+    /// An MR_BUFFER record.
     pub fn buffer(var_id: u32, size: u64) -> Self {
         Self::new(var_id, Kind::Buffer, size)
     }
+    /// An MR_BUFFER_STAGED record.
     pub fn buffer_staged(var_id: u32, size: u64) -> Self {
         Self::new(var_id, Kind::BufferStaged, size)
     }
+    /// An MR_TMP_BUF record.
     pub fn tmp_buf(var_id: u32, size: u64) -> Self {
         Self::new(var_id, Kind::TmpBuf, size)
     }
+    /// An MR_VIRTUAL_TMP_BUF record at `offset` into `backing`.
     pub fn virtual_tmp_buf(var_id: u32, size: u64, backing: Backing, offset: u64) -> Self {
         Self::new(var_id, Kind::VirtualTmpBuf { offset, backing }, size)
     }
+    /// An MR_PTR record aliasing `target`.
     pub fn ptr(var_id: u32, target: u32, size: u64) -> Self {
         Self::new(var_id, Kind::Ptr { target }, size)
     }
@@ -169,9 +205,11 @@ impl Record {
         let size = 8 * ids.len() as u64;
         Self::new(var_id, Kind::PtrTable { ids }, size)
     }
+    /// An MR_SB record at `offset` into core `nc_id`'s State Buffer.
     pub fn sb(var_id: u32, size: u64, nc_id: u32, offset: u64) -> Self {
         Self::new(var_id, Kind::Sb { nc_id, offset }, size)
     }
+    /// An MR_REMOTE record naming var `remote_var_id` of plan `remote_plan_id`.
     pub fn remote(var_id: u32, size: u64, remote_plan_id: u32, remote_var_id: u32) -> Self {
         Self::new(
             var_id,
@@ -182,23 +220,28 @@ impl Record {
             size,
         )
     }
+    /// With a name.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
         self
     }
+    /// With an alignment.
     pub fn alignment(mut self, alignment: u64) -> Self {
         self.alignment = alignment;
         self
     }
+    /// With an element type and shape.
     pub fn dtype(mut self, dtype: impl Into<String>, shape: &[u64]) -> Self {
         self.dtype = dtype.into();
         self.shape = shape.to_vec();
         self
     }
+    /// With a payload, uploaded at load.
     pub fn data(mut self, data: Vec<u8>) -> Self {
         self.data = data;
         self
     }
+    /// The record's `mr_type`.
     pub fn mr_type(&self) -> u32 {
         self.kind.mr_type()
     }
@@ -208,10 +251,13 @@ impl Record {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Plan {
+    /// Bytes of the local scratchpad.
     #[serde(default)]
     pub local_scratchpad_size: u64,
+    /// Bytes of the shared scratchpad.
     #[serde(default)]
     pub shared_scratchpad_size: u64,
+    /// The variables, in blob order.
     pub records: Vec<Record>,
 }
 
@@ -227,6 +273,7 @@ fn place(data: &mut Vec<u8>, data_start: usize, bytes: &[u8], align: usize) -> u
 }
 
 impl Plan {
+    /// An empty plan with these scratchpad sizes.
     pub fn new(local_scratchpad_size: u64, shared_scratchpad_size: u64) -> Self {
         Plan {
             local_scratchpad_size,
@@ -247,6 +294,7 @@ impl Plan {
         self
     }
 
+    /// The record of `var_id`, if the plan has one.
     pub fn record(&self, var_id: u32) -> Option<&Record> {
         self.records.iter().find(|r| r.var_id == var_id)
     }

@@ -37,11 +37,14 @@ use crate::uapi::*;
 /// will still apply it).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Limits {
+    /// NeuronCores on the device (MR_SB's `nc_id` must be below).
     pub nr_cores: Option<u32>,
+    /// Bytes of each core's State Buffer (MR_SB must fit).
     pub sbuf_size: Option<u64>,
 }
 
 impl Limits {
+    /// The limits DEVICE_INFO reports.
     pub fn from_device_info(info: &DeviceInfo) -> Self {
         Limits {
             nr_cores: Some(info.nr_cores),

@@ -8,10 +8,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{anyhow, Context};
+use anyhow::{anyhow, Context, Result};
 use nhbm_planner::{lower, plan as run_planner, MemoryPlannerType, Model, PlanReport, Target};
 
-use crate::{fmt, Session, R};
+use crate::cmd::load::load_plan;
+use crate::cmd::{info, stats};
+use crate::device::Session;
+use crate::fmt;
 
 const PLANNERS: [MemoryPlannerType; 3] = [
     MemoryPlannerType::Greedy,
@@ -25,7 +28,7 @@ fn section(title: &str) {
 }
 
 /// Example models next to the executable (the guest's /tests), or in `dir`.
-fn find_models(dir: Option<&str>) -> R<(PathBuf, Vec<PathBuf>)> {
+fn find_models(dir: Option<&str>) -> Result<(PathBuf, Vec<PathBuf>)> {
     let dir = match dir {
         Some(d) => PathBuf::from(d),
         None => std::env::current_exe()
@@ -49,12 +52,14 @@ fn find_models(dir: Option<&str>) -> R<(PathBuf, Vec<PathBuf>)> {
     Ok((dir, models))
 }
 
-pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
+/// Runs the demo on `s` with the example models in `dir` (default: next
+/// to this program).
+pub fn run(s: &mut Session, dir: Option<&str>) -> Result<()> {
     let (dir, models) = find_models(dir)?;
     section("device");
-    s.info()?;
+    info::run(s)?;
     section("pools at the start");
-    s.stats()?;
+    stats::run(s)?;
     let start = s.io("MEM_STATS", s.dev.mem_stats())?;
 
     // Plans are made for this device: its channels, pools and minimum
@@ -68,79 +73,12 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
             model.name(),
             path.strip_prefix(&dir).unwrap_or(path).display()
         ));
-        if let Some(d) = &model.desc.description {
-            println!("{d}");
-        }
-        println!(
-            "{} tensors, {} operators; scratch liveness lower bound {}",
-            model.tensors.len(),
-            model.desc.operators.len(),
-            fmt::bytes(model.liveness_lower_bound())
-        );
-        let mut rows = Vec::new();
-        for kind in PLANNERS {
-            let t0 = Instant::now();
-            let mp = run_planner(&model, kind, &model.desc.planner_options)
-                .map_err(|e| anyhow!("{kind}: {e}"))?;
-            let ms = t0.elapsed().as_secs_f64() * 1e3;
-            let r = PlanReport::new(&model, kind, &mp);
-            rows.push(vec![
-                kind.to_string(),
-                fmt::bytes(r.scratch_high_water_mark),
-                format!("{:+.1}%", r.overhead_percent),
-                format!("{ms:.1} ms"),
-                if kind == model.desc.planner {
-                    "<- staged".into()
-                } else {
-                    String::new()
-                },
-            ]);
-        }
-        print!(
-            "{}",
-            fmt::table(
-                &["planner", "scratch", "vs bound", "time", ""],
-                &rows,
-                &[1, 2, 3]
-            )
-        );
-
-        let mp = run_planner(&model, model.desc.planner, &model.desc.planner_options)?;
-        let lowered = lower(&model, &mp)?;
-        let report = PlanReport::new(&model, model.desc.planner, &mp);
-        let mut ids = Vec::new();
-        for l in &lowered {
-            println!();
-            let label = format!("{}.{}", model.name(), l.memory);
-            let loaded = s.load_plan(l.plan.clone(), &label, l.channel(), true)?;
-            let predicted = report.device_bytes.get(&l.memory).copied();
-            if predicted != Some(loaded.bytes_allocated) {
-                return Err(anyhow!(
-                    "{label}: PLAN_LOAD allocated {} bytes, the planner said {predicted:?}",
-                    loaded.bytes_allocated
-                ));
-            }
-            println!(
-                "{label}: {} allocated, as the planner said",
-                fmt::bytes(loaded.bytes_allocated)
-            );
-            ids.push((loaded.plan_id, l));
-        }
-        println!();
-        s.stats()?;
-        println!();
-        for (id, l) in &ids {
-            show_some_variables(s, *id, &l.plan)?;
-        }
-        for (id, _) in &ids {
-            s.io(&format!("PLAN_UNLOAD {id}"), s.dev.plan_unload(*id))?;
-            s.plans.remove(id);
-            println!("plan {id} unloaded");
-        }
+        compare_planners(&model)?;
+        stage_and_unload(s, &model)?;
     }
 
     section("pools at the end");
-    s.stats()?;
+    stats::run(s)?;
     let end = s.io("MEM_STATS", s.dev.mem_stats())?;
     if (end.total_used(), end.total_chunks()) != (start.total_used(), start.total_chunks()) {
         return Err(anyhow!(
@@ -158,9 +96,89 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> R<()> {
     Ok(())
 }
 
+/// Describes `model` and plans it with each planner: scratch against the
+/// liveness lower bound, and time.
+fn compare_planners(model: &Model) -> Result<()> {
+    if let Some(d) = &model.desc.description {
+        println!("{d}");
+    }
+    println!(
+        "{} tensors, {} operators; scratch liveness lower bound {}",
+        model.tensors.len(),
+        model.desc.operators.len(),
+        fmt::bytes(model.liveness_lower_bound())
+    );
+    let mut rows = Vec::new();
+    for kind in PLANNERS {
+        let t0 = Instant::now();
+        let mp = run_planner(model, kind, &model.desc.planner_options)
+            .map_err(|e| anyhow!("{kind}: {e}"))?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let r = PlanReport::new(model, kind, &mp);
+        rows.push(vec![
+            kind.to_string(),
+            fmt::bytes(r.scratch_high_water_mark),
+            format!("{:+.1}%", r.overhead_percent),
+            format!("{ms:.1} ms"),
+            if kind == model.desc.planner {
+                "<- staged".into()
+            } else {
+                String::new()
+            },
+        ]);
+    }
+    print!(
+        "{}",
+        fmt::table(
+            &["planner", "scratch", "vs bound", "time", ""],
+            &rows,
+            &[1, 2, 3]
+        )
+    );
+    Ok(())
+}
+
+/// Stages the model's own plan, checks that PLAN_LOAD allocated what the
+/// planner said, shows some variables, and unloads.
+fn stage_and_unload(s: &mut Session, model: &Model) -> Result<()> {
+    let mp = run_planner(model, model.desc.planner, &model.desc.planner_options)?;
+    let lowered = lower(model, &mp)?;
+    let report = PlanReport::new(model, model.desc.planner, &mp);
+    let mut ids = Vec::new();
+    for l in &lowered {
+        println!();
+        let label = format!("{}.{}", model.name(), l.memory);
+        let loaded = load_plan(s, l.plan.clone(), &label, l.channel(), true)?;
+        let predicted = report.device_bytes.get(&l.memory).copied();
+        if predicted != Some(loaded.bytes_allocated) {
+            return Err(anyhow!(
+                "{label}: PLAN_LOAD allocated {} bytes, the planner said {predicted:?}",
+                loaded.bytes_allocated
+            ));
+        }
+        println!(
+            "{label}: {} allocated, as the planner said",
+            fmt::bytes(loaded.bytes_allocated)
+        );
+        ids.push((loaded.plan_id, l));
+    }
+    println!();
+    stats::run(s)?;
+    println!();
+    for (id, l) in &ids {
+        show_some_variables(s, *id, &l.plan)?;
+    }
+    for (id, _) in &ids {
+        s.io(&format!("PLAN_UNLOAD {id}"), s.dev.plan_unload(*id))?;
+        s.plans.remove(id);
+        println!("plan {id} unloaded");
+    }
+    Ok(())
+}
+
 /// Resolves one variable of each kind the plan has, and reads back the
 /// start of a constant next to the bytes it was uploaded with.
-fn show_some_variables(s: &Session, id: u32, plan: &nhbm::Plan) -> R<()> {
+fn show_some_variables(s: &Session, id: u32, plan: &nhbm::Plan) -> Result<()> {
     let mut seen = Vec::new();
     for r in &plan.records {
         let tag = std::mem::discriminant(&r.kind);

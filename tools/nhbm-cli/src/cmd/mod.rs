@@ -1,0 +1,13 @@
+//! The subcommands of `nhbm`, one module each.
+
+pub mod demo;
+pub mod info;
+pub mod load;
+pub mod plan;
+pub mod read;
+pub mod reset;
+pub mod resolve;
+pub mod session;
+pub mod stats;
+pub mod validate;
+pub mod write;

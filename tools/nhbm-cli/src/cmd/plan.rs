@@ -1,0 +1,426 @@
+//! `nhbm plan`: plan a model for a device or an arch, compare the planners,
+//! and write one plan file per memory.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+use nhbm::cli::DeviceArg;
+use nhbm::Device;
+use nhbm_planner::planner::memory_lower_bounds;
+use nhbm_planner::{
+    lower, plan_with_outcome, var_ids, ExactOutcome, LoweredPlan, MemoryPlan, MemoryPlannerType,
+    MemoryType, Model, PlanReport, PlannerError, PlannerOptions, Target,
+};
+use serde_json::{json, Value};
+
+use crate::args::{PlanArgs, PlanFormat};
+use crate::fmt;
+
+/// One plan file written: its name, memory, bytes and record count.
+struct Written {
+    file: String,
+    memory: MemoryType,
+    bytes: usize,
+    records: usize,
+}
+
+/// Plans the model `a` names with every planner, writes the chosen
+/// planner's plans, and reports on them.
+pub fn run(a: &PlanArgs, device: &DeviceArg, json: bool) -> Result<()> {
+    let path = a.model.display();
+    let target = plan_target(a, device)?;
+    let model = load_model(&a.model, target)?;
+    let kind = a.planner.unwrap_or(model.desc.planner);
+    let opts = options(a, &model);
+    let runs = compare_planners(&model, &opts);
+    let chosen = runs
+        .iter()
+        .find(|r| r.kind == kind)
+        .expect("every planner runs");
+    let mp = match &chosen.result {
+        Ok((mp, _)) => mp.clone(),
+        Err(e) => return Err(anyhow!("{path}: {e}")),
+    };
+    let elapsed = chosen.took;
+    let report = PlanReport::new(&model, kind, &mp);
+    let lowered = lower(&model, &mp).map_err(|e| anyhow!("{path}: {e}"))?;
+    let prefix = a.output.clone().unwrap_or_else(|| model.name().to_string());
+    let written = write_plans(&lowered, &prefix, a.format)?;
+    if json {
+        print_json(&model, &report, &mp, &written, elapsed, &runs);
+        return Ok(());
+    }
+    print_summary(&model, kind, elapsed, &report);
+    println!();
+    print_arenas(&report);
+    println!();
+    print_comparison(&runs);
+    println!();
+    print_tensors(&model, &mp);
+    println!();
+    print_written(&written, a.format, &report);
+    Ok(())
+}
+
+/// The model's planner options with the command line's overrides.
+fn options(a: &PlanArgs, model: &Model) -> PlannerOptions {
+    let mut opts = model.desc.planner_options;
+    if let Some(v) = a.iterations {
+        opts.iterations = v;
+    }
+    if let Some(v) = a.seed {
+        opts.seed = v;
+    }
+    if let Some(v) = a.max_stall {
+        opts.max_stall_iterations = v;
+    }
+    if let Some(v) = a.time_budget {
+        opts.time_budget_ms = v;
+    }
+    opts
+}
+
+/// Writes one file per lowered plan, `PREFIX.MEMORY.plan[.json]`.
+fn write_plans(lowered: &[LoweredPlan], prefix: &str, format: PlanFormat) -> Result<Vec<Written>> {
+    let mut written = Vec::new();
+    for l in lowered {
+        let file = format!(
+            "{prefix}.{}.plan{}",
+            l.memory,
+            if format == PlanFormat::Json {
+                ".json"
+            } else {
+                ""
+            }
+        );
+        let bytes = if format == PlanFormat::Json {
+            l.plan.to_blob().map_err(|e| anyhow!("{file}: {e}"))?;
+            l.plan.to_json().into_bytes()
+        } else {
+            l.plan.to_blob().map_err(|e| anyhow!("{file}: {e}"))?
+        };
+        std::fs::write(&file, &bytes).map_err(|e| anyhow!("{file}: {e}"))?;
+        written.push(Written {
+            file,
+            memory: l.memory,
+            bytes: bytes.len(),
+            records: l.plan.records.len(),
+        });
+    }
+    Ok(written)
+}
+
+/// The whole outcome as one JSON document.
+fn print_json(
+    model: &Model,
+    report: &PlanReport,
+    mp: &MemoryPlan,
+    written: &[Written],
+    elapsed: Duration,
+    runs: &[PlannerRun],
+) {
+    let files: Vec<Value> = written
+        .iter()
+        .map(|w| {
+            let (f, m, n, r) = (&w.file, &w.memory, w.bytes, w.records);
+            json!({"file": f, "memory": m, "channel": m.channel(), "bytes": n, "records": r, "device_bytes": report.device_bytes.get(m)})
+        })
+        .collect();
+    let planners: Vec<Value> = runs.iter().map(|r| r.to_json()).collect();
+    let out = json!({
+        "model": model.name(), "report": report, "plan": mp, "files": files,
+        "var_ids": var_ids(model), "planning_ms": elapsed.as_secs_f64() * 1e3,
+        "planners": planners,
+    });
+    println!("{}", serde_json::to_string_pretty(&out).unwrap());
+}
+
+/// The model, the target, and the scratch high-water mark against the
+/// liveness lower bound.
+fn print_summary(model: &Model, kind: MemoryPlannerType, elapsed: Duration, report: &PlanReport) {
+    println!(
+        "model {}: {} tensors, {} operators; planner {kind} ({:.1} ms)",
+        model.name(),
+        model.tensors.len(),
+        model.desc.operators.len(),
+        elapsed.as_secs_f64() * 1e3
+    );
+    println!(
+        "target {}: {} channels of {}, minimum allocation {}",
+        model.target.name,
+        model.target.channels(),
+        fmt::bytes(model.target.channel_bytes(0)),
+        fmt::bytes(model.target.min_alloc)
+    );
+    let over = report
+        .scratch_high_water_mark
+        .saturating_sub(report.liveness_lower_bound);
+    println!(
+        "scratch high-water mark {} vs liveness lower bound {}: {} above ({:.1}%)",
+        fmt::bytes(report.scratch_high_water_mark),
+        fmt::bytes(report.liveness_lower_bound),
+        fmt::bytes(over),
+        report.overhead_percent
+    );
+}
+
+/// The table of arenas: role, memory, source, size and alignment.
+fn print_arenas(report: &PlanReport) {
+    let rows: Vec<Vec<String>> = report
+        .arenas
+        .iter()
+        .map(|u| {
+            vec![
+                format!("{:?}", u.role).to_lowercase(),
+                u.memory.to_string(),
+                u.source_memory.map_or("-".into(), |s| s.to_string()),
+                if u.is_staged() {
+                    "staged".into()
+                } else {
+                    "-".into()
+                },
+                u.total_size.to_string(),
+                fmt::bytes(u.total_size),
+                u.alignment.to_string(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        fmt::table(
+            &["arena", "memory", "source", "", "bytes", "size", "align"],
+            &rows,
+            &[4, 5, 6]
+        )
+    );
+}
+
+/// The table of tensors: var_id, role, where each landed, and lifetime.
+fn print_tensors(model: &Model, mp: &MemoryPlan) {
+    let ids = var_ids(model);
+    let rows: Vec<Vec<String>> = model
+        .tensors
+        .iter()
+        .map(|t| {
+            let al = mp.get_allocation(t.id()).expect("planned");
+            let b = al.binding.expect("bound");
+            let life = t
+                .lifetime
+                .as_ref()
+                .map_or("-".into(), |l| format!("{}..{}", l.start_op, l.end_op));
+            let role = match (t.desc.io, &t.desc.alias_of) {
+                (Some(io), _) => format!("{io:?}").to_lowercase(),
+                (_, Some(base)) => format!("alias of {base}"),
+                _ => format!("{:?}", b.role).to_lowercase(),
+            };
+            vec![
+                ids[t.id()].to_string(),
+                t.id().to_string(),
+                role,
+                al.memory.to_string(),
+                format!("{:#x}", al.offset),
+                al.size.to_string(),
+                al.alignment.to_string(),
+                life,
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        fmt::table(
+            &["var", "tensor", "role", "memory", "offset", "size", "align", "ops"],
+            &rows,
+            &[0, 4, 5, 6]
+        )
+    );
+}
+
+/// One line per file written, with what loading it allocates.
+fn print_written(written: &[Written], format: PlanFormat, report: &PlanReport) {
+    for w in written {
+        println!(
+            "wrote {}: {} records, {} ({}), load on channel {}: allocates {}",
+            w.file,
+            w.records,
+            fmt::bytes(w.bytes as u64),
+            if format == PlanFormat::Json {
+                "json"
+            } else {
+                "blob"
+            },
+            w.memory.channel().unwrap(),
+            report
+                .device_bytes
+                .get(&w.memory)
+                .map_or("-".into(), |&b| format!("{b} bytes ({})", fmt::bytes(b)))
+        );
+    }
+}
+
+/// A model description (JSON), or an ONNX model (`*.onnx`), planned for
+/// `target`.
+fn load_model(path: &Path, target: Target) -> Result<Model> {
+    let model = if path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+    {
+        #[cfg(feature = "onnx")]
+        {
+            nhbm_onnx::load(path)?
+        }
+        #[cfg(not(feature = "onnx"))]
+        return Err(anyhow!(
+            "{}: this nhbm is built without ONNX support",
+            path.display()
+        ));
+    } else {
+        Model::load(path)?
+    };
+    Ok(model.for_target(target)?)
+}
+
+/// One planner's run on the model being planned.
+struct PlannerRun {
+    kind: MemoryPlannerType,
+    took: Duration,
+    result: Result<(MemoryPlan, Vec<ExactOutcome>), PlannerError>,
+    /// Per memory with scratch: (scratch arena bytes, its lower bound).
+    memories: Vec<(MemoryType, u64, u64)>,
+}
+
+impl PlannerRun {
+    /// Whether exact proved memory `m`'s arena smallest (None: not exact).
+    fn optimal(&self, m: MemoryType) -> Option<bool> {
+        let (_, outcomes) = self.result.as_ref().ok()?;
+        outcomes.iter().find(|o| o.memory == m).map(|o| o.optimal)
+    }
+
+    /// The run as JSON: planner, time, error, and per memory the scratch
+    /// arena against its bound.
+    fn to_json(&self) -> Value {
+        let memories: Vec<Value> = self
+            .memories
+            .iter()
+            .map(|&(m, hwm, lb)| {
+                json!({"memory": m, "scratch_high_water_mark": hwm, "lower_bound": lb,
+                       "proven_optimal": self.optimal(m)})
+            })
+            .collect();
+        json!({
+            "planner": self.kind, "ms": self.took.as_secs_f64() * 1e3,
+            "error": self.result.as_ref().err().map(ToString::to_string), "memories": memories,
+        })
+    }
+}
+
+/// Runs every planner with `opts` (exact within its time budget).
+fn compare_planners(model: &Model, opts: &PlannerOptions) -> Vec<PlannerRun> {
+    [
+        MemoryPlannerType::Greedy,
+        MemoryPlannerType::GreedyBySize,
+        MemoryPlannerType::HillClimb,
+        MemoryPlannerType::Exact,
+    ]
+    .into_iter()
+    .map(|kind| {
+        let t0 = Instant::now();
+        let result = plan_with_outcome(model, kind, opts);
+        let took = t0.elapsed();
+        let memories = match &result {
+            Ok((mp, _)) => {
+                let bounds = memory_lower_bounds(model, mp);
+                mp.arena_usages
+                    .iter()
+                    .map(|(&m, a)| (m, a.total_size, bounds.get(&m).copied().unwrap_or(0)))
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        PlannerRun {
+            kind,
+            took,
+            result,
+            memories,
+        }
+    })
+    .collect()
+}
+
+/// Per planner and memory: scratch arena vs its lower bound, and time.
+fn print_comparison(runs: &[PlannerRun]) {
+    let mut rows = Vec::new();
+    for r in runs {
+        let ms = format!("{:.1}", r.took.as_secs_f64() * 1e3);
+        if let Err(e) = &r.result {
+            rows.push(vec![
+                r.kind.to_string(),
+                "-".into(),
+                e.to_string(),
+                String::new(),
+                String::new(),
+                ms,
+                String::new(),
+            ]);
+            continue;
+        }
+        for &(m, hwm, lb) in &r.memories {
+            let ratio = if lb == 0 { 1.0 } else { hwm as f64 / lb as f64 };
+            let proof = match r.optimal(m) {
+                Some(true) => "proven optimal",
+                Some(false) => "not proven",
+                None => "",
+            };
+            rows.push(vec![
+                r.kind.to_string(),
+                m.to_string(),
+                fmt::bytes(hwm),
+                fmt::bytes(lb),
+                format!("{ratio:.3}"),
+                ms.clone(),
+                proof.into(),
+            ]);
+        }
+    }
+    print!(
+        "{}",
+        fmt::table(
+            &[
+                "planner",
+                "memory",
+                "scratch",
+                "lower bound",
+                "ratio",
+                "ms",
+                ""
+            ],
+            &rows,
+            &[4, 5]
+        )
+    );
+}
+
+/// The device `plan` plans for: `-d N` (its DEVICE_INFO and MEM_STATS),
+/// `--arch NAME` (the arch table with the module's defaults), else V2.
+fn plan_target(a: &PlanArgs, device: &DeviceArg) -> Result<Target> {
+    match (&device.device, &a.arch) {
+        (Some(_), Some(_)) => Err(anyhow!("plan: -d and --arch exclude each other")),
+        (Some(d), None) => {
+            let path = &d.path;
+            let dev = Device::open_path(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            let info = dev
+                .device_info()
+                .map_err(|e| anyhow!("{}: DEVICE_INFO: {e}", path.display()))?;
+            let stats = dev
+                .mem_stats()
+                .map_err(|e| anyhow!("{}: MEM_STATS: {e}", path.display()))?;
+            Ok(Target::from_device(
+                &path.display().to_string(),
+                &info,
+                &stats,
+            ))
+        }
+        (None, Some(arch)) => Ok(Target::for_arch_name(arch)?),
+        (None, None) => Ok(Target::default()),
+    }
+}

@@ -1,0 +1,87 @@
+//! One open device file: its DEVICE_INFO and the plans loaded through it.
+//!
+//! Plans belong to the open file that loaded them, so every command that
+//! stages a plan does its work through one `Session`.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Result};
+use nhbm::cli::parse_num;
+use nhbm::uapi::DeviceInfo;
+use nhbm::{io_errno_name, Device, Plan};
+
+/// An open device file and what was loaded through it.
+pub struct Session {
+    /// The open device.
+    pub dev: Device,
+    /// The device node it was opened as.
+    pub path: PathBuf,
+    /// Print JSON instead of tables.
+    pub json: bool,
+    /// Stage without listing where each variable landed.
+    pub quiet: bool,
+    /// The device's DEVICE_INFO, read at open.
+    pub info: DeviceInfo,
+    /// The plans loaded here, by plan id.
+    pub plans: HashMap<u32, Plan>,
+    /// The plan loaded most recently (`last` in a session).
+    pub last: Option<u32>,
+}
+
+impl Session {
+    /// Opens the device node at `path` and reads its DEVICE_INFO.
+    pub fn open(path: &Path, json: bool) -> Result<Session> {
+        let dev = Device::open_path(path).map_err(|e| {
+            anyhow!(
+                "cannot open {}: {} ({e})",
+                path.display(),
+                io_errno_name(&e)
+            )
+        })?;
+        let info = dev
+            .device_info()
+            .map_err(|e| anyhow!("DEVICE_INFO: {}", io_errno_name(&e)))?;
+        Ok(Session {
+            dev,
+            path: path.to_path_buf(),
+            json,
+            quiet: false,
+            info,
+            plans: HashMap::new(),
+            last: None,
+        })
+    }
+
+    /// An ioctl's result, its failure named `what` and by errno.
+    pub fn io<T>(&self, what: &str, r: std::io::Result<T>) -> Result<T> {
+        r.map_err(|e| anyhow!("{what}: {} ({e})", io_errno_name(&e)))
+    }
+
+    /// The var_id that `v` names in plan `id`: a number, or a record's name.
+    pub fn var(&self, id: u32, v: &str) -> Result<u32> {
+        if let Some(n) = parse_num::<u32>(v) {
+            return Ok(n);
+        }
+        let plan = self
+            .plans
+            .get(&id)
+            .ok_or_else(|| anyhow!("plan {id} was not loaded here"))?;
+        plan.records
+            .iter()
+            .find(|r| r.name.as_deref() == Some(v))
+            .map(|r| r.var_id)
+            .ok_or_else(|| anyhow!("plan {id} has no variable named {v:?}"))
+    }
+
+    /// The size of variable `var` of plan `id`, where the plan was loaded here.
+    pub fn var_size(&self, id: u32, var: u32) -> Option<u64> {
+        self.plans.get(&id)?.record(var).map(|r| r.size)
+    }
+}
+
+/// The optional numeric operand `s`, called `what` in its error.
+pub fn num_arg(s: Option<&&str>, what: &str) -> Result<Option<u64>> {
+    s.map(|v| parse_num(v).ok_or_else(|| anyhow!("{what}: {v:?} is not a number")))
+        .transpose()
+}
