@@ -190,7 +190,10 @@ pub fn usage_of_others_is_for_the_administrator(notes: &mut Notes) -> TestResult
         .ctx("PLAN_LOAD")?;
     let root = owner.mem_stats().ctx("MEM_STATS as root")?;
     ensure(root.pools[0][0].used >= MIB, || {
-        format!("root sees {} bytes used, want the owner's", root.pools[0][0].used)
+        format!(
+            "root sees {} bytes used, want the owner's",
+            root.pools[0][0].used
+        )
     })?;
     let r = fork_child(|| {
         let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;

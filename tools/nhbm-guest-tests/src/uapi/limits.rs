@@ -353,6 +353,7 @@ pub fn parked_scratchpads_stay_charged() -> TestResult {
     load_rejected(&d, &big, 0, libc::EAGAIN)?;
     d.plan_unload(b.plan_id).ctx("PLAN_UNLOAD small")?;
     ensure_eq("dmem.current with nothing loaded", current()?, 0)?;
-    d.plan_load(&big, 0).ctx("PLAN_LOAD big once the parked one is freed")?;
+    d.plan_load(&big, 0)
+        .ctx("PLAN_LOAD big once the parked one is freed")?;
     Ok(())
 }
