@@ -359,10 +359,13 @@ impl Device {
         len: u64,
     ) -> Result {
         let mut bounce = Self::bounce(len)?;
+        // The user copy runs outside the gate: a buffer that faults slowly
+        // (userfaultfd) must not hold off a device reset and, behind it,
+        // every other tenant.
+        let gate = |op: &mut dyn FnMut() -> Result| self.transfer_piece(staged_at, op);
         self.for_each_piece(pa, len, |off, n| {
-            self.transfer_piece(staged_at, || {
-                self.io().bar4_write_from_user(off, src, n, &mut bounce)
-            })
+            self.io()
+                .bar4_write_from_user(off, src, n, &mut bounce, &gate)
         })
     }
 

@@ -9,6 +9,11 @@
 use crate::regs::MiscRam;
 use kernel::{prelude::*, uaccess::UserSliceReader};
 
+/// Runs the device-side step it is given inside the reset gate
+/// ([`crate::device::Device`]): waits out a device reset, refuses data of an
+/// older reset epoch.
+pub(crate) type Gate<'a> = &'a dyn Fn(&mut dyn FnMut() -> Result) -> Result;
+
 /// Largest piece a bulk transfer moves at once (bounds time under any lock
 /// and the size of the bounce buffer that user transfers go through).
 pub(crate) const XFER_CHUNK: usize = 64 * 1024;
@@ -23,20 +28,24 @@ pub(crate) trait DeviceIo: Send + Sync {
     /// Writes `src` to BAR4 offset `off`.
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result;
 
-    /// Writes `len` bytes read from `src` to BAR4 offset `off`, never with a
-    /// lock held across the user copy. By default the bytes go through
-    /// `bounce` (room for at least `len`, its contents replaced); a backend
-    /// that can fill its memory without a lock does without.
+    /// Writes `len` bytes read from `src` to BAR4 offset `off`. The user
+    /// copy runs outside `gate` and outside any lock; each step that touches
+    /// the device runs inside `gate` (the reset gate, which a device reset
+    /// waits on, so a user buffer that faults slowly must never be read
+    /// there). By default the bytes go through `bounce` (room for at least
+    /// `len`, its contents replaced); a backend that can fill its memory
+    /// without a lock does without.
     fn bar4_write_from_user(
         &self,
         off: u64,
         src: &mut UserSliceReader,
         len: usize,
         bounce: &mut [u8],
+        gate: Gate<'_>,
     ) -> Result {
         let bytes = bounce.get_mut(..len).ok_or(EINVAL)?;
         src.read_slice(bytes)?;
-        self.bar4_write(off, bytes)
+        gate(&mut || self.bar4_write(off, bytes))
     }
 
     /// Reads BAR4 offset `off` into `dst`.

@@ -17,7 +17,7 @@
 
 use crate::{
     arch::ArchInfo,
-    io::DeviceIo,
+    io::{DeviceIo, Gate},
     regs::{
         MiscRam, DEVICE_ID, FW_IO_BAD_READ, FW_STATUS, GONE, MISC_RAM_SIZE, RESET_REQUEST,
         RESET_TRIGGER,
@@ -262,9 +262,10 @@ impl DeviceIo for SimIo {
         src: &mut UserSliceReader,
         len: usize,
         bounce: &mut [u8],
+        gate: Gate<'_>,
     ) -> Result {
         self.check_present()?;
-        self.bar4.write_from_user(off, src, len, bounce)
+        self.bar4.write_from_user(off, src, len, bounce, gate)
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {

@@ -4,7 +4,7 @@
 //! write, read as zeros until then, and dropped again when zeroed, so a
 //! 256 GiB BAR costs only what tests touch.
 
-use crate::io::check_range;
+use crate::io::{check_range, Gate};
 use kernel::{
     new_mutex,
     prelude::*,
@@ -111,13 +111,15 @@ impl SparseMem {
     /// is still private, then put in place of the page it replaces (a single
     /// copy; the page it replaces is filled for the next one); the part of a
     /// page at either end goes through `bounce` (room for at least `len`
-    /// bytes, its contents replaced).
+    /// bytes, its contents replaced). Only the steps that change the store
+    /// run inside `gate`, never a user copy.
     pub(crate) fn write_from_user(
         &self,
         off: u64,
         src: &mut UserSliceReader,
         len: usize,
         bounce: &mut [u8],
+        gate: Gate<'_>,
     ) -> Result {
         check_range(off, len as u64, self.size)?;
         let mut spare: Option<KBox<SimPage>> = None;
@@ -130,7 +132,7 @@ impl SparseMem {
             if n < SIM_PAGE {
                 let room = bounce.get_mut(..n).ok_or(EINVAL)?;
                 src.read_slice(room)?;
-                self.write(pos, room)?;
+                gate(&mut || self.write(pos, room))?;
             } else {
                 // A page of the device's own, replaced whole: zeroed only
                 // when it is new.
@@ -139,8 +141,14 @@ impl SparseMem {
                     None => zeroed_page()?,
                 };
                 src.read_slice(&mut page.0)?;
-                let node = RBTreeNode::new(idx, page, GFP_KERNEL_ACCOUNT)?;
-                let old = self.pages.lock().insert(node);
+                let mut node = Some(RBTreeNode::new(idx, page, GFP_KERNEL_ACCOUNT)?);
+                let mut old = None;
+                gate(&mut || {
+                    if let Some(node) = node.take() {
+                        old = self.pages.lock().insert(node);
+                    }
+                    Ok(())
+                })?;
                 // The page replaced, if any, takes the next page's bytes.
                 spare = old.map(|node| node.to_key_value().1);
             }

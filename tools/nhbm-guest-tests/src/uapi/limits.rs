@@ -126,6 +126,42 @@ pub fn stalled_user_copy_does_not_block_others() -> TestResult {
     })
 }
 
+/// While one file's MEM_WRITE stalls on its user buffer, an administrator's
+/// device RESET does not wait for it (the user copy is outside the reset
+/// gate): it returns, and the stalled write, once released, answers EIO
+/// (its plan's HBM went with the reset).
+pub fn stalled_user_copy_does_not_hold_off_a_reset() -> TestResult {
+    let d = dev()?;
+    let size = 8 * KIB;
+    let a = d
+        .plan_load(&one_buffer(1, size).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    let stall = Stall::new(size as usize).ctx("userfaultfd")?;
+    stall.fill_head(0x11);
+    std::thread::scope(|s| -> TestResult {
+        let writer = s.spawn(|| d.mem_write(a.plan_id, 1, 0, stall.buf()));
+        stall
+            .wait_fault(NO_WAIT)
+            .ctx("waiting for the copy to stall")?;
+        let (tx, rx) = mpsc::channel();
+        let resetter = s.spawn(move || {
+            let r = Device::open(device_index()).and_then(|d2| d2.reset(RESET_DEVICE, 0));
+            let _ = tx.send(r);
+        });
+        let got = rx.recv_timeout(NO_WAIT);
+        stall.release(0x22).ctx("UFFDIO_COPY")?;
+        let _ = resetter.join();
+        let written = writer
+            .join()
+            .map_err(|_| Fail::Fail("writer panicked".into()))?;
+        match got {
+            Ok(r) => ensure_eq("RESET", r.ctx("RESET beside a stalled copy")?, 0)?,
+            Err(_) => return fail("RESET waited for another file's stalled user copy"),
+        }
+        ensure_errno("MEM_WRITE across the reset", written, libc::EIO)
+    })
+}
+
 /// A child cgroup of the guest's cgroup2 root with `controllers` enabled,
 /// holding this process until dropped.
 struct Cgroup {
