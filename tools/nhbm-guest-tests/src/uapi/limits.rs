@@ -80,50 +80,79 @@ pub fn remote_target_outlives_a_stalled_transfer() -> TestResult {
     ensure_eq("MEM_STATS at the end", usage(&d)?, base)
 }
 
-/// While one file's MEM_WRITE stalls on its user buffer, another file loads,
-/// reads and writes on the same device.
-pub fn stalled_user_copy_does_not_block_others() -> TestResult {
-    let d = dev()?;
+/// What [`during_a_stalled_write`] saw.
+struct Stalled<T> {
+    /// What `during` gave, or `None` when it had not answered within
+    /// [`NO_WAIT`] of the stall.
+    during: Option<T>,
+    /// The stalled MEM_WRITE's result once released.
+    written: io::Result<()>,
+    /// The plan written to.
+    plan_id: u32,
+}
+
+/// Loads an 8 KiB buffer on `d` and starts a MEM_WRITE into it whose user
+/// buffer stalls after its first page (0x11 bytes there, 0x22 once
+/// released); runs `during` on another thread while it stalls, then
+/// releases it.
+fn during_a_stalled_write<T: Send>(
+    d: &Device,
+    during: impl FnOnce() -> T + Send,
+) -> Result<Stalled<T>, Fail> {
     let size = 8 * KIB;
     let a = d
         .plan_load(&one_buffer(1, size).to_blob().ctx("build")?, 0)
         .ctx("PLAN_LOAD")?;
     let stall = Stall::new(size as usize).ctx("userfaultfd")?;
     stall.fill_head(0x11);
-    std::thread::scope(|s| -> TestResult {
+    std::thread::scope(|s| {
         let writer = s.spawn(|| d.mem_write(a.plan_id, 1, 0, stall.buf()));
         stall
             .wait_fault(NO_WAIT)
             .ctx("waiting for the copy to stall")?;
         let (tx, rx) = mpsc::channel();
         let other = s.spawn(move || {
-            let r = (|| -> io::Result<Vec<u8>> {
-                let d2 = Device::open(device_index())?;
-                let p =
-                    d2.plan_load(&one_buffer(1, 4096).to_blob().map_err(io::Error::other)?, 0)?;
-                d2.mem_write(p.plan_id, 1, 0, &pattern(4096, 3))?;
-                let mut back = vec![0; 4096];
-                d2.mem_read(p.plan_id, 1, 0, &mut back)?;
-                Ok(back)
-            })();
-            let _ = tx.send(r);
+            let _ = tx.send(during());
         });
-        let got = rx.recv_timeout(NO_WAIT);
+        let got = rx.recv_timeout(NO_WAIT).ok();
         stall.release(0x22).ctx("UFFDIO_COPY")?;
         let _ = other.join();
         let written = writer
             .join()
             .map_err(|_| Fail::Fail("writer panicked".into()))?;
-        let back = match got {
-            Ok(r) => r.ctx("another file's load, write and read")?,
-            Err(_) => return fail("another file waited for the stalled copy"),
-        };
-        ensure_bytes("another file's bytes", &back, &pattern(4096, 3))?;
-        written.ctx("MEM_WRITE after the stall")?;
-        let mut want = vec![0x11; 4096];
-        want.extend(vec![0x22; 4096]);
-        ensure_bytes("stalled write", &read(&d, a.plan_id, 1, 0, size)?, &want)
+        Ok(Stalled {
+            during: got,
+            written,
+            plan_id: a.plan_id,
+        })
     })
+}
+
+/// While one file's MEM_WRITE stalls on its user buffer, another file loads,
+/// reads and writes on the same device.
+pub fn stalled_user_copy_does_not_block_others() -> TestResult {
+    let d = dev()?;
+    let st = during_a_stalled_write(&d, || -> io::Result<Vec<u8>> {
+        let d2 = Device::open(device_index())?;
+        let p = d2.plan_load(&one_buffer(1, 4096).to_blob().map_err(io::Error::other)?, 0)?;
+        d2.mem_write(p.plan_id, 1, 0, &pattern(4096, 3))?;
+        let mut back = vec![0; 4096];
+        d2.mem_read(p.plan_id, 1, 0, &mut back)?;
+        Ok(back)
+    })?;
+    let Some(back) = st.during else {
+        return fail("another file waited for the stalled copy");
+    };
+    let back = back.ctx("another file's load, write and read")?;
+    ensure_bytes("another file's bytes", &back, &pattern(4096, 3))?;
+    st.written.ctx("MEM_WRITE after the stall")?;
+    let mut want = vec![0x11; 4096];
+    want.extend(vec![0x22; 4096]);
+    ensure_bytes(
+        "stalled write",
+        &read(&d, st.plan_id, 1, 0, 8 * KIB)?,
+        &want,
+    )
 }
 
 /// While one file's MEM_WRITE stalls on its user buffer, an administrator's
@@ -132,34 +161,14 @@ pub fn stalled_user_copy_does_not_block_others() -> TestResult {
 /// (its plan's HBM went with the reset).
 pub fn stalled_user_copy_does_not_hold_off_a_reset() -> TestResult {
     let d = dev()?;
-    let size = 8 * KIB;
-    let a = d
-        .plan_load(&one_buffer(1, size).to_blob().ctx("build")?, 0)
-        .ctx("PLAN_LOAD")?;
-    let stall = Stall::new(size as usize).ctx("userfaultfd")?;
-    stall.fill_head(0x11);
-    std::thread::scope(|s| -> TestResult {
-        let writer = s.spawn(|| d.mem_write(a.plan_id, 1, 0, stall.buf()));
-        stall
-            .wait_fault(NO_WAIT)
-            .ctx("waiting for the copy to stall")?;
-        let (tx, rx) = mpsc::channel();
-        let resetter = s.spawn(move || {
-            let r = Device::open(device_index()).and_then(|d2| d2.reset(RESET_DEVICE, 0));
-            let _ = tx.send(r);
-        });
-        let got = rx.recv_timeout(NO_WAIT);
-        stall.release(0x22).ctx("UFFDIO_COPY")?;
-        let _ = resetter.join();
-        let written = writer
-            .join()
-            .map_err(|_| Fail::Fail("writer panicked".into()))?;
-        match got {
-            Ok(r) => ensure_eq("RESET", r.ctx("RESET beside a stalled copy")?, 0)?,
-            Err(_) => return fail("RESET waited for another file's stalled user copy"),
-        }
-        ensure_errno("MEM_WRITE across the reset", written, libc::EIO)
-    })
+    let st = during_a_stalled_write(&d, || {
+        Device::open(device_index()).and_then(|d2| d2.reset(RESET_DEVICE, 0))
+    })?;
+    let Some(r) = st.during else {
+        return fail("RESET waited for another file's stalled user copy");
+    };
+    ensure_eq("RESET", r.ctx("RESET beside a stalled copy")?, 0)?;
+    ensure_errno("MEM_WRITE across the reset", st.written, libc::EIO)
 }
 
 /// A child cgroup of the guest's cgroup2 root with `controllers` enabled,
