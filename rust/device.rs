@@ -184,6 +184,7 @@ impl Device {
     }
 
     /// Open files of the device node.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn open_files(&self) -> u32 {
         self.gate.lock().open_files
     }
