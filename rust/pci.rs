@@ -187,18 +187,15 @@ kernel::pci_device_table!(
 );
 
 impl PciDriver {
-    fn bind(pdev: &pci::Device<Core<'_>>, info: &'static ArchInfo) -> Result<PciBinding> {
-        let device_id = pdev.device_id();
-        pdev.enable_device_mem()?;
-        pdev.set_master();
+    /// Checks the function's BARs against `info`: `(BAR0 size, BAR4 size)`.
+    /// The reference refuses only BARs of length 0 (v2/neuron_dhal_v2.c:
+    /// 980-983) and checks no BAR4 size. The mailbox this driver reads must
+    /// lie inside BAR0; every BAR4 access is checked against the BAR's real
+    /// size, so a BAR4 smaller than the arch's layout only leaves the HBM
+    /// beyond it unreachable (transfers there: `ERANGE`).
+    fn check_bars(pdev: &pci::Device<Core<'_>>, info: &'static ArchInfo) -> Result<(u64, u64)> {
         let bar0_size = pdev.resource_len(BAR_APB)?;
         let bar4_size = pdev.resource_len(BAR_DRAM)?;
-        // The reference refuses only BARs of length 0 (v2/neuron_dhal_v2.c:
-        // 980-983) and checks no BAR4 size. The mailbox this driver reads
-        // must lie inside BAR0; every BAR4 access is checked against the
-        // BAR's real size, so a smaller BAR4 than the arch's layout only
-        // leaves the HBM beyond it unreachable (transfers there: ERANGE).
-        let misc_ram = usize::try_from(info.bar0_misc_ram)?;
         if bar0_size < info.bar0_misc_ram + MISC_RAM_SIZE as u64 || bar4_size == 0 {
             dev_err!(
                 pdev,
@@ -217,27 +214,49 @@ impl PciDriver {
                 info.bar4_size
             );
         }
-        let bar0 = pdev.iomap_region(BAR_APB, c"neuron_hbm")?.into_devres()?;
-        let bar4 = WcBar::map(pdev, BAR_DRAM, c"neuron_hbm")?;
-        let io = Arc::new(
+        Ok((bar0_size, bar4_size))
+    }
+
+    /// Maps BAR0 uncached and BAR4 write-combining.
+    fn map_bars(
+        pdev: &pci::Device<Core<'_>>,
+        info: &'static ArchInfo,
+        bar4_size: u64,
+    ) -> Result<Arc<PciIo>> {
+        Ok(Arc::new(
             PciIo {
-                bar0,
-                bar4,
-                misc_ram,
+                bar0: pdev.iomap_region(BAR_APB, c"neuron_hbm")?.into_devres()?,
+                bar4: WcBar::map(pdev, BAR_DRAM, c"neuron_hbm")?,
+                misc_ram: usize::try_from(info.bar0_misc_ram)?,
                 bar4_size,
                 present: Atomic::new(true),
             },
             GFP_KERNEL,
-        )?;
-        // As the reference's probe does before it uses a device
-        // (`neuron_pci_get_device_id`): wait for the firmware to answer.
+        )?)
+    }
+
+    /// Waits for the firmware to answer, as the reference's probe does before
+    /// it uses a device (`neuron_pci_get_device_id`).
+    fn wait_for_firmware(pdev: &pci::Device<Core<'_>>, io: &PciIo) -> Result {
         let clock = TaskClock::new();
-        fw::wait_for_firmware(&*io, &clock).inspect_err(|e| {
+        fw::wait_for_firmware(io, &clock).inspect_err(|e| {
             dev_err!(pdev, "firmware does not answer ({:?})\n", e);
         })?;
         if clock.now_ms() > 0 {
             dev_info!(pdev, "firmware answered after {} ms\n", clock.now_ms());
         }
+        Ok(())
+    }
+
+    /// Binds `pdev` of arch `info`: checks and maps its BARs, waits for its
+    /// firmware, then creates its device and node.
+    fn bind(pdev: &pci::Device<Core<'_>>, info: &'static ArchInfo) -> Result<PciBinding> {
+        let device_id = pdev.device_id();
+        pdev.enable_device_mem()?;
+        pdev.set_master();
+        let (bar0_size, bar4_size) = Self::check_bars(pdev, info)?;
+        let io = Self::map_bars(pdev, info, bar4_size)?;
+        Self::wait_for_firmware(pdev, &io)?;
         let dev = Device::new(
             (PCI_VENDOR_AMAZON, device_id),
             Backend::Pci(io.clone()),
