@@ -10,6 +10,7 @@
 
 use crate::{
     arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
+    capability,
     device::Device,
     fw::ResetKind,
     helpers::{
@@ -274,27 +275,6 @@ pub(crate) struct OpenFile {
     dev: Arc<Device>,
     #[pin]
     state: Mutex<FileState>,
-}
-
-/// Whether the calling task has `CAP_SYS_ADMIN` (audited, as a privileged
-/// operation's check is).
-fn is_admin() -> bool {
-    // SAFETY: `capable` only reads the current task's credentials.
-    unsafe { bindings::capable(bindings::CAP_SYS_ADMIN as i32) }
-}
-
-/// Whether the calling task has `CAP_SYS_ADMIN`, leaving no audit record
-/// when it has not: for what every tenant asks and only root sees more of.
-fn is_admin_quietly() -> bool {
-    // SAFETY: `init_user_ns` is the kernel's initial user namespace, static
-    // and alive for ever; `ns_capable_noaudit` only reads the current task's
-    // credentials against it.
-    unsafe {
-        bindings::ns_capable_noaudit(
-            &raw mut bindings::init_user_ns,
-            bindings::CAP_SYS_ADMIN as i32,
-        )
-    }
 }
 
 fn reader<T: kernel::transmute::FromBytes>(arg: usize) -> Result<T> {
@@ -569,7 +549,7 @@ impl OpenFile {
         // they load: it is for an administrator. Everyone sees the pools'
         // sizes and their own figures (as DRM's fdinfo shows each client its
         // own, and debugfs the whole device to root).
-        let admin = is_admin_quietly();
+        let admin = capability::admin_quietly();
         for ch in 0..self.dev.info.nr_channels.min(MAX_CHANNELS) {
             for r in 0..grid.geometry().regions.min(MAX_REGIONS) {
                 let s = grid.stats(ch, r)?;
@@ -600,7 +580,7 @@ impl OpenFile {
             return Err(EINVAL);
         }
         let kind = ResetKind::from_u32(req.r#type).ok_or(EINVAL)?;
-        let admin = is_admin();
+        let admin = capability::admin();
         // One tenant may not wipe the others: only an administrator or the
         // device's only open file (a runtime that owns it) may reset,
         // checked under the lock that opens take.

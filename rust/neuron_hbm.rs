@@ -13,6 +13,7 @@ use kernel::prelude::*;
 mod addr;
 mod arch;
 mod bench;
+mod capability;
 mod chardev;
 mod device;
 mod dmem;
