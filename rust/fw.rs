@@ -161,7 +161,7 @@ fn present(value: u32) -> Result<u32> {
 /// A firmware read of one register (`fw_io_read_csr_array_direct`, not
 /// operational): `None` when every read of every window answered
 /// `0xdeadbeef`, `ENODEV` as soon as one reads all ones.
-pub(crate) fn fw_read(
+fn fw_read(
     io: &dyn DeviceIo,
     clock: &dyn Clock,
     read: &dyn Fn(&crate::regs::MiscRam<'_>) -> u32,
