@@ -3,17 +3,26 @@
 //! neuron_fw_io.c, neuron_dhal_v2.c), a plain register file elsewhere, and
 //! the model's control port.
 //!
-//! Firmware, by the wall clock:
+//! Firmware, by the wall clock, each behaviour one the reference driver
+//! expects and copes with:
 //! - it boots for `boot` after the first BAR0 access: every MISC RAM read
-//!   answers `0xdeadbeef` meanwhile (what the reference's probe waits out);
-//! - a doorbell (RESET_TRIGGER = 1) with a request pending is missed while
-//!   misses are left (the request stays; only a re-send gets through), else
-//!   heeded: the request is taken (RESET_REQUEST cleared) `take_delay` later
-//!   and a reset begins;
-//! - from the take, FW_STATUS answers `0xdeadbeef` for `bad_window`, then
-//!   shows bit 3 (reset in progress) until `delay` after the take, or forever;
+//!   answers `0xdeadbeef` meanwhile (the reference's probe re-reads the
+//!   device-id register until it does not, v2/neuron_dhal_v2.c:1076-1088);
+//! - a doorbell (RESET_TRIGGER = 1, neuron_fw_io.c:166-169) with a request
+//!   pending is missed while misses are left (the request stays; only a
+//!   re-send gets through: the reference writes it again "because the
+//!   initial/previous reset was missed", neuron_reset.c:426-435), else
+//!   heeded: the request is taken `take_delay` later (RESET_REQUEST cleared,
+//!   which is how the reference sees it taken, neuron_fw_io.c:433-444; it
+//!   allows up to 120 s / 480 s for it) and a reset begins;
+//! - from the take, FW_STATUS answers `0xdeadbeef` for `bad_window` (the
+//!   reference re-reads such a value for up to 15 s, neuron_fw_io.c:375-383),
+//!   then shows bit 3 (reset in progress, v2/neuron_dhal_v2.c:202) until
+//!   `delay` after the take, or forever;
 //! - once removed by surprise, every BAR0 read outside the control port
-//!   answers all ones and every write is lost, as on a function that is gone.
+//!   answers all ones and every write is lost: what PCIe does for a
+//!   function that is gone (a read nobody completes returns all ones), not
+//!   something the reference driver models.
 //!
 //! The control port (last page of BAR0, no register of the arch lives there)
 //! lets a test in the guest script the firmware and look at HBM by device
