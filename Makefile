@@ -11,6 +11,8 @@
 #   make check-distro  the same guest tests on Debian 13's own 7.3 kernel (module
 #                   built as a Debian 13 host builds it, KDIR and DKMS)
 #   make demo       boot the module on a simulated device and show what it does
+#   make bench      the benchmarks (Documentation/benchmarks.rst), on a copy of
+#                   the module built with them; the module hosts load has none
 #   make lint       rustfmt check + clippy build
 #   make clean
 
@@ -48,7 +50,7 @@ endif
 # The debug kernel (KASAN, lockdep, kmemleak, fault injection) for check-debug.
 KDIR_DEBUG = $(shell VARIANT=debug NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
 
-.PHONY: all module setup check check-pci devmodel check-debug check-distro demo bench lint fmt clean userspace dkms-install
+.PHONY: all module setup check check-pci devmodel check-debug check-distro demo bench bench-module lint fmt clean userspace dkms-install
 
 all: module
 
@@ -113,14 +115,26 @@ demo:
 # always run; the target fails when a figure of either misses its target
 # (see Documentation/benchmarks.rst). The whole-model staging figure needs
 # room for 3 x 256 MiB beside the kernel.
-bench: module userspace devmodel
+bench: module bench-module userspace devmodel
 	@rc=0; \
 	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
+		NHBM_KO=$(BENCH_TREE)/neuron_hbm.ko \
 		NHBM_QEMU_MEM=$${NHBM_QEMU_MEM:-1536} $(REPO)/tools/testing/run-qemu.sh bench || rc=1; \
 	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
 		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
 		$(REPO)/tools/testing/run-qemu.sh bench-pci || rc=1; \
 	exit $$rc
+
+# The module with its in-kernel benchmarks (NHBM_BENCH=1, see Kbuild), built
+# from a copy of the sources in build/bench-module so that the module hosts
+# load (./neuron_hbm.ko) never contains them. Copies keep their times, so an
+# unchanged tree is not rebuilt.
+BENCH_TREE := $(BUILD)/bench-module
+bench-module:
+	@mkdir -p $(BENCH_TREE)
+	@cd $(REPO) && find Kbuild rust include -type f \( -name Kbuild -o -name '*.rs' -o -name '*.c' \
+		-o -name '*.h' \) ! -name helpers_generated.rs -exec cp -p --parents {} $(BENCH_TREE) \;
+	@$(MAKE) -C $(KDIR_AUTO) M=$(BENCH_TREE) NHBM_BENCH=1 $(KMAKE_ARGS) modules
 
 # rustfmt with the kernel's own configuration, following the crate's modules.
 RUSTFMT_CFG = $(firstword $(wildcard $(KDIR_AUTO)/source/.rustfmt.toml $(KDIR_AUTO)/.rustfmt.toml))
@@ -129,7 +143,9 @@ RUSTFMT     = rustfmt --edition 2021 --config-path $(RUSTFMT_CFG) $(REPO)/rust/n
 lint:
 	@$(RUSTFMT) --check
 	@$(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
+	@$(MAKE) --no-print-directory bench-module KMAKE_ARGS="$(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver"
 	@$(REPO)/tools/testing/rustdoc.sh $(BUILD)/rustdoc
+	@python3 $(REPO)/tools/testing/import-cycles.py $(REPO)/rust $(wildcard $(REPO)/tools/*/src)
 	@cd $(REPO)/tools && cargo fmt --check && \
 		LIBCLANG_PATH=/usr/lib/llvm-19/lib cargo clippy --quiet --workspace --all-targets -- -Dwarnings
 	@echo "lint: clean"

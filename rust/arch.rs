@@ -9,8 +9,17 @@
 //! v4/address_map.h), cited beside each value. The few V4 values no public
 //! source gives are taken from V3 and marked as assumed.
 
-use crate::fw::ResetTiming;
 use kernel::prelude::*;
+
+/// The reset handshake's timing of one arch (see [`crate::fw`]).
+#[derive(Debug)]
+pub(crate) struct ResetTiming {
+    /// Milliseconds between two looks at the mailbox (`reset_poll_interval`).
+    pub(crate) poll_ms: u32,
+    /// Milliseconds after which an untaken request is given up
+    /// (`initiate_max_wait_time`).
+    pub(crate) initiate_max_ms: u64,
+}
 
 /// Maximum HBM channels of any arch (`MAX_DRAM_CHANNELS`, seed 001 §2).
 pub(crate) const MAX_CHANNELS: usize = 4;

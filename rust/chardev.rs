@@ -14,9 +14,10 @@ use crate::{
     device::Device,
     fw::ResetKind,
     helpers::{
-        nhbm_attr, nhbm_attr_groups, NHBM_ATTR_ARCH, NHBM_ATTR_CHANNELS, NHBM_ATTR_REGIONS,
-        NHBM_ATTR_SIMULATED,
+        NHBM_ATTR_ARCH, NHBM_ATTR_CHANNELS, NHBM_ATTR_COUNT, NHBM_ATTR_REGIONS, NHBM_ATTR_SIMULATED,
     },
+    miscdev::{AttrValues, MiscNode, NodeFile},
+    node_index::MAX_NODES,
     plan::{
         blob::UserBlob,
         ids::{IdNode, PlanIds},
@@ -28,24 +29,17 @@ use crate::{
     uapi::{self, *},
 };
 use kernel::{
-    bindings,
-    error::to_result,
     fs::File,
-    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Arc, Mutex,
-    },
+    sync::{Arc, Mutex},
     transmute::AsBytes,
-    types::Opaque,
     uaccess::{UserPtr, UserSlice},
 };
 
-/// Device node names; a host has at most 16 Neuron devices.
-const NODE_NAMES: [&CStr; 16] = [
+/// Device node names, one per device index.
+const NODE_NAMES: [&CStr; MAX_NODES] = [
     c"neuron_hbm0",
     c"neuron_hbm1",
     c"neuron_hbm2",
@@ -64,101 +58,6 @@ const NODE_NAMES: [&CStr; 16] = [
     c"neuron_hbm15",
 ];
 
-/// The value of sysfs attribute `which` of the node whose `miscdevice` is
-/// `misc`; 0 for an unknown attribute.
-///
-/// # Safety
-///
-/// `misc` must be the `misc` field of a live [`Node`]: sysfs calls this only
-/// while the node's device exists, and `misc_deregister` removes the
-/// attributes (waiting for readers) before the node is freed.
-#[no_mangle]
-pub(crate) unsafe extern "C" fn nhbm_sysfs_value(
-    misc: *const bindings::miscdevice,
-    which: nhbm_attr,
-) -> u64 {
-    let misc = misc.cast::<Opaque<bindings::miscdevice>>();
-    // SAFETY: Per the function's contract `misc` is the `misc` field of a live `Node`.
-    let node = unsafe { &*kernel::container_of!(misc, Node, misc) };
-    let dev = &node.dev;
-    match which {
-        NHBM_ATTR_ARCH => dev.info.arch as u64,
-        NHBM_ATTR_SIMULATED => u64::from(dev.sim().is_some()),
-        NHBM_ATTR_CHANNELS => dev.info.nr_channels as u64,
-        NHBM_ATTR_REGIONS => dev.grid.geometry().regions as u64,
-        _ => 0,
-    }
-}
-
-// The callback has the type helpers.h declares for it.
-const _: [unsafe extern "C" fn(*const bindings::miscdevice, nhbm_attr) -> u64; 2] =
-    [crate::helpers::nhbm_sysfs_value, nhbm_sysfs_value];
-
-/// Maximum device nodes.
-pub(crate) const MAX_NODES: usize = NODE_NAMES.len();
-
-/// A set of device indices `0..MAX_NODES`, one bit each.
-pub(crate) struct IndexSet(Atomic<u32>);
-
-/// The indices of the module's devices.
-static DEVICE_INDICES: IndexSet = IndexSet::new();
-
-impl IndexSet {
-    /// All indices free.
-    pub(crate) const fn new() -> Self {
-        Self(Atomic::new(0))
-    }
-
-    /// Claims the lowest free index, `ENOSPC` when all [`MAX_NODES`] are taken.
-    pub(crate) fn claim(&'static self) -> Result<NodeIndex> {
-        let mut cur = self.0.load(Relaxed);
-        loop {
-            let i = cur.trailing_ones();
-            if i as usize >= MAX_NODES {
-                return Err(ENOSPC);
-            }
-            match self.0.cmpxchg(cur, cur | 1 << i, Relaxed) {
-                Ok(_) => {
-                    return Ok(NodeIndex {
-                        set: self,
-                        index: i,
-                    })
-                }
-                Err(now) => cur = now,
-            }
-        }
-    }
-}
-
-/// A claimed device index, free again when dropped: a device gives its index
-/// back when the last user of it is gone.
-pub(crate) struct NodeIndex {
-    set: &'static IndexSet,
-    index: u32,
-}
-
-impl NodeIndex {
-    /// Claims the lowest free index of the module's devices.
-    pub(crate) fn claim() -> Result<Self> {
-        DEVICE_INDICES.claim()
-    }
-
-    /// The index.
-    pub(crate) fn get(&self) -> u32 {
-        self.index
-    }
-}
-
-impl Drop for NodeIndex {
-    fn drop(&mut self) {
-        let bit = 1u32 << self.index;
-        let mut cur = self.set.0.load(Relaxed);
-        while let Err(now) = self.set.0.cmpxchg(cur, cur & !bit, Relaxed) {
-            cur = now;
-        }
-    }
-}
-
 /// Record addresses copied out per user copy by PLAN_LOAD.
 const ADDRS_PIECE: usize = 512;
 
@@ -166,57 +65,31 @@ const ADDRS_PIECE: usize = 512;
 const BATCH_PIECE: usize = 256;
 
 /// The registered device node of one [`Device`], mode 0660.
-///
-/// # Invariants
-///
-/// `misc` is registered with `misc_register()` from the time `new` returns
-/// until `drop`, and its `fops` are those of [`OpenFile`].
-#[pin_data(PinnedDrop)]
+#[pin_data]
 pub(crate) struct Node {
     #[pin]
-    misc: Opaque<bindings::miscdevice>,
-    #[pin]
     _telemetry: Telemetry,
-    dev: Arc<Device>,
+    #[pin]
+    misc: MiscNode<OpenFile>,
 }
-
-// SAFETY: `misc` is only touched by `misc_register`/`misc_deregister`, which
-// may run on any thread; `dev` is `Send + Sync`.
-unsafe impl Send for Node {}
-// SAFETY: See `Send`; `&Node` only hands out `&Arc<Device>`.
-unsafe impl Sync for Node {}
 
 impl Node {
     /// Registers `/dev/neuron_hbm<dev.index>` for `dev`.
     pub(crate) fn new(dev: Arc<Device>) -> Result<Pin<KBox<Self>>> {
         let name = *NODE_NAMES.get(dev.index as usize).ok_or(ENOSPC)?;
+        let mut attrs: AttrValues = [0; NHBM_ATTR_COUNT as usize];
+        attrs[NHBM_ATTR_ARCH as usize] = dev.info.arch as u64;
+        attrs[NHBM_ATTR_SIMULATED as usize] = u64::from(dev.sim().is_some());
+        attrs[NHBM_ATTR_CHANNELS as usize] = dev.info.nr_channels as u64;
+        attrs[NHBM_ATTR_REGIONS as usize] = dev.grid.geometry().regions as u64;
         KBox::pin_init(
             try_pin_init!(Self {
                 _telemetry <- Telemetry::new(name, &dev),
                 // Registered last: nothing after it can fail.
-                misc <- Opaque::try_ffi_init(move |slot: *mut bindings::miscdevice| {
-                    let mut raw = MiscDeviceOptions { name }.into_raw::<OpenFile>();
-                    raw.mode = 0o660;
-                    // The static, NULL-terminated attribute groups of sysfs.c.
-                    raw.groups = core::ptr::addr_of!(nhbm_attr_groups).cast_mut().cast();
-                    // SAFETY: `slot` is valid for writes (pin-init contract).
-                    unsafe { slot.write(raw) };
-                    // SAFETY: `slot` holds a complete `miscdevice` whose storage is
-                    // pinned and outlives the registration (deregistered in drop).
-                    to_result(unsafe { bindings::misc_register(slot) })
-                }),
-                dev,
+                misc <- MiscNode::register(name, 0o660, attrs, dev),
             }),
             GFP_KERNEL,
         )
-    }
-}
-
-#[pinned_drop]
-impl PinnedDrop for Node {
-    fn drop(self: Pin<&mut Self>) {
-        // SAFETY: `misc` is registered (invariant) and deregistered exactly once here.
-        unsafe { bindings::misc_deregister(self.misc.get()) };
     }
 }
 
@@ -499,10 +372,13 @@ impl OpenFile {
         plan.check_live()?;
         let qsize = size_of::<ResolveQuery>() as u64;
         let (mut r, mut w) = user_slice(req.queries, u64::from(req.count) * qsize)?.reader_writer();
-        let mut piece = KVec::from_elem(ResolveQuery::default(), BATCH_PIECE, GFP_KERNEL)?;
+        let mut piece = KVec::from_elem(ResolveQuery::default(), BATCH_PIECE, GFP_KERNEL_ACCOUNT)?;
         let mut left = req.count as usize;
         while left > 0 {
             resched::checkpoint()?;
+            // A device reset during the batch ends it: no address of a plan
+            // whose memory the reset wiped is handed out.
+            plan.check_live()?;
             let n = left.min(BATCH_PIECE);
             r.read_slice(piece[..n].as_bytes_mut())?;
             for q in piece[..n].iter_mut() {
@@ -582,8 +458,9 @@ impl OpenFile {
         let kind = ResetKind::from_u32(req.r#type).ok_or(EINVAL)?;
         let admin = capability::admin();
         // One tenant may not wipe the others: only an administrator or the
-        // device's only open file (a runtime that owns it) may reset,
-        // checked under the lock that opens take.
+        // device's only open file (a runtime that owns it) may reset, and
+        // anyone the device reset that ends a "reset state unknown"; checked
+        // under the lock that opens take.
         let res = self.dev.reset(kind, req.nc_map, !admin);
         req.status = match &res {
             Ok(_) => 0,
@@ -594,17 +471,11 @@ impl OpenFile {
     }
 }
 
-#[vtable]
-impl MiscDevice for OpenFile {
-    type Ptr = Pin<KBox<Self>>;
+impl NodeFile for OpenFile {
+    type Data = Arc<Device>;
 
-    fn open(_file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<Self>>> {
-        let raw: *const Opaque<bindings::miscdevice> = core::ptr::from_ref(misc).cast();
-        // SAFETY: `MiscDeviceRegistration` is `repr(transparent)` over `Opaque<miscdevice>`;
-        // every node with these fops is the `misc` field of a pinned `Node`, alive while
-        // open runs (`misc_deregister` in its drop waits out opens).
-        let node = unsafe { &*kernel::container_of!(raw, Node, misc) };
-        let dev = node.dev.clone();
+    fn open(_file: &File, dev: &Arc<Device>) -> Result<Pin<KBox<Self>>> {
+        let dev = dev.clone();
         dev.check_present()?;
         let file = KBox::try_pin_init(
             try_pin_init!(Self {
@@ -615,7 +486,7 @@ impl MiscDevice for OpenFile {
                     count: 0,
                 }),
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         // Counted once the file exists: its drop uncounts it.
         file.dev.file_opened();
@@ -642,25 +513,6 @@ impl MiscDevice for OpenFile {
 #[kunit_tests(neuron_hbm_chardev)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn indices_are_claimed_lowest_first_and_reused() -> Result {
-        static SET: IndexSet = IndexSet::new();
-        // Many more claims in sequence than there are indices.
-        for _ in 0..4 * MAX_NODES {
-            assert_eq!(SET.claim()?.get(), 0);
-        }
-        let mut held = KVec::new();
-        for i in 0..MAX_NODES {
-            let n = SET.claim()?;
-            assert_eq!(n.get(), i as u32);
-            held.push(n, GFP_KERNEL)?;
-        }
-        assert_eq!(SET.claim().err(), Some(ENOSPC));
-        drop(held.remove(5)?);
-        assert_eq!(SET.claim()?.get(), 5);
-        Ok(())
-    }
 
     #[test]
     fn devices_give_their_index_back() -> Result {

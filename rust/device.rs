@@ -7,12 +7,12 @@
 use crate::{
     addr,
     arch::ArchInfo,
-    chardev::NodeIndex,
     dmem::Region,
     fault::FaultInjector,
     fw::{self, ResetKind, TaskClock, WaitReport},
     io::{DeviceIo, XFER_CHUNK},
     mempool::{Geometry, Grid},
+    node_index::NodeIndex,
     resched,
     sim::SimIo,
 };
@@ -90,6 +90,9 @@ struct Gate {
     /// still carry it out, so no plan can trust its HBM.
     unknown: bool,
 }
+
+/// Plan summaries telemetry reads under one hold of [`Device::plans`].
+pub(crate) const SUMMARY_BATCH: usize = 64;
 
 /// Telemetry of one live plan.
 #[derive(Clone, Copy, Debug)]
@@ -239,14 +242,45 @@ impl Device {
         res
     }
 
+    /// Up to [`SUMMARY_BATCH`] summaries of live plans with serial numbers
+    /// from `from` on, in order, taken under one short hold of the plans'
+    /// lock, and where the next batch starts (`None`: no plan left). Readers
+    /// walk batch by batch, so a tenant's many plans never keep loads and
+    /// unloads waiting on a reader.
+    pub(crate) fn plans_from(
+        &self,
+        from: u64,
+    ) -> ([Option<PlanSummary>; SUMMARY_BATCH], Option<u64>) {
+        let mut batch = [None; SUMMARY_BATCH];
+        let mut from = from;
+        let plans = self.plans.lock();
+        for slot in batch.iter_mut() {
+            let Some(c) = plans.cursor_lower_bound(&from) else {
+                return (batch, None);
+            };
+            let (&serial, summary) = c.current();
+            *slot = Some(*summary);
+            match serial.checked_add(1) {
+                Some(next) => from = next,
+                None => return (batch, None),
+            }
+        }
+        (batch, Some(from))
+    }
+
     /// Takes the gate for a reset of `kind`: waits for a reset under way and,
     /// for a device reset, for the transfers in flight, then moves the
     /// epoch. With `exclusive`, `EPERM` unless the caller's file is the
-    /// device's only open file, checked under the lock that opens take.
+    /// device's only open file or the reset is the device reset that ends a
+    /// "reset state unknown", checked under the lock that opens take.
     fn begin_reset(&self, kind: ResetKind, exclusive: bool) -> Result {
         let mut g = self.gate.lock();
         loop {
-            if exclusive && g.open_files != 1 {
+            // A device in "reset state unknown" has no data left to lose:
+            // anyone may run the device reset that ends it, or one tenant
+            // could fail a reset and keep every other from loading.
+            let recovery = g.unknown && kind == ResetKind::Device;
+            if exclusive && g.open_files != 1 && !recovery {
                 return Err(EPERM);
             }
             if !g.resetting {
@@ -291,7 +325,8 @@ impl Device {
     /// device in "reset state unknown" (loads answer `EIO`) until a device
     /// reset succeeds. Every wait ends with `EINTR` on a signal; no lock is
     /// held while the firmware is waited for. With `exclusive`, `EPERM`
-    /// unless the caller's file is the only open file of the device.
+    /// unless the caller's file is the only open file of the device, or the
+    /// device is in "reset state unknown" and this is a device reset.
     pub(crate) fn reset(
         &self,
         kind: ResetKind,
@@ -584,6 +619,62 @@ mod tests {
         assert!(dev.reset(ResetKind::Device, 0, true).is_ok());
         dev.file_closed();
         assert_eq!(dev.open_files(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn plan_summaries_walk_in_short_batches() -> Result {
+        let dev = sim_device()?;
+        const PLANS: u64 = 2 * SUMMARY_BATCH as u64 + 22;
+        for serial in 1..=PLANS {
+            let summary = PlanSummary {
+                serial,
+                pid: 1,
+                plan_id: serial as u32,
+                vars: 1,
+                bytes: 0,
+                kmem: 0,
+            };
+            dev.plans
+                .lock()
+                .try_create_and_insert(serial, summary, GFP_KERNEL)?;
+        }
+        let (mut seen, mut batches, mut from) = (0, 0, Some(0));
+        while let Some(start) = from {
+            let (batch, next) = dev.plans_from(start);
+            for p in batch.iter().flatten() {
+                seen += 1;
+                assert_eq!(p.serial, seen);
+            }
+            batches += 1;
+            from = next;
+        }
+        assert_eq!((seen, batches), (PLANS, 3));
+        Ok(())
+    }
+
+    #[test]
+    fn any_tenant_may_end_a_reset_state_unknown() -> Result {
+        let dev = sim_device()?;
+        let sim = dev.sim().ok_or(EINVAL)?;
+        dev.file_opened();
+        // The only open file fails a device reset, then a second file opens.
+        sim.set_fw_script(FwScript {
+            ready_on_poll: 0,
+            ..FwScript::PROMPT
+        });
+        assert_eq!(dev.reset(ResetKind::Device, 0, true).err(), Some(ETIMEDOUT));
+        dev.file_opened();
+        assert_eq!(dev.ready_epoch(), Err(EIO));
+        sim.set_fw_script(FwScript::PROMPT);
+        // A TPB reset still needs the only open file; the recovery does not.
+        assert_eq!(dev.reset(ResetKind::Tpb, 0b1, true).err(), Some(EPERM));
+        assert!(dev.reset(ResetKind::Device, 0, true).is_ok());
+        assert!(dev.ready_epoch().is_ok());
+        // Recovered: exclusive again.
+        assert_eq!(dev.reset(ResetKind::Device, 0, true).err(), Some(EPERM));
+        dev.file_closed();
+        dev.file_closed();
         Ok(())
     }
 }

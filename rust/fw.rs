@@ -25,6 +25,7 @@
 //! deadline are tested without waiting for them.
 
 use crate::{
+    arch::ResetTiming,
     io::DeviceIo,
     regs::{FW_IO_BAD_READ, FW_STATUS, GONE, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER},
 };
@@ -58,16 +59,6 @@ pub(crate) const BAD_READ_WINDOW_MS: u64 = 1_000;
 pub(crate) const BAD_READ_TRIES: u32 = 15;
 /// Longest uninterrupted sleep: a signal ends a wait within this many ms.
 const SLEEP_SLICE_MS: u32 = 10;
-
-/// The reset handshake's timing of one arch.
-#[derive(Debug)]
-pub(crate) struct ResetTiming {
-    /// Milliseconds between two looks at the mailbox (`reset_poll_interval`).
-    pub(crate) poll_ms: u32,
-    /// Milliseconds after which an untaken request is given up
-    /// (`initiate_max_wait_time`).
-    pub(crate) initiate_max_ms: u64,
-}
 
 /// Kind of reset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,16 +5,16 @@
 //! A [`GenPool`] owns one `struct gen_pool` with a single chunk whose virtual
 //! and physical axes are chosen by the caller. Allocations are handed out as
 //! [`GenChunk`] tokens that can be freed exactly once, into the pool they came
-//! from: a double free or a foreign free cannot be expressed. Whoever lost a
-//! token gives its chunk back with [`GenPool::free_lost`]; a pool dropped with
-//! chunks still allocated is reported and left in place rather than passed to
+//! from: a double free or a foreign free cannot be expressed. A token dropped
+//! without being freed leaves its chunk allocated; a pool dropped with chunks
+//! still allocated is reported and left in place rather than passed to
 //! `gen_pool_destroy()`, which would `BUG()`.
 
 #[cfg(CONFIG_KUNIT = "y")]
 use crate::helpers::gen_pool_virt_to_phys;
 use crate::helpers::{
     gen_pool, gen_pool_avail, gen_pool_create, gen_pool_destroy, nhbm_gen_pool_add_virt,
-    nhbm_gen_pool_alloc_align, nhbm_gen_pool_alloc_fixed, nhbm_gen_pool_free,
+    nhbm_gen_pool_alloc_align, nhbm_gen_pool_alloc_top, nhbm_gen_pool_free,
 };
 use kernel::{
     ffi::{c_int, c_ulong},
@@ -25,8 +25,8 @@ use kernel::{
 enum Fit {
     /// First fit at this alignment (`gen_pool_first_fit_align`).
     Aligned(c_int),
-    /// At this offset from the pool's start (`gen_pool_fixed_alloc`).
-    At(c_ulong),
+    /// As high in the pool as there is room (top-down first fit).
+    Top,
 }
 
 /// Largest alignment `gen_pool_first_fit_align` can express (its `int align`).
@@ -64,7 +64,6 @@ pub(crate) struct GenPool {
     raw: *mut gen_pool,
     va_base: u64,
     size: u64,
-    min_order: u32,
 }
 
 // SAFETY: genalloc allocates and frees with atomic bitmap operations under RCU
@@ -108,13 +107,7 @@ impl GenPool {
             raw,
             va_base: va,
             size,
-            min_order,
         })
-    }
-
-    /// Allocation granule in bytes.
-    pub(crate) fn granule(&self) -> u64 {
-        1 << self.min_order
     }
 
     fn check_size(&self, size: u64) -> Result<usize> {
@@ -134,24 +127,20 @@ impl GenPool {
         self.alloc(len, Fit::Aligned(align as c_int))
     }
 
-    /// Allocates `size` bytes at exactly `offset` bytes from the start of the pool.
-    pub(crate) fn alloc_fixed(&self, size: u64, offset: u64) -> Result<GenChunk> {
+    /// Allocates `size` bytes at the highest place of the pool with room
+    /// (granule-aligned): the first fit from the top.
+    pub(crate) fn alloc_top(&self, size: u64) -> Result<GenChunk> {
         let len = self.check_size(size)?;
-        match offset.checked_add(size) {
-            Some(end) if end <= self.size && offset % self.granule() == 0 => {}
-            _ => return Err(EINVAL),
-        }
-        self.alloc(len, Fit::At(offset as c_ulong))
+        self.alloc(len, Fit::Top)
     }
 
     /// Allocates `len` bytes (checked by `check_size`) placed as `fit` says.
     fn alloc(&self, len: usize, fit: Fit) -> Result<GenChunk> {
-        // SAFETY: `self.raw` is valid (invariant); an `At` range lies inside
-        // its chunk (checked by `alloc_fixed`).
+        // SAFETY: `self.raw` is valid (invariant).
         let va = unsafe {
             match fit {
                 Fit::Aligned(align) => nhbm_gen_pool_alloc_align(self.raw, len, align),
-                Fit::At(offset) => nhbm_gen_pool_alloc_fixed(self.raw, len, offset),
+                Fit::Top => nhbm_gen_pool_alloc_top(self.raw, len),
             }
         };
         if va == 0 {
@@ -191,19 +180,6 @@ impl GenPool {
         Some(unsafe { gen_pool_virt_to_phys(self.raw, va as c_ulong) })
     }
 
-    /// Gives back the allocation `[va, va + size)` whose token was lost.
-    ///
-    /// # Safety
-    ///
-    /// `[va, va + size)` must be a live allocation of this pool, made by
-    /// [`GenPool::alloc_aligned`] or [`GenPool::alloc_fixed`] with this size,
-    /// whose [`GenChunk`] is never given to [`GenPool::free`].
-    pub(crate) unsafe fn free_lost(&self, va: u64, size: u64) {
-        // SAFETY: `self.raw` is valid (invariant); the caller guarantees that
-        // the range is a live allocation freed nowhere else.
-        unsafe { nhbm_gen_pool_free(self.raw, va as c_ulong, size as usize) };
-    }
-
     /// Bytes still free.
     pub(crate) fn avail(&self) -> u64 {
         // SAFETY: `self.raw` is valid (invariant).
@@ -230,14 +206,15 @@ impl Drop for GenPool {
 
 /// Raw C `gen_pool` calls, for the allocator benchmark that compares the grid
 /// against them on an identical pool.
+#[cfg(nhbm_bench)]
 pub(crate) mod raw {
     use super::*;
 
     /// Allocates and at once frees `size` bytes of `pool`, `pairs` times, by
-    /// calling C `gen_pool_alloc_algo` (first fit, aligned to the granule)
+    /// calling C `gen_pool_alloc_algo` (first fit, aligned to `size`)
     /// and `gen_pool_free` directly. `ENOMEM` if an allocation fails.
     pub(crate) fn alloc_free_pairs(pool: &GenPool, size: u64, pairs: u32) -> Result {
-        let (len, align) = (size as usize, pool.granule() as c_int);
+        let (len, align) = (size as usize, size as c_int);
         for _ in 0..pairs {
             // SAFETY: `pool.raw` is valid (invariant).
             let va = unsafe { nhbm_gen_pool_alloc_align(pool.raw, len, align) };
@@ -290,13 +267,31 @@ mod tests {
     }
 
     #[test]
-    fn fixed_allocation_lands_at_offset_and_conflicts() -> Result {
+    fn top_fit_takes_the_highest_room() -> Result {
         let pool = GenPool::new(12, TAG, 0, 16 * MIB)?;
-        let top = pool.alloc_fixed(MIB, 15 * MIB)?;
+        let top = pool.alloc_top(MIB)?;
         assert_eq!(pool.virt_to_phys(top.va()), Some(15 * MIB));
-        assert_eq!(pool.alloc_fixed(4096, 15 * MIB).err(), Some(ENOMEM));
-        assert_eq!(pool.alloc_fixed(MIB, 15 * MIB + 4096).err(), Some(EINVAL));
+        let next = pool.alloc_top(4096)?;
+        assert_eq!(pool.virt_to_phys(next.va()), Some(15 * MIB - 4096));
+        // A hole at the top is reused by what fits in it, and skipped by
+        // what does not.
         assert!(pool.free(top).is_ok());
+        let big = pool.alloc_top(2 * MIB)?;
+        assert_eq!(pool.virt_to_phys(big.va()), Some(15 * MIB - 4096 - 2 * MIB));
+        let small = pool.alloc_top(8192)?;
+        assert_eq!(pool.virt_to_phys(small.va()), Some(16 * MIB - 8192));
+        // Bottom-up allocations fill from the start, the top fit fills the
+        // last hole, and then nothing is left either way.
+        let low = pool.alloc_aligned(13 * MIB - 4096, 4096)?;
+        assert_eq!(pool.virt_to_phys(low.va()), Some(0));
+        let rest = pool.alloc_top(MIB - 8192)?;
+        assert_eq!(pool.virt_to_phys(rest.va()), Some(15 * MIB));
+        assert_eq!(pool.avail(), 0);
+        assert_eq!(pool.alloc_top(4096).err(), Some(ENOMEM));
+        for c in [next, big, small, low, rest] {
+            assert!(pool.free(c).is_ok());
+        }
+        assert_eq!(pool.avail(), 16 * MIB);
         Ok(())
     }
 

@@ -9,12 +9,15 @@
 #define NEURON_HBM_HELPERS_H
 
 #include <linux/genalloc.h>
+#ifndef __BINDGEN__
+#include <linux/miscdevice.h>
+#endif
 #include <linux/types.h>
 
 /* genalloc's static inlines as real symbols (genpool_helpers.c). */
 int nhbm_gen_pool_add_virt(struct gen_pool *pool, unsigned long va, phys_addr_t pa, size_t size);
 unsigned long nhbm_gen_pool_alloc_align(struct gen_pool *pool, size_t size, int align);
-unsigned long nhbm_gen_pool_alloc_fixed(struct gen_pool *pool, size_t size, unsigned long offset);
+unsigned long nhbm_gen_pool_alloc_top(struct gen_pool *pool, size_t size);
 void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
 
 /* Scheduler macros and inlines as real symbols (sched.c). */
@@ -38,17 +41,32 @@ void nhbm_ref_pool_destroy(struct nhbm_ref_pool *p);
 int nhbm_ref_alloc(struct nhbm_ref_pool *p, u64 size, u64 align, struct nhbm_ref_chunk **out);
 void nhbm_ref_free(struct nhbm_ref_chunk *mc);
 
-/* sysfs attributes of a device node (sysfs.c); values from nhbm_sysfs_value (Rust). */
+/* sysfs attributes of a device node (sysfs.c): which value each shows. */
 enum nhbm_attr {
 	NHBM_ATTR_ARCH = 0,
 	NHBM_ATTR_SIMULATED = 1,
 	NHBM_ATTR_CHANNELS = 2,
 	NHBM_ATTR_REGIONS = 3,
+	NHBM_ATTR_COUNT = 4,
 };
 
-struct miscdevice;
+/*
+ * A device node: its misc device and the values its sysfs attributes show,
+ * fixed at registration. The attributes reach the values from the misc
+ * device, which is the node's drvdata. Rust mirrors the struct
+ * (rust/miscdev.rs, `RawNode`; bindgen would pull in every type the misc
+ * device names) and a KUnit test checks the mirror against these figures.
+ */
+#ifndef __BINDGEN__
+struct nhbm_misc_node {
+	struct miscdevice misc;
+	u64 attr_values[NHBM_ATTR_COUNT];
+};
+#endif
+extern const size_t nhbm_misc_node_size;
+extern const size_t nhbm_misc_node_attrs_offset;
+
 struct attribute_group;
-u64 nhbm_sysfs_value(const struct miscdevice *misc, enum nhbm_attr which);
 extern const struct attribute_group *nhbm_attr_groups[];
 
 #endif

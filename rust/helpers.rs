@@ -7,6 +7,6 @@
 
 #![allow(dead_code, improper_ctypes, unreachable_pub, non_camel_case_types)]
 
-use kernel::{bindings::miscdevice, ffi};
+use kernel::ffi;
 
 include!("helpers_generated.rs");

@@ -12,6 +12,7 @@ use kernel::prelude::*;
 
 mod addr;
 mod arch;
+#[cfg(nhbm_bench)]
 mod bench;
 mod capability;
 mod chardev;
@@ -22,7 +23,10 @@ mod fw;
 mod genpool;
 mod helpers;
 mod io;
+mod io_view;
 mod mempool;
+mod miscdev;
+mod node_index;
 mod pci;
 mod plan;
 mod regs;
@@ -34,10 +38,11 @@ mod uapi;
 mod wc_bar;
 
 use arch::ArchInfo;
-use chardev::{Node, MAX_NODES};
+use chardev::Node;
 use device::{Backend, Device};
 use kernel::sync::Arc;
 use mempool::Geometry;
+use node_index::MAX_NODES;
 use sim::SimIo;
 
 module! {
@@ -62,10 +67,6 @@ module! {
         min_alloc: u64 {
             default: 4096,
             description: "Minimum HBM allocation in bytes (power of two, >= 1024)",
-        },
-        bench: bool {
-            default: false,
-            description: "Run the in-kernel benchmarks at load and print them",
         },
         fault_injection: bool {
             default: false,
@@ -151,9 +152,9 @@ fn check_params() -> Result {
 
 impl kernel::InPlaceModule for NeuronHbm {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
-        if module_parameters::bench.value() {
-            bench::run();
-        }
+        // Only the build `make bench` loads has benchmarks: they run at load.
+        #[cfg(nhbm_bench)]
+        bench::run();
         try_pin_init!(Self {
             sim_nodes: {
                 check_params()?;

@@ -17,13 +17,14 @@ use crate::{
     fw::{self, Clock, TaskClock},
     geometry,
     io::{check_range, DeviceIo},
+    io_view::mmio_window,
     regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
     wc_bar::WcBar,
 };
 use kernel::{
     device::Core,
     devres::Devres,
-    io::{Io, IoBackend, IoBase, IoSysMap, Mmio, MmioBackend, MmioRaw},
+    io::{Io, IoBase, IoSysMap},
     pci::{self, Bar, DevresBar},
     prelude::*,
     sync::{
@@ -96,12 +97,9 @@ impl PciIo {
 impl DeviceIo for PciIo {
     fn with_misc_ram(&self, f: &mut dyn FnMut(MiscRam<'_>)) -> Result {
         self.with_bar0(|b| {
-            let addr = MmioBackend::as_ptr(b.as_view()).addr() + self.misc_ram;
-            let raw = MmioRaw::new_region(addr, MISC_RAM_SIZE)?;
-            // SAFETY: `raw` is the `MISC_RAM_SIZE` bytes at `misc_ram` of the
-            // BAR0 mapping, which `bind` checked to hold them and which stays
-            // mapped while the access guard `b` lives, i.e. for this call.
-            f(IoSysMap::Io(unsafe { Mmio::from_raw(raw) }));
+            // Mapped while the access guard `b` lives, i.e. for this call.
+            let window = mmio_window::<MISC_RAM_SIZE>(b.as_view(), self.misc_ram)?;
+            f(IoSysMap::Io(window));
             Ok(())
         })
     }

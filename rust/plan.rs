@@ -7,6 +7,7 @@
 pub(crate) mod blob;
 pub(crate) mod ids;
 pub(crate) mod index;
+pub(crate) mod mr_type;
 pub(crate) mod parse;
 pub(crate) mod stage;
 #[cfg(CONFIG_KUNIT = "y")]

@@ -3,7 +3,7 @@
 //! The simulated device: a [`DeviceIo`] backend with the real arch's BAR4
 //! size in sparse kernel memory, and BAR0's MISC RAM as a register file in
 //! kernel memory that the kernel crate's [`Io`] reads and writes as
-//! [`SysMem`], beside a scriptable model of the firmware behind it.
+//! [`SysMem`](kernel::io::SysMem), beside a scriptable model of the firmware behind it.
 //!
 //! The firmware model runs on its own schedule, as real firmware does: it
 //! never sees a register access, only the register file, which it inspects
@@ -18,6 +18,7 @@
 use crate::{
     arch::ArchInfo,
     io::{DeviceIo, Gate},
+    io_view::sys_mem_words,
     regs::{
         MiscRam, DEVICE_ID, FW_IO_BAD_READ, FW_STATUS, GONE, MISC_RAM_SIZE, RESET_REQUEST,
         RESET_TRIGGER,
@@ -25,7 +26,7 @@ use crate::{
     sparse::SparseMem,
 };
 use kernel::{
-    io::{Io, IoSysMap, Region, SysMem},
+    io::{Io, IoSysMap},
     new_spinlock,
     prelude::*,
     sync::{
@@ -166,13 +167,10 @@ struct MiscRamModel {
     fw: FwState,
 }
 
-/// `file` as the kernel crate's system-memory I/O.
-fn sys_mem(file: &mut RegFile) -> MiscRam<'_> {
-    let ptr =
-        Region::<MISC_RAM_SIZE>::ptr_from_raw_parts_mut(file.as_mut_ptr().cast(), MISC_RAM_SIZE);
-    // SAFETY: `file` is `MISC_RAM_SIZE` bytes of kernel memory, 4-byte aligned
-    // (a `u32` array), borrowed exclusively for as long as the view lives.
-    IoSysMap::Sys(unsafe { SysMem::new(ptr) })
+/// `file` as the kernel crate's system-memory I/O (it is exactly
+/// `MISC_RAM_SIZE` bytes, so this does not fail).
+fn sys_mem(file: &mut RegFile) -> Result<MiscRam<'_>> {
+    Ok(IoSysMap::Sys(sys_mem_words::<MISC_RAM_SIZE>(file)?))
 }
 
 /// The MISC RAM and BAR4 of one simulated device.
@@ -239,7 +237,7 @@ impl DeviceIo for SimIo {
     fn with_misc_ram(&self, f: &mut dyn FnMut(MiscRam<'_>)) -> Result {
         let mut guard = self.misc.lock();
         let MiscRamModel { file, fw } = &mut *guard;
-        let regs = sys_mem(file);
+        let regs = sys_mem(file)?;
         if self.present.load(Relaxed) {
             fw.step(regs);
         } else {

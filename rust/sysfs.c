@@ -2,7 +2,8 @@
 /*
  * Read-only sysfs attributes of /sys/class/misc/neuron_hbmN: arch, simulated,
  * channels, regions. The attribute table is C (the Rust miscdevice binding
- * has no attribute groups); the values come from Rust (nhbm_sysfs_value).
+ * has no attribute groups); the values are those the node was registered
+ * with (struct nhbm_misc_node, rust/miscdev.rs).
  */
 #include <linux/device.h>
 #include <linux/kernel.h>
@@ -21,9 +22,11 @@ struct nhbm_attr_desc {
 static ssize_t nhbm_attr_show(struct device *dev, struct device_attribute *attr, char *buf)
 {
 	const struct nhbm_attr_desc *d = container_of(attr, struct nhbm_attr_desc, attr);
+	/* misc_register() makes the miscdevice the device's drvdata. */
+	const struct miscdevice *misc = dev_get_drvdata(dev);
+	const struct nhbm_misc_node *node = container_of(misc, struct nhbm_misc_node, misc);
 
-	return sysfs_emit(buf, "%s%llu\n", d->prefix,
-			  nhbm_sysfs_value(dev_get_drvdata(dev), d->which));
+	return sysfs_emit(buf, "%s%llu\n", d->prefix, node->attr_values[d->which]);
 }
 
 #define NHBM_ATTR(_name, _which, _prefix) {				\
@@ -39,6 +42,8 @@ static struct nhbm_attr_desc nhbm_descs[] = {
 	NHBM_ATTR(regions, NHBM_ATTR_REGIONS, ""),
 };
 
+static_assert(ARRAY_SIZE(nhbm_descs) == NHBM_ATTR_COUNT);
+
 static struct attribute *nhbm_attrs[ARRAY_SIZE(nhbm_descs) + 1] = {
 	&nhbm_descs[0].attr.attr,
 	&nhbm_descs[1].attr.attr,
@@ -50,6 +55,9 @@ static struct attribute *nhbm_attrs[ARRAY_SIZE(nhbm_descs) + 1] = {
 static const struct attribute_group nhbm_group = {
 	.attrs = nhbm_attrs,
 };
+
+const size_t nhbm_misc_node_size = sizeof(struct nhbm_misc_node);
+const size_t nhbm_misc_node_attrs_offset = offsetof(struct nhbm_misc_node, attr_values);
 
 const struct attribute_group *nhbm_attr_groups[] = {
 	&nhbm_group,

@@ -7,15 +7,11 @@
 //! variable the plan does not have, `EOPNOTSUPP` an unsupported backing,
 //! `EFAULT` unreadable user memory.
 
-use super::{blob::BlobSource, index::VarIndex};
+use super::{blob::BlobSource, index::VarIndex, mr_type::MrType};
 use crate::{
     arch::{ArchInfo, SBUF_SIZE},
     resched,
-    uapi::{
-        MemRef, PlanHeader, MAX_ALIGNMENT, MAX_LIST_COUNT, MAX_PLAN_RECORDS, MR_BUFFER,
-        MR_BUFFER_STAGED, MR_INPUT, MR_INVALID, MR_LIST, MR_OUTPUT, MR_PTR, MR_PTR_TABLE,
-        MR_REMOTE, MR_SB, MR_TMP_BUF, MR_VIRTUAL_TMP_BUF,
-    },
+    uapi::{MemRef, PlanHeader, MAX_ALIGNMENT, MAX_LIST_COUNT, MAX_PLAN_RECORDS},
 };
 use core::mem::size_of;
 use kernel::{
@@ -29,68 +25,6 @@ pub(crate) const NAME_MAX: usize = 256;
 const RECORD_BATCH: usize = 64;
 /// List table ids read from the blob per user copy.
 const LIST_ID_BATCH: usize = 256;
-
-/// `kbin_mr_type_t`, numbered as the runtime numbers it (`enum nhbm_mr_type`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u32)]
-pub(crate) enum MrType {
-    /// Window of a NeuronCore's State Buffer.
-    Sb = MR_SB,
-    /// Staged constant.
-    BufferStaged = MR_BUFFER_STAGED,
-    /// Weights or persistent data.
-    Buffer = MR_BUFFER,
-    /// Temporary buffer.
-    TmpBuf = MR_TMP_BUF,
-    /// Graph input.
-    Input = MR_INPUT,
-    /// Graph output.
-    Output = MR_OUTPUT,
-    /// Alias of another variable.
-    Ptr = MR_PTR,
-    /// Window of a scratchpad.
-    VirtualTmpBuf = MR_VIRTUAL_TMP_BUF,
-    /// Table of variable addresses.
-    List = MR_LIST,
-    /// Table of list-table addresses.
-    PtrTable = MR_PTR_TABLE,
-    /// Variable of another plan.
-    Remote = MR_REMOTE,
-}
-
-impl MrType {
-    fn from_u32(v: u32) -> Result<Self> {
-        Ok(match v {
-            MR_SB => Self::Sb,
-            MR_BUFFER_STAGED => Self::BufferStaged,
-            MR_BUFFER => Self::Buffer,
-            MR_TMP_BUF => Self::TmpBuf,
-            MR_INPUT => Self::Input,
-            MR_OUTPUT => Self::Output,
-            MR_PTR => Self::Ptr,
-            MR_VIRTUAL_TMP_BUF => Self::VirtualTmpBuf,
-            MR_LIST => Self::List,
-            MR_PTR_TABLE => Self::PtrTable,
-            MR_REMOTE => Self::Remote,
-            MR_INVALID => return Err(EINVAL),
-            _ => return Err(EINVAL),
-        })
-    }
-
-    /// Kinds that get their own HBM allocation.
-    pub(crate) fn allocates(self) -> bool {
-        matches!(
-            self,
-            Self::Input
-                | Self::Output
-                | Self::Buffer
-                | Self::BufferStaged
-                | Self::TmpBuf
-                | Self::List
-                | Self::PtrTable
-        )
-    }
-}
 
 /// Which scratchpad backs a virtual tmp buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -475,7 +409,11 @@ pub(crate) fn parse(src: &(impl BlobSource + ?Sized), info: &ArchInfo) -> Result
 #[kunit_tests(neuron_hbm_plan_parse)]
 mod tests {
     use super::*;
-    use crate::{arch::V2, plan::test_blob::TestBlob};
+    use crate::{
+        arch::V2,
+        plan::test_blob::TestBlob,
+        uapi::{MR_INVALID, MR_REMOTE},
+    };
 
     const BUF: MrType = MrType::Buffer;
 

@@ -9,7 +9,8 @@
 use super::{
     blob::BlobSource,
     index::VarIndex,
-    parse::{Backing, MrType, ParsedPlan, Placement, Record},
+    mr_type::MrType,
+    parse::{Backing, ParsedPlan, Placement, Record},
 };
 use crate::{
     addr::sbuf_window,
@@ -272,7 +273,7 @@ impl Plan {
             match grid.alloc(channel, r, size, align) {
                 Ok(mut c) => {
                     if let Err(e) = c.charge_to(dmem) {
-                        grid.retire(c);
+                        grid.free(c);
                         return Err(e);
                     }
                     let (pa, size) = (c.pa(), c.size());
@@ -297,10 +298,9 @@ impl Plan {
         for r in (0..regions).rev() {
             match grid.alloc_scratch(channel, r, size) {
                 Ok(mut c) => {
-                    // The chunk carries its own charge: a scratchpad unloaded
-                    // out of order stays parked, and charged, until freed.
+                    // The chunk carries its own charge until it is freed.
                     if let Err(e) = c.charge_to(dmem) {
-                        grid.retire(c);
+                        grid.free(c);
                         return Err(e);
                     }
                     let (pa, size) = (c.pa(), c.size());
@@ -329,14 +329,10 @@ impl Drop for Plan {
             if i % resched::EVERY == 0 {
                 resched::yield_now();
             }
-            if let Err((e, c)) = grid.free(c) {
-                pr_err!("chunk at {:#x} not freed: {:?}\n", c.pa(), e);
-                grid.retire(c);
-            }
+            grid.free(c);
         }
-        // Newest first, so the stack usually pops at once; otherwise parked.
-        while let Some(c) = self.scratch.pop() {
-            grid.retire(c);
+        for c in self.scratch.drain_all() {
+            grid.free(c);
         }
     }
 }
@@ -888,9 +884,17 @@ mod tests {
         let first = load(&dev, &b, 0)?;
         let second = load(&dev, &b, 0)?;
         assert_eq!(second.local_scratch_pa, first.local_scratch_pa - MIB);
-        drop(first); // not the lowest: parked until `second` goes
-        assert!(used(&dev) >= 2 * MIB);
+        // Unloaded first, the upper plan's scratchpad is freed at once: a
+        // plan below it (another tenant's, perhaps) does not hold it.
+        let second_bytes = second.bytes;
+        let top = first.local_scratch_pa;
+        drop(first);
+        assert_eq!(used(&dev), second_bytes);
+        // Its hole is the next scratchpad's place.
+        let third = load(&dev, &b, 0)?;
+        assert_eq!(third.local_scratch_pa, top);
         drop(second);
+        drop(third);
         assert_eq!(used(&dev), 0);
         Ok(())
     }

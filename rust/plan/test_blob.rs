@@ -3,7 +3,7 @@
 //! Builds plan blobs in kernel memory for the KUnit suites, in exactly the
 //! layout userspace sends: header, records, then a data area.
 
-use super::parse::MrType;
+use super::mr_type::MrType;
 use crate::uapi::{MemRef, PlanHeader};
 use core::mem::size_of;
 use kernel::{prelude::*, transmute::AsBytes};

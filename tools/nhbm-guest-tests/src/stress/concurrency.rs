@@ -18,7 +18,7 @@ use crate::fixtures::{device_index, one_buffer, usage, KIB};
 use crate::fuzz::gen::{valid_plan, GenCtx, RemoteTarget};
 use crate::ktap::{ensure, fail, Ctx, Fail, Notes, TestResult};
 use crate::rng::Rng;
-use crate::stress::{spawn_child, Child};
+use crate::stress::child::{spawn_child, Child};
 use crate::sys::errno_of;
 
 /// Knobs of the concurrency test.

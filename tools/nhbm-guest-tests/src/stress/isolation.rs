@@ -11,7 +11,7 @@ use crate::debugfs::{kernel_pointers_in, looks_like_kernel_pointer, DevDebugFs};
 use crate::fixtures::{device_index, every_local_kind, open_device, pattern, var_refused, KIB};
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, Notes, TestResult};
 use crate::loaded::check_loaded;
-use crate::stress::fork_child;
+use crate::stress::child::fork_child;
 use zerocopy::FromBytes;
 
 pub fn device_nodes_are_mode_0660(notes: &mut Notes) -> TestResult {

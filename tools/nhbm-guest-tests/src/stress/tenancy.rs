@@ -7,7 +7,7 @@ use nhbm::{Device, Plan, Record};
 use crate::fixtures::pattern;
 use crate::fixtures::{device_index, open_device, var_refused, KIB, MIB};
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Notes, TestResult};
-use crate::stress::fork_child;
+use crate::stress::child::fork_child;
 
 /// Bytes of each victim buffer.
 const VICTIM: u64 = 64 * KIB;

@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use nhbm::uapi::*;
-use nhbm::{Device, Plan, Record};
+use nhbm::{Device, LoadedPlan, Plan, Record};
 
 use super::uffd::Stall;
 use crate::fixtures::*;
@@ -256,6 +256,95 @@ pub fn plan_bookkeeping_is_charged_to_the_memory_cgroup() -> TestResult {
     })
 }
 
+/// A plan whose arena fits in no free run of its channel is placed one chunk
+/// per record, and each chunk takes a node of the pool's index: those nodes
+/// are charged to the loader's memory cgroup like the rest of its
+/// bookkeeping. Channel 0 is filled with 1 GiB plans between 16 MiB holes,
+/// and a plan of 32768 4 KiB buffers (128 MiB: no arena fits) loads there;
+/// its kernel memory exceeds that of the same plan loaded whole on channel 1
+/// by at least its chunk (48 bytes) and an index node (40) per record.
+pub fn index_nodes_of_a_scattered_plan_are_charged() -> TestResult {
+    const RECORDS: u32 = 32768;
+    const HOLE: u64 = 16 * MIB;
+    let d = dev()?;
+    let i = info(&d)?;
+    if i.nr_channels < 2 {
+        return skip("needs a second channel");
+    }
+    if expected_simulated() == 0 {
+        return skip(HOST_BACKED_BAR4);
+    }
+    let base = usage(&d)?;
+    let fill = fill_with_holes(&d, HOLE)?;
+    let mut plan = Plan::new(0, 0);
+    for id in 0..RECORDS {
+        plan.push(Record::buffer(id, 4096));
+    }
+    let blob = plan.to_blob().ctx("build")?;
+    let cg = Cgroup::enter("nhbm-index", &["memory"])?;
+    let k0 = cg.stat("memory.stat", "kernel")?;
+    let whole = d
+        .plan_load(&blob, 1)
+        .ctx("PLAN_LOAD on channel 1 (one arena)")?;
+    let k1 = cg.stat("memory.stat", "kernel")?;
+    let chunks = usage(&d)?.own_chunks;
+    let scattered = d
+        .plan_load(&blob, 0)
+        .ctx("PLAN_LOAD on channel 0 (one chunk per record)")?;
+    let k2 = cg.stat("memory.stat", "kernel")?;
+    ensure_eq(
+        "chunks of the scattered plan",
+        usage(&d)?.own_chunks - chunks,
+        RECORDS,
+    )?;
+    for p in [whole, scattered].into_iter().chain(fill) {
+        d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
+    }
+    drop(cg);
+    ensure_eq("MEM_STATS after unloading everything", usage(&d)?, base)?;
+    let extra = (k2 - k1).saturating_sub(k1 - k0) / u64::from(RECORDS);
+    ensure(extra >= 48 + 40, || {
+        format!(
+            "one chunk per record cost {extra} more kernel bytes per record \
+             than one arena ({} vs {}), want at least 88",
+            k2 - k1,
+            k1 - k0
+        )
+    })
+}
+
+/// Fills channel 0 of `d` with plans, leaving free only holes of `hole`
+/// bytes (and less than twice that at its end); returns the plans.
+fn fill_with_holes(d: &Device, hole: u64) -> Result<Vec<LoadedPlan>, Fail> {
+    let full = |r: io::Result<LoadedPlan>, what: &str| match r {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if crate::sys::errno_of(&e) == libc::ENOMEM => Ok(None),
+        Err(e) => fail(format!("PLAN_LOAD {what}: {e}")),
+    };
+    let hole_blob = one_buffer(1, hole).to_blob().ctx("build")?;
+    let keeper = one_buffer(1, GIB - hole).to_blob().ctx("build")?;
+    let (mut holes, mut kept) = (Vec::new(), Vec::new());
+    while let Some(h) = full(d.plan_load(&hole_blob, 0), "hole")? {
+        holes.push(h);
+        let Some(k) = full(d.plan_load(&keeper, 0), "keeper")? else {
+            break;
+        };
+        kept.push(k);
+    }
+    let mut size = GIB / 2;
+    while size >= 2 * hole {
+        let blob = one_buffer(1, size).to_blob().ctx("build")?;
+        match full(d.plan_load(&blob, 0), "filler")? {
+            Some(p) => kept.push(p),
+            None => size /= 2,
+        }
+    }
+    for h in holes {
+        d.plan_unload(h.plan_id).ctx("PLAN_UNLOAD hole")?;
+    }
+    Ok(kept)
+}
+
 /// A child cgroup with dmem.max on channel 0 of the device loads plans up to
 /// its limit and no further; other channels are not limited.
 pub fn dmem_max_caps_hbm_per_cgroup() -> TestResult {
@@ -326,11 +415,10 @@ pub fn plans_are_limited_per_file_not_per_device() -> TestResult {
     Ok(())
 }
 
-/// Plans unloaded out of order park their scratchpads until the ones below
-/// are gone. With every non-sleeping slab allocation of the unloading thread
-/// failing (failslab, debug kernels), nothing is lost: the parked scratchpad
-/// is freed with the one below it.
-pub fn retired_scratchpad_survives_atomic_allocation_failure() -> TestResult {
+/// Unloading never allocates: with every non-sleeping slab allocation of the
+/// unloading thread failing (failslab, debug kernels), plans unloaded out of
+/// order still give back every byte.
+pub fn unloading_never_allocates() -> TestResult {
     const FAILSLAB: &str = "/sys/kernel/debug/failslab";
     if fs::metadata(FAILSLAB).is_err() {
         return skip("the kernel has no failslab");
@@ -359,12 +447,12 @@ pub fn retired_scratchpad_survives_atomic_allocation_failure() -> TestResult {
     ensure_eq("MEM_STATS after both", usage(&d)?, base)
 }
 
-/// A scratchpad unloaded out of order stays parked, allocated, until the
-/// ones below it are freed, and stays charged to its loader's dmem cgroup
-/// all that time: in a cgroup with dmem.max of 64 MiB, a plan with a 48 MiB
-/// scratchpad unloaded above a small one still counts, so a second 48 MiB
-/// one is refused (EAGAIN) until the small one goes.
-pub fn parked_scratchpads_stay_charged() -> TestResult {
+/// A scratchpad is freed, and uncharged, when its plan is unloaded, whatever
+/// is loaded below it: a tenant holding a small scratchpad under another's
+/// cannot keep that one allocated and charged. In a cgroup with dmem.max of
+/// 64 MiB, a plan with a 48 MiB scratchpad unloaded above a small one gives
+/// its 48 MiB back at once, and the next such plan takes the same place.
+pub fn unloaded_scratchpads_are_freed_whatever_lies_below() -> TestResult {
     const LIMIT: u64 = 64 * MIB;
     let big = Plan::new(48 * MIB, 0)
         .with(Record::buffer(1, 4096))
@@ -375,7 +463,8 @@ pub fn parked_scratchpads_stay_charged() -> TestResult {
         .to_blob()
         .ctx("build")?;
     let d = dev()?;
-    let cg = Cgroup::enter("nhbm-parked", &["dmem"])?;
+    let other = dev()?;
+    let cg = Cgroup::enter("nhbm-scratch", &["dmem"])?;
     let region = format!("neuron_hbm{}/hbm0", device_index());
     cg.write("dmem.max", &format!("{region} {LIMIT}"))?;
     let current = || -> Result<u64, Fail> {
@@ -386,19 +475,25 @@ pub fn parked_scratchpads_stay_charged() -> TestResult {
             .ok_or_else(|| Fail::Fail(format!("dmem.current has no {region}: {text:?}")))
     };
     let a = d.plan_load(&big, 0).ctx("PLAN_LOAD big")?;
-    let b = d.plan_load(&small, 0).ctx("PLAN_LOAD small")?;
-    let held = current()?;
-    d.plan_unload(a.plan_id).ctx("PLAN_UNLOAD big (parked)")?;
-    ensure(current()? >= 48 * MIB, || {
-        format!(
-            "dmem.current fell from {held} to {} with the parked 48 MiB still allocated",
-            current().unwrap_or(0)
-        )
-    })?;
-    load_rejected(&d, &big, 0, libc::EAGAIN)?;
-    d.plan_unload(b.plan_id).ctx("PLAN_UNLOAD small")?;
-    ensure_eq("dmem.current with nothing loaded", current()?, 0)?;
-    d.plan_load(&big, 0)
-        .ctx("PLAN_LOAD big once the parked one is freed")?;
-    Ok(())
+    let b = other
+        .plan_load(&small, 0)
+        .ctx("PLAN_LOAD small, by another file")?;
+    let small_bytes = current()? - a.bytes_allocated;
+    d.plan_unload(a.plan_id).ctx("PLAN_UNLOAD big")?;
+    ensure_eq(
+        "dmem.current after unloading the big plan",
+        current()?,
+        small_bytes,
+    )?;
+    let again = d
+        .plan_load(&big, 0)
+        .ctx("PLAN_LOAD big again, beside the small one")?;
+    ensure_eq(
+        "the new big scratchpad's PA",
+        again.local_scratchpad_pa,
+        a.local_scratchpad_pa,
+    )?;
+    other.plan_unload(b.plan_id).ctx("PLAN_UNLOAD small")?;
+    d.plan_unload(again.plan_id).ctx("PLAN_UNLOAD big")?;
+    ensure_eq("dmem.current with nothing loaded", current()?, 0)
 }

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A misc device node with a mode, sysfs attributes, and data that every file
+//! opened on it starts from.
+//!
+//! The kernel crate's `MiscDeviceRegistration` registers with the default
+//! mode and no attribute groups, and gives `open` only the registration.
+//! [`MiscNode`] registers the `struct miscdevice` itself (inside the C
+//! `struct nhbm_misc_node`, with the values sysfs.c shows) and hands `open`
+//! the node's data. It goes away once `MiscDeviceOptions` takes a mode and
+//! attribute groups and the registration carries data for `open`.
+
+use crate::helpers::{nhbm_attr_groups, NHBM_ATTR_COUNT};
+use core::marker::PhantomData;
+use kernel::{
+    bindings,
+    error::to_result,
+    fs::File,
+    miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    prelude::*,
+    types::Opaque,
+};
+
+/// The values of a node's sysfs attributes, indexed by `enum nhbm_attr`.
+pub(crate) type AttrValues = [u64; NHBM_ATTR_COUNT as usize];
+
+/// `struct nhbm_misc_node` of helpers.h: a misc device and the values of
+/// its sysfs attributes (checked against C by `the_node_matches_c`).
+#[repr(C)]
+struct RawNode {
+    misc: bindings::miscdevice,
+    attr_values: AttrValues,
+}
+
+/// The files of a [`MiscNode`].
+pub(crate) trait NodeFile: Sized + Send + Sync {
+    /// What the node holds for the files opened on it.
+    type Data: Send + Sync;
+
+    /// Opens a file on the node holding `data`.
+    fn open(file: &File, data: &Self::Data) -> Result<Pin<KBox<Self>>>;
+
+    /// Handles ioctl `cmd` with argument `arg` on an open file.
+    fn ioctl(me: Pin<&Self>, file: &File, cmd: u32, arg: usize) -> Result<isize>;
+}
+
+/// A registered misc device whose files are `T`s opened from its data.
+///
+/// # Invariants
+///
+/// `raw.misc` is registered with `misc_register()` from the time the node is
+/// initialized until it is dropped, with the file operations of `Files<T>`;
+/// `data` is initialized before it is registered.
+#[pin_data(PinnedDrop)]
+pub(crate) struct MiscNode<T: NodeFile> {
+    data: T::Data,
+    #[pin]
+    raw: Opaque<RawNode>,
+}
+
+// SAFETY: `raw` is touched only by `misc_register`/`misc_deregister`, which
+// may run on any thread, and read by sysfs; `data` is `Send`.
+unsafe impl<T: NodeFile> Send for MiscNode<T> {}
+// SAFETY: `&MiscNode` only hands out `&T::Data`, which is `Sync`.
+unsafe impl<T: NodeFile> Sync for MiscNode<T> {}
+
+impl<T: NodeFile> MiscNode<T> {
+    /// Registers `/dev/<name>` with permissions `mode`, the attribute groups
+    /// of sysfs.c showing `attrs`, and `data` for the files opened on it.
+    pub(crate) fn register(
+        name: &'static CStr,
+        mode: u16,
+        attrs: AttrValues,
+        data: T::Data,
+    ) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            // First: a file can be opened as soon as the node is registered.
+            data,
+            raw <- Opaque::try_ffi_init(move |slot: *mut RawNode| {
+                let mut misc = MiscDeviceOptions { name }.into_raw::<Files<T>>();
+                misc.mode = mode;
+                // The static, NULL-terminated attribute groups of sysfs.c.
+                misc.groups = core::ptr::addr_of!(nhbm_attr_groups).cast_mut().cast();
+                // SAFETY: `slot` is valid for writes (pin-init contract).
+                unsafe {
+                    slot.write(RawNode {
+                        misc,
+                        attr_values: attrs,
+                    })
+                };
+                // SAFETY: `slot` holds a complete `miscdevice` whose storage is
+                // pinned and outlives the registration (deregistered in drop).
+                to_result(unsafe { bindings::misc_register(&raw mut (*slot).misc) })
+            }),
+        })
+    }
+
+    /// The data the node's files are opened from.
+    pub(crate) fn data(&self) -> &T::Data {
+        &self.data
+    }
+}
+
+#[pinned_drop]
+impl<T: NodeFile> PinnedDrop for MiscNode<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // SAFETY: `raw.misc` is registered (invariant) and deregistered
+        // exactly once, here; `misc_deregister` waits out opens in progress
+        // and removes the sysfs attributes before the node is freed.
+        unsafe { bindings::misc_deregister(&raw mut (*self.raw.get()).misc) };
+    }
+}
+
+/// The file operations of every [`MiscNode<T>`]: only `MiscNode::register`
+/// registers a misc device with them.
+struct Files<T>(PhantomData<T>);
+
+#[vtable]
+impl<T: NodeFile> MiscDevice for Files<T> {
+    type Ptr = Pin<KBox<T>>;
+
+    fn open(file: &File, misc: &MiscDeviceRegistration<Self>) -> Result<Pin<KBox<T>>> {
+        let misc = misc.as_raw();
+        // SAFETY: Misc devices with `Files<T>`'s operations are registered
+        // only by `MiscNode::<T>::register`, as the `misc` field of the
+        // `nhbm_misc_node` (`RawNode`) in the `raw` field of a pinned `MiscNode<T>`
+        // (`Opaque` is `repr(transparent)`); `misc_open` runs this while the
+        // device is registered, i.e. while the node is alive (its drop
+        // deregisters first, waiting for opens in progress).
+        let node = unsafe {
+            let raw = kernel::container_of!(misc, RawNode, misc);
+            &*kernel::container_of!(raw.cast::<Opaque<RawNode>>(), MiscNode<T>, raw)
+        };
+        T::open(file, &node.data)
+    }
+
+    fn ioctl(me: Pin<&T>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        T::ioctl(me, file, cmd, arg)
+    }
+}
+
+#[kunit_tests(neuron_hbm_miscdev)]
+mod tests {
+    use super::*;
+    use kernel::{
+        ffi::c_void,
+        sync::atomic::{Atomic, Relaxed},
+    };
+
+    /// A file of a node whose data counts opens.
+    struct Probe;
+
+    impl NodeFile for Probe {
+        type Data = Atomic<u32>;
+
+        fn open(_file: &File, opens: &Atomic<u32>) -> Result<Pin<KBox<Self>>> {
+            opens.fetch_add(1, Relaxed);
+            Ok(KBox::pin(Probe, GFP_KERNEL)?)
+        }
+
+        fn ioctl(_me: Pin<&Self>, _file: &File, _cmd: u32, _arg: usize) -> Result<isize> {
+            Err(ENOTTY)
+        }
+    }
+
+    #[test]
+    fn the_node_matches_c() {
+        use crate::helpers::{nhbm_misc_node_attrs_offset, nhbm_misc_node_size};
+        // SAFETY: Two constants of sysfs.c, initialized at build time.
+        let (size, attrs) = unsafe { (nhbm_misc_node_size, nhbm_misc_node_attrs_offset) };
+        assert_eq!(size, size_of::<RawNode>());
+        assert_eq!(attrs, core::mem::offset_of!(RawNode, attr_values));
+    }
+
+    const NAME: &CStr = c"neuron_hbm_kunit";
+
+    fn node(mode: u16, attrs: AttrValues) -> Result<Pin<KBox<MiscNode<Probe>>>> {
+        KBox::pin_init(
+            MiscNode::register(NAME, mode, attrs, Atomic::new(7)),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The registered misc device's mode, its device's drvdata and devt.
+    fn registered(n: &MiscNode<Probe>) -> (u16, *mut c_void, u32, [u64; 4]) {
+        let raw = n.raw.get();
+        // SAFETY: `raw` is registered (invariant), so `this_device` is the
+        // live device `misc_register` created, with the node as drvdata.
+        unsafe {
+            let dev = (*raw).misc.this_device;
+            (
+                (*raw).misc.mode,
+                bindings::dev_get_drvdata(dev),
+                (*dev).devt,
+                (*raw).attr_values,
+            )
+        }
+    }
+
+    #[test]
+    fn registration_carries_mode_attributes_and_data() -> Result {
+        let n = node(0o640, [2, 1, 4, 3])?;
+        let (mode, drvdata, devt, attrs) = registered(&n);
+        assert_eq!(mode, 0o640);
+        // sysfs.c finds the attribute values from the drvdata: the misc device.
+        assert_eq!(drvdata.cast::<RawNode>(), n.raw.get());
+        assert_eq!(attrs, [2, 1, 4, 3]);
+        assert_eq!(devt >> 20, bindings::MISC_MAJOR);
+        assert_eq!(n.data().load(Relaxed), 7);
+        drop(n);
+        // Deregistered with the node: the name is free again.
+        let again = node(0o600, [0; 4])?;
+        assert_eq!(registered(&again).0, 0o600);
+        Ok(())
+    }
+}
