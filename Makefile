@@ -72,20 +72,20 @@ check: module userspace devmodel
 		$(REPO)/tools/testing/run-qemu.sh check; \
 	sim=$$?; \
 	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
-		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
+		NHBM_DEVMODEL=$(BUILD)/nhbm-devmodel \
 		$(REPO)/tools/testing/run-qemu.sh check-pci; \
 	pci=$$?; \
 	[ $$sim = 0 ] && [ $$pci = 0 ]
 
 # The device model of a Neuron PCI function (a host program, not static).
 devmodel:
-	@cd $(REPO)/tools && env -u RUSTC -u RUSTDOC cargo build --release --locked --quiet -p nhbm-devmodel
+	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/testing/build-devmodel.sh
 
 # The guest suites on emulated PCI functions instead of simulated devices:
 # QEMU 11 from the Debian 13 root, the module bound through its PCI driver.
 check-pci: module userspace devmodel
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
-		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
+		NHBM_DEVMODEL=$(BUILD)/nhbm-devmodel \
 		$(REPO)/tools/testing/run-qemu.sh check-pci
 
 # The whole suite on the debug kernel, with a long fuzz run and a kmemleak
@@ -121,7 +121,7 @@ bench: module bench-module userspace devmodel
 		NHBM_KO=$(BENCH_TREE)/neuron_hbm.ko \
 		NHBM_QEMU_MEM=$${NHBM_QEMU_MEM:-1536} $(REPO)/tools/testing/run-qemu.sh bench || rc=1; \
 	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
-		NHBM_DEVMODEL=$(REPO)/tools/target/release/nhbm-devmodel \
+		NHBM_DEVMODEL=$(BUILD)/nhbm-devmodel \
 		$(REPO)/tools/testing/run-qemu.sh bench-pci || rc=1; \
 	exit $$rc
 
@@ -146,8 +146,8 @@ lint:
 	@$(MAKE) --no-print-directory bench-module KMAKE_ARGS="$(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver"
 	@$(REPO)/tools/testing/rustdoc.sh $(BUILD)/rustdoc
 	@python3 $(REPO)/tools/testing/import-cycles.py $(REPO)/rust $(wildcard $(REPO)/tools/*/src)
-	@cd $(REPO)/tools && cargo fmt --check && \
-		LIBCLANG_PATH=/usr/lib/llvm-19/lib cargo clippy --quiet --workspace --all-targets -- -Dwarnings
+	@cd $(REPO)/tools && cargo fmt --check && NHBM_CACHE=$(NHBM_CACHE) bash -c '. $(REPO)/tools/testing/cargo-env.sh && \
+		cargo_lock && cargo clippy --quiet --workspace --all-targets --target-dir "$$CARGO_TARGET" -- -Dwarnings'
 	@echo "lint: clean"
 
 fmt:

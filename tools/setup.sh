@@ -31,7 +31,9 @@ QUIET_KDIR=0
 PACKAGES_ONLY=0
 [ "${1:-}" = "--packages" ] && PACKAGES_ONLY=1
 
-say() { [ "$QUIET_KDIR" = 1 ] || echo "setup: $*" >&2; }
+# Progress goes to stderr in every mode: with --kdir only stdout (the path)
+# is an answer, and a cold first run must say what it is doing.
+say() { echo "setup: $*" >&2; }
 
 # step NAME CMD...: run a step and report its duration.
 step() {
@@ -182,10 +184,10 @@ main() {
 	flock 9
 	miss=$(missing_packages)
 	# shellcheck disable=SC2086
-	[ -z "$miss" ] || step "installing Debian packages: $(echo $miss)" install_packages $miss
+	[ -z "$miss" ] || step "installing Debian packages (a few minutes): $(echo $miss)" install_packages $miss
 	command -v cargo >/dev/null || { echo "setup: cargo (rustup) is needed for bindgen and the tools" >&2; exit 1; }
-	[ -x "$BINDGEN" ] || step "installing bindgen-cli $BINDGEN_VERSION" install_bindgen
-	[ -f "$CACHE/src/Makefile" ] || step "fetching $KVER_PKG" fetch_kernel_source
+	[ -x "$BINDGEN" ] || step "building bindgen-cli $BINDGEN_VERSION (about 2 minutes)" install_bindgen
+	[ -f "$CACHE/src/Makefile" ] || step "fetching and unpacking $KVER_PKG (about a minute)" fetch_kernel_source
 	exec 9>&-
 	# One build per kernel configuration at a time; builds of different
 	# configurations do not wait for each other.

@@ -23,37 +23,35 @@ BINS=(nhbm-uapi-test nhbm nhbm-onnx-gen nhbm-bench nhbm-fuzz-test nhbm-stress-te
 t0=$SECONDS
 
 "$TOOLS/setup.sh" --packages
-# bindgen (tools/nhbm/build.rs) loads the libclang that setup.sh installs.
-export LIBCLANG_PATH="${LIBCLANG_PATH:-/usr/lib/llvm-19/lib}"
-
-# The kernel build uses Debian's rustc (RUSTC=/usr/bin/rustc); userspace is
-# built by rustup's toolchain, so do not inherit the kernel's choices.
-unset RUSTC RUSTDOC RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER CARGO_TARGET_DIR
-
+# shellcheck source=cargo-env.sh
+. "$HERE/cargo-env.sh"
 if ! command -v cargo >/dev/null 2>&1; then
-	if [ -x "$HOME/.cargo/bin/cargo" ]; then
-		PATH="$HOME/.cargo/bin:$PATH"
-	else
-		echo "build-userspace: cargo not found (install rustup's stable toolchain)" >&2
-		exit 1
-	fi
+	echo "build-userspace: cargo not found (install rustup's stable toolchain)" >&2
+	exit 1
 fi
 
-echo "build-userspace: cargo build --release --target $TARGET (static)" >&2
+# Held until the binaries are copied out (see cargo-env.sh).
+cargo_lock
+if [ -x "$CARGO_TARGET/$TARGET/release/nhbm" ]; then
+	echo "build-userspace: cargo build --release --target $TARGET (static)" >&2
+else
+	echo "build-userspace: cargo build --release --target $TARGET (static; about 8 minutes from nothing on 2 cores)" >&2
+fi
 # --workspace: the guest programs and the benchmarks are not default members.
 (
 	cd "$TOOLS"
 	RUSTFLAGS="-C target-feature=+crt-static" \
-		cargo build --release --locked --workspace --target "$TARGET" --target-dir "$TOOLS/target" \
+		cargo build --release --locked --workspace --target "$TARGET" --target-dir "$CARGO_TARGET" \
 		$(printf -- '--bin %s ' "${BINS[@]}")
 )
 
 mkdir -p "$OUT"
 for bin in "${BINS[@]}"; do
-	src="$TOOLS/target/$TARGET/release/$bin"
+	src="$CARGO_TARGET/$TARGET/release/$bin"
 	[ -x "$src" ] || { echo "build-userspace: $src was not built" >&2; exit 1; }
 	install -m 0755 "$src" "$OUT/$bin"
 done
+cargo_unlock
 # Test scripts that drive the programs in the guest.
 install -m 0755 "$TOOLS/nhbm-cli/guest/nhbm-cli-test" "$OUT/nhbm-cli-test"
 # Example models (and the constant data they name) for the demo and CLI tests.

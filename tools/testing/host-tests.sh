@@ -14,18 +14,16 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 LOG="${1:?usage: host-tests.sh LOG}"
 
-# Like build-userspace.sh: rustup's toolchain, not the kernel's rustc.
-unset RUSTC RUSTDOC RUSTC_WRAPPER RUSTC_WORKSPACE_WRAPPER CARGO_TARGET_DIR
-command -v cargo >/dev/null 2>&1 || PATH="$HOME/.cargo/bin:$PATH"
-
 "$REPO/tools/setup.sh" --packages
-# bindgen (tools/nhbm/build.rs) loads the libclang that setup.sh installs.
-export LIBCLANG_PATH="${LIBCLANG_PATH:-/usr/lib/llvm-19/lib}"
+# shellcheck source=cargo-env.sh
+. "$HERE/cargo-env.sh"
+# Held while the tests build and run (see cargo-env.sh).
+cargo_lock
 
 mkdir -p "$(dirname "$LOG")"
 echo "host-tests: cargo test --workspace, log in ${LOG#"$REPO"/}" >&2
 t0=$SECONDS
-(cd "$REPO/tools" && cargo test --workspace --locked --no-fail-fast --target-dir "$REPO/tools/target") >"$LOG" 2>&1
+(cd "$REPO/tools" && cargo test --workspace --locked --no-fail-fast --target-dir "$CARGO_TARGET") >"$LOG" 2>&1
 rc=$?
 echo "cargo-test-exit: $rc" >>"$LOG"
 echo "host-tests: finished in $((SECONDS - t0))s (exit $rc)" >&2
