@@ -263,7 +263,8 @@ pub fn plan_bookkeeping_is_charged_to_the_memory_cgroup() -> TestResult {
 /// and a plan of 32768 4 KiB buffers (128 MiB: no arena fits) loads there;
 /// its kernel memory exceeds that of the same plan loaded whole on channel 1
 /// by at least its chunk (48 bytes) and an index node (40) per record.
-pub fn index_nodes_of_a_scattered_plan_are_charged() -> TestResult {
+/// Measured: 135 bytes per record; 63 with the nodes allocated uncharged.
+pub fn index_nodes_of_a_scattered_plan_are_charged(notes: &mut Notes) -> TestResult {
     const RECORDS: u32 = 32768;
     const HOLE: u64 = 16 * MIB;
     let d = dev()?;
@@ -303,6 +304,9 @@ pub fn index_nodes_of_a_scattered_plan_are_charged() -> TestResult {
     drop(cg);
     ensure_eq("MEM_STATS after unloading everything", usage(&d)?, base)?;
     let extra = (k2 - k1).saturating_sub(k1 - k0) / u64::from(RECORDS);
+    notes.add(format!(
+        "one chunk per record: {extra} more kernel bytes per record than one arena"
+    ));
     ensure(extra >= 48 + 40, || {
         format!(
             "one chunk per record cost {extra} more kernel bytes per record \
