@@ -299,7 +299,8 @@ impl OpenFile {
 
     /// Lists the loaded `plan` as `id` in this file's table, in the `slot`
     /// reserved for it, and pins the plans it points into. `E2BIG` when the
-    /// file filled up and `ENOENT` when a target was unloaded meanwhile.
+    /// file filled up, `ENOENT` when a target was unloaded meanwhile and
+    /// `EIO` when a device reset began after it was staged.
     fn insert_plan(
         &self,
         plan: Arc<Plan>,
@@ -320,6 +321,12 @@ impl OpenFile {
         if st.plans.get(&id).is_some() {
             drop(st);
             return Err(EEXIST);
+        }
+        // A device reset that began after the last transfer of this load
+        // wiped it all the same: it is not listed (and is freed on return).
+        if let Err(e) = plan.check_live() {
+            drop(st);
+            return Err(e);
         }
         st.pin(plan.remote_ids());
         st.plans

@@ -96,6 +96,7 @@ impl<T: NodeFile> MiscNode<T> {
     }
 
     /// The data the node's files are opened from.
+    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn data(&self) -> &T::Data {
         &self.data
     }

@@ -20,6 +20,7 @@ use crate::{
     uapi::{MAX_PLANS_PER_FILE, MAX_REMOTE_DEPTH, PA_UNSTAGED},
 };
 use kernel::{
+    alloc::kvec::PushError,
     prelude::*,
     rbtree::RBTreeNodeReservation,
     sync::{
@@ -277,10 +278,14 @@ impl Plan {
                         return Err(e);
                     }
                     let (pa, size) = (c.pa(), c.size());
+                    // `chunks` has room for the arena or, without one, for
+                    // every allocating record; were it full, the chunk goes
+                    // back rather than stay allocated and unlisted.
+                    if let Err(PushError(c)) = self.chunks.push_within_capacity(c) {
+                        grid.free(c);
+                        return Err(ENOMEM);
+                    }
                     self.bytes += size;
-                    // Cannot fail: `chunks` has room for the arena or, without
-                    // one, for every allocating record.
-                    let _ = self.chunks.push(c, GFP_KERNEL_ACCOUNT);
                     return Ok(Some(pa));
                 }
                 Err(e) if e == ENOMEM => {}
@@ -304,9 +309,12 @@ impl Plan {
                         return Err(e);
                     }
                     let (pa, size) = (c.pa(), c.size());
+                    // `scratch` has room for both scratchpads (as above).
+                    if let Err(PushError(c)) = self.scratch.push_within_capacity(c) {
+                        grid.free(c);
+                        return Err(ENOMEM);
+                    }
                     self.bytes += size;
-                    // Cannot fail: `scratch` has room for both scratchpads.
-                    let _ = self.scratch.push(c, GFP_KERNEL_ACCOUNT);
                     // On failure the plan's destructor gives the chunk back.
                     self.dev.zero(self.reset_epoch, pa, size)?;
                     return Ok(pa);
