@@ -15,6 +15,6 @@ REPO="$(cd "$HERE/../.." && pwd)"
 
 # Held until the binary is copied out (see cargo-env.sh).
 cargo_lock
-(cd "$REPO/tools" && cargo build --release --locked --quiet -p nhbm-devmodel --target-dir "$CARGO_TARGET")
+(cd "$CARGO_TOOLS" && cargo build --release --locked --quiet -p nhbm-devmodel --target-dir "$CARGO_TARGET")
 mkdir -p "$REPO/build"
 install -m 0755 "$CARGO_TARGET/release/nhbm-devmodel" "$REPO/build/nhbm-devmodel"

@@ -39,7 +39,7 @@ else
 fi
 # --workspace: the guest programs and the benchmarks are not default members.
 (
-	cd "$TOOLS"
+	cd "$CARGO_TOOLS"
 	RUSTFLAGS="-C target-feature=+crt-static" \
 		cargo build --release --locked --workspace --target "$TARGET" --target-dir "$CARGO_TARGET" \
 		$(printf -- '--bin %s ' "${BINS[@]}")

@@ -23,7 +23,7 @@ cargo_lock
 mkdir -p "$(dirname "$LOG")"
 echo "host-tests: cargo test --workspace, log in ${LOG#"$REPO"/}" >&2
 t0=$SECONDS
-(cd "$REPO/tools" && cargo test --workspace --locked --no-fail-fast --target-dir "$CARGO_TARGET") >"$LOG" 2>&1
+(cd "$CARGO_TOOLS" && cargo test --workspace --locked --no-fail-fast --target-dir "$CARGO_TARGET") >"$LOG" 2>&1
 rc=$?
 echo "cargo-test-exit: $rc" >>"$LOG"
 echo "host-tests: finished in $((SECONDS - t0))s (exit $rc)" >&2
