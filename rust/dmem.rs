@@ -117,3 +117,30 @@ impl Drop for Charge {
         }
     }
 }
+
+#[kunit_tests(neuron_hbm_dmem)]
+mod tests {
+    use super::*;
+    use crate::node_index::MAX_NODES;
+
+    /// A device number no device has, for a region of the tests' own.
+    const DEV: u32 = MAX_NODES as u32 + 1;
+
+    #[test]
+    fn charges_of_one_cgroup_add_up_and_go_on_drop() -> Result {
+        let region = Region::register(DEV, 0, 1 << 30)?;
+        let mut charge = Charge::new();
+        charge.add(&region, 4096)?;
+        let pool = charge.pool;
+        charge.add(&region, 8192)?;
+        // One cgroup (the test's), one pool reference, the bytes summed.
+        assert_eq!((charge.pool, charge.bytes), (pool, 12288));
+        drop(charge);
+        // Nothing charged: dropping uncharges nothing.
+        drop(Charge::new());
+        drop(region);
+        // Unregistered with its last user: the name can be taken again.
+        drop(Region::register(DEV, 0, 1 << 30)?);
+        Ok(())
+    }
+}

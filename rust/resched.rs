@@ -30,3 +30,16 @@ pub(crate) fn yield_now() {
     // SAFETY: See `checkpoint`.
     unsafe { nhbm_cond_resched() };
 }
+
+#[kunit_tests(neuron_hbm_resched)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_without_a_fatal_signal_goes_on() {
+        for _ in 0..4 * EVERY {
+            assert_eq!(checkpoint(), Ok(()));
+            yield_now();
+        }
+    }
+}
