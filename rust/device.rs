@@ -14,6 +14,7 @@ use crate::{
     mempool::{Geometry, Grid},
     node_index::NodeIndex,
     resched,
+    reset_line::{self, ResetLine},
     sim::SimIo,
 };
 use kernel::{
@@ -76,7 +77,6 @@ pub(crate) struct Device {
 /// for the BAR4 transfers in flight and holds new ones off until it ends,
 /// and a device reset that failed leaves the device in "reset state
 /// unknown" until one succeeds.
-#[derive(Default)]
 struct Gate {
     /// Open files of the device node.
     open_files: u32,
@@ -89,6 +89,8 @@ struct Gate {
     /// The last device reset failed or was interrupted: the firmware may
     /// still carry it out, so no plan can trust its HBM.
     unknown: bool,
+    /// The order in which waiting resets start.
+    line: ResetLine,
 }
 
 /// Plan summaries telemetry reads under one hold of [`Device::plans`].
@@ -136,7 +138,14 @@ impl Device {
                 pci_device: pci.1,
                 backend,
                 grid,
-                gate <- new_mutex!(Gate::default()),
+                gate <- new_mutex!(Gate {
+                    open_files: 0,
+                    resetting: false,
+                    blocking: false,
+                    transfers: 0,
+                    unknown: false,
+                    line: ResetLine::new(),
+                }),
                 gate_changed <- new_condvar!(),
                 reset_epoch: Atomic::new(0),
                 fault: FaultInjector::new(sim || crate::fault_injection_asked()),
@@ -268,28 +277,37 @@ impl Device {
         (batch, Some(from))
     }
 
-    /// Takes the gate for a reset of `kind`: waits for a reset under way and,
+    /// Takes the gate for a reset of `kind`: waits, in line
+    /// ([`ResetLine`]), for the resets under way or asked for earlier and,
     /// for a device reset, for the transfers in flight, then moves the
     /// epoch. With `exclusive`, `EPERM` unless the caller's file is the
     /// device's only open file or the reset is the device reset that ends a
     /// "reset state unknown", checked under the lock that opens take.
     fn begin_reset(&self, kind: ResetKind, exclusive: bool) -> Result {
+        let room = reset_line::room()?;
         let mut g = self.gate.lock();
+        let ticket = g.line.take(room);
         loop {
             // A device in "reset state unknown" has no data left to lose:
             // anyone may run the device reset that ends it, or one tenant
             // could fail a reset and keep every other from loading.
             let recovery = g.unknown && kind == ResetKind::Device;
-            if exclusive && g.open_files != 1 && !recovery {
-                return Err(EPERM);
-            }
-            if !g.resetting {
+            let refused = if exclusive && g.open_files != 1 && !recovery {
+                Some(EPERM)
+            } else if !g.resetting && g.line.is_first(&ticket) {
                 break;
-            }
-            if self.gate_changed.wait_interruptible(&mut g) {
-                return Err(EINTR);
+            } else if self.gate_changed.wait_interruptible(&mut g) {
+                Some(EINTR)
+            } else {
+                None
+            };
+            if let Some(e) = refused {
+                g.line.give_up(ticket);
+                self.gate_changed.notify_all();
+                return Err(e);
             }
         }
+        g.line.start(ticket);
         g.resetting = true;
         if kind == ResetKind::Device {
             g.blocking = true;

@@ -31,6 +31,7 @@ mod pci;
 mod plan;
 mod regs;
 mod resched;
+mod reset_line;
 mod sim;
 mod sparse;
 mod telemetry;
