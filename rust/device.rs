@@ -284,15 +284,20 @@ impl Device {
     /// device's only open file or the reset is the device reset that ends a
     /// "reset state unknown", checked under the lock that opens take.
     fn begin_reset(&self, kind: ResetKind, exclusive: bool) -> Result {
+        // A device in "reset state unknown" has no data left to lose: anyone
+        // may run the device reset that ends it, or one tenant could fail a
+        // reset and keep every other from loading.
+        let allowed =
+            |g: &Gate| !exclusive || g.open_files == 1 || (g.unknown && kind == ResetKind::Device);
         let room = reset_line::room()?;
         let mut g = self.gate.lock();
+        // Refused before taking a place: a refusal leaves the line as it was.
+        if !allowed(&g) {
+            return Err(EPERM);
+        }
         let ticket = g.line.take(room);
         loop {
-            // A device in "reset state unknown" has no data left to lose:
-            // anyone may run the device reset that ends it, or one tenant
-            // could fail a reset and keep every other from loading.
-            let recovery = g.unknown && kind == ResetKind::Device;
-            let refused = if exclusive && g.open_files != 1 && !recovery {
+            let refused = if !allowed(&g) {
                 Some(EPERM)
             } else if !g.resetting && g.line.is_first(&ticket) {
                 break;

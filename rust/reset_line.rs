@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The order in which the resets of one device start: first come, first
-//! served. A caller that gives its place up (interrupted, or refused) and
-//! comes back goes to the back, so a caller waits at most for those ahead of
-//! it: many tenants starting and interrupting resets cannot keep another's
-//! reset from its turn.
+//! served. A caller that gives its place up (interrupted) and comes back
+//! goes to the back, so a caller waits at most for those ahead of it: many
+//! tenants starting and interrupting resets cannot keep another's reset
+//! from its turn.
+//!
+//! Places given up before their turn are kept as ranges of tickets: a run
+//! of them between two callers still waiting is one range, so the line
+//! holds at most one range per waiting caller, however often others give
+//! up, and passing a range is one step.
 
 use kernel::{
     prelude::*,
@@ -17,19 +22,20 @@ pub(crate) struct ResetLine {
     next: u64,
     /// The ticket whose turn it is.
     serving: u64,
-    /// Tickets given up before their turn, skipped when it comes.
-    gone: RBTree<u64, ()>,
+    /// Tickets given up before their turn, skipped when it comes: the
+    /// ranges `start..end`, by start, never touching one another.
+    gone: RBTree<u64, u64>,
 }
 
 /// A place in a [`ResetLine`], with the room to give it up without
 /// allocating.
 pub(crate) struct Ticket {
     n: u64,
-    node: RBTreeNodeReservation<u64, ()>,
+    node: RBTreeNodeReservation<u64, u64>,
 }
 
 /// Room for one given-up ticket, charged to the caller's memory cgroup.
-pub(crate) fn room() -> Result<RBTreeNodeReservation<u64, ()>> {
+pub(crate) fn room() -> Result<RBTreeNodeReservation<u64, u64>> {
     RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)
 }
 
@@ -44,7 +50,7 @@ impl ResetLine {
     }
 
     /// Takes the place at the back; `node` is the room to give it up.
-    pub(crate) fn take(&mut self, node: RBTreeNodeReservation<u64, ()>) -> Ticket {
+    pub(crate) fn take(&mut self, node: RBTreeNodeReservation<u64, u64>) -> Ticket {
         let n = self.next;
         self.next += 1;
         Ticket { n, node }
@@ -62,18 +68,38 @@ impl ResetLine {
 
     /// `t` gives its place up: its turn is skipped when it comes.
     pub(crate) fn give_up(&mut self, t: Ticket) {
-        if t.n == self.serving {
-            self.pass(t.n);
-        } else {
-            self.gone.insert(t.node.into_node(t.n, ()));
+        let n = t.n;
+        if n == self.serving {
+            self.pass(n);
+            return;
+        }
+        // The range ending just before `n`, and the one starting after it.
+        let before = match self.gone.cursor_lower_bound(&n) {
+            Some(c) => c.peek_prev().map(|(&s, &e)| (s, e)),
+            None => self
+                .gone
+                .cursor_back()
+                .map(|c| (*c.current().0, *c.current().1)),
+        }
+        .filter(|&(_, end)| end == n);
+        let after = self.gone.remove(&(n + 1));
+        match (before, after) {
+            (Some((start, _)), end) => {
+                if let Some(e) = self.gone.get_mut(&start) {
+                    *e = end.unwrap_or(n + 1);
+                }
+            }
+            (None, end) => {
+                self.gone.insert(t.node.into_node(n, end.unwrap_or(n + 1)));
+            }
         }
     }
 
-    /// The turn moves on from `n`, past every ticket given up.
+    /// The turn moves on from `n`, past the tickets given up after it.
     fn pass(&mut self, n: u64) {
         self.serving = n + 1;
-        while self.gone.remove(&self.serving).is_some() {
-            self.serving += 1;
+        if let Some(end) = self.gone.remove(&self.serving) {
+            self.serving = end;
         }
     }
 }
@@ -103,7 +129,32 @@ mod tests {
         line.start(d);
         assert!(line.is_first(&e));
         line.start(e);
-        assert!(line.gone.iter().next().is_none());
+        assert!(line.gone.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn places_given_up_in_a_row_are_one_range() -> Result {
+        let mut line = ResetLine::new();
+        let first = line.take(room()?);
+        let waiting = line.take(room()?);
+        // A hundred callers give up behind the two, in no order: one range.
+        let mut quitters = KVec::new();
+        for _ in 0..100 {
+            quitters.push(Some(line.take(room()?)), GFP_KERNEL)?;
+        }
+        let last = line.take(room()?);
+        for i in Iterator::chain((0..100).step_by(2), (1..100).step_by(2)) {
+            let t = quitters[i].take().ok_or(EINVAL)?;
+            line.give_up(t);
+        }
+        assert_eq!(line.gone.iter().count(), 1);
+        line.start(first);
+        line.start(waiting);
+        // The whole range is passed at once: the caller behind it is next.
+        assert!(line.is_first(&last));
+        line.start(last);
+        assert!(line.gone.is_empty());
         Ok(())
     }
 }
