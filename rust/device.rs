@@ -16,6 +16,7 @@ use crate::{
     resched,
     reset_line::{self, ResetLine},
     sim::SimIo,
+    tree_batch::{batch_from, Batch},
 };
 use kernel::{
     new_condvar, new_mutex,
@@ -92,9 +93,6 @@ struct Gate {
     /// The order in which waiting resets start.
     line: ResetLine,
 }
-
-/// Plan summaries telemetry reads under one hold of [`Device::plans`].
-pub(crate) const SUMMARY_BATCH: usize = 64;
 
 /// Telemetry of one live plan.
 #[derive(Clone, Copy, Debug)]
@@ -251,30 +249,12 @@ impl Device {
         res
     }
 
-    /// Up to [`SUMMARY_BATCH`] summaries of live plans with serial numbers
-    /// from `from` on, in order, taken under one short hold of the plans'
-    /// lock, and where the next batch starts (`None`: no plan left). Readers
-    /// walk batch by batch, so a tenant's many plans never keep loads and
-    /// unloads waiting on a reader.
-    pub(crate) fn plans_from(
-        &self,
-        from: u64,
-    ) -> ([Option<PlanSummary>; SUMMARY_BATCH], Option<u64>) {
-        let mut batch = [None; SUMMARY_BATCH];
-        let mut from = from;
-        let plans = self.plans.lock();
-        for slot in batch.iter_mut() {
-            let Some(c) = plans.cursor_lower_bound(&from) else {
-                return (batch, None);
-            };
-            let (&serial, summary) = c.current();
-            *slot = Some(*summary);
-            match serial.checked_add(1) {
-                Some(next) => from = next,
-                None => return (batch, None),
-            }
-        }
-        (batch, Some(from))
+    /// Up to [`BATCH`](crate::tree_batch::BATCH) summaries of live plans with serial numbers from
+    /// `from` on, in order, taken under one short hold of the plans' lock:
+    /// readers walk batch by batch, so a tenant's many plans never keep
+    /// loads and unloads waiting on a reader.
+    pub(crate) fn plans_from(&self, from: u64) -> Batch<PlanSummary> {
+        batch_from(&self.plans.lock(), from, |_, summary| *summary)
     }
 
     /// Takes the gate for a reset of `kind`: waits, in line
@@ -505,6 +485,7 @@ impl Device {
 #[kunit_tests(neuron_hbm_device)]
 mod tests {
     use super::*;
+    use crate::tree_batch::{walk, BATCH};
     use crate::{arch::GIB, sim::FwScript};
 
     fn sim_device() -> Result<Arc<Device>> {
@@ -648,7 +629,7 @@ mod tests {
     #[test]
     fn plan_summaries_walk_in_short_batches() -> Result {
         let dev = sim_device()?;
-        const PLANS: u64 = 2 * SUMMARY_BATCH as u64 + 22;
+        const PLANS: u64 = 2 * BATCH as u64 + 22;
         for serial in 1..=PLANS {
             let summary = PlanSummary {
                 serial,
@@ -662,16 +643,18 @@ mod tests {
                 .lock()
                 .try_create_and_insert(serial, summary, GFP_KERNEL)?;
         }
-        let (mut seen, mut batches, mut from) = (0, 0, Some(0));
-        while let Some(start) = from {
-            let (batch, next) = dev.plans_from(start);
-            for p in batch.iter().flatten() {
+        let (mut seen, mut batches) = (0, 0);
+        walk(
+            |key| {
+                batches += 1;
+                dev.plans_from(key)
+            },
+            |p| {
                 seen += 1;
                 assert_eq!(p.serial, seen);
-            }
-            batches += 1;
-            from = next;
-        }
+                Ok::<(), Error>(())
+            },
+        )?;
         assert_eq!((seen, batches), (PLANS, 3));
         Ok(())
     }

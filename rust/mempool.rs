@@ -15,6 +15,7 @@ use crate::{
     arch::{ArchInfo, Bar4Layout, MAX_CHANNELS, MAX_REGIONS},
     dmem::{Charge, Region},
     genpool::{GenChunk, GenPool},
+    tree_batch::{batch_from, walk, Batch},
 };
 use kernel::{
     new_spinlock,
@@ -125,9 +126,6 @@ struct PoolState {
 /// Spare index nodes a pool keeps.
 const SPARE_NODES: usize = 32;
 
-/// Chunks debugfs reads under one hold of a pool's lock.
-const DUMP_BATCH: usize = 64;
-
 /// One channel x region pool.
 #[pin_data]
 struct Pool {
@@ -222,24 +220,12 @@ impl Pool {
         Ok((self.state.lock(), node))
     }
 
-    /// Up to [`DUMP_BATCH`] live chunks `(pa, size)` whose last byte is at
-    /// or above `from`, in PA order, taken under one short hold of the lock,
-    /// and where the next batch starts (`None`: no chunk left).
-    fn chunks_from(&self, mut from: u64) -> ([Option<(u64, u64)>; DUMP_BATCH], Option<u64>) {
-        let mut batch = [None; DUMP_BATCH];
+    /// Up to [`BATCH`](crate::tree_batch::BATCH) live chunks `(pa, size)`
+    /// whose last byte is at or above `from`, in PA order, taken under one
+    /// short hold of the lock.
+    fn chunks_from(&self, from: u64) -> Batch<(u64, u64)> {
         let state = self.state.lock();
-        for slot in batch.iter_mut() {
-            let Some(c) = state.index.cursor_lower_bound(&from) else {
-                return (batch, None);
-            };
-            let (&last, &start) = c.current();
-            *slot = Some((start, last - start + 1));
-            match last.checked_add(1) {
-                Some(next) => from = next,
-                None => return (batch, None),
-            }
-        }
-        (batch, Some(from))
+        batch_from(&state.index, from, |last, &start| (start, last - start + 1))
     }
 }
 
@@ -409,23 +395,19 @@ impl Grid {
     }
 
     /// Writes every live chunk as `channel region pa size`, pool by pool.
-    /// The pool's lock is held for [`DUMP_BATCH`] chunks at a time, never
-    /// while writing: a tenant may make millions of chunks, and allocations
-    /// must not wait for a reader of debugfs.
+    /// The pool's lock is held for [`BATCH`](crate::tree_batch::BATCH)
+    /// chunks at a time, never while writing: a tenant may make millions of
+    /// chunks, and allocations must not wait for a reader of debugfs.
     pub(crate) fn dump_chunks(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         for ch in 0..self.geo.info.nr_channels {
             for r in 0..self.geo.regions {
                 let Ok(pool) = self.pool(ch, r) else {
                     continue;
                 };
-                let mut from = Some(0u64);
-                while let Some(key) = from {
-                    let (batch, next) = pool.chunks_from(key);
-                    for &(start, size) in batch.iter().flatten() {
-                        writeln!(f, "{} {} {:#x} {}", ch, r, start, size)?;
-                    }
-                    from = next;
-                }
+                walk(
+                    |key| pool.chunks_from(key),
+                    |(start, size)| writeln!(f, "{} {} {:#x} {}", ch, r, start, size),
+                )?;
             }
         }
         Ok(())
@@ -442,6 +424,7 @@ impl Grid {
 mod tests {
     use super::*;
     use crate::arch::{FW_CARVEOUT, GIB, MIB, V2, V3, V4};
+    use crate::tree_batch::BATCH;
 
     fn grid(info: &'static ArchInfo, regions: usize, carveout: bool) -> Result<Grid> {
         Grid::new(Geometry {
@@ -603,7 +586,7 @@ mod tests {
     fn chunk_dump_walks_in_short_batches() -> Result {
         let g = grid(&V2, 1, false)?;
         let mut held = KVec::new();
-        for _ in 0..2 * DUMP_BATCH + 5 {
+        for _ in 0..2 * BATCH + 5 {
             held.push(g.alloc(0, 0, 4096, 0)?, GFP_KERNEL)?;
         }
         let pool = g.pool(0, 0)?;

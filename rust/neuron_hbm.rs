@@ -35,6 +35,7 @@ mod reset_line;
 mod sim;
 mod sparse;
 mod telemetry;
+mod tree_batch;
 mod uapi;
 mod wc_bar;
 

@@ -10,7 +10,7 @@
 //! - `fail_nth` (rw), `fail_points` (ro): fault injection, see [`crate::fault`];
 //! - `unplug` (wo): writing 1 simulates surprise removal of a simulated device.
 
-use crate::device::{Device, PlanSummary};
+use crate::{device::Device, tree_batch::walk};
 use core::fmt::{self, Formatter};
 use kernel::{
     debugfs::{Dir, File},
@@ -79,28 +79,17 @@ fn show_pools(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
     Ok(())
 }
 
-/// Calls `f` with every live plan's summary, batch by batch
-/// ([`Device::plans_from`]): no lock is held while `f` runs.
-fn for_each_plan(dev: &Device, mut f: impl FnMut(&PlanSummary) -> fmt::Result) -> fmt::Result {
-    let mut from = Some(0);
-    while let Some(start) = from {
-        let (batch, next) = dev.plans_from(start);
-        for p in batch.iter().flatten() {
-            f(p)?;
-        }
-        from = next;
-    }
-    Ok(())
-}
-
 fn show_plans(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
-    for_each_plan(dev, |p| {
-        writeln!(
-            f,
-            "{} {} {} {} {}",
-            p.pid, p.plan_id, p.vars, p.bytes, p.kmem
-        )
-    })
+    walk(
+        |key| dev.plans_from(key),
+        |p| {
+            writeln!(
+                f,
+                "{} {} {} {} {}",
+                p.pid, p.plan_id, p.vars, p.bytes, p.kmem
+            )
+        },
+    )
 }
 
 fn show_chunks(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
@@ -109,12 +98,15 @@ fn show_chunks(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
 
 fn show_kmem(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
     let (mut count, mut vars, mut bytes) = (0u64, 0u64, 0u64);
-    for_each_plan(dev, |p| {
-        count += 1;
-        vars += u64::from(p.vars);
-        bytes += p.kmem;
-        Ok(())
-    })?;
+    walk(
+        |key| dev.plans_from(key),
+        |p| {
+            count += 1;
+            vars += u64::from(p.vars);
+            bytes += p.kmem;
+            Ok(())
+        },
+    )?;
     writeln!(f, "plans {} vars {} bytes {}", count, vars, bytes)
 }
 

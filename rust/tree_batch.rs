@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Reading a `u64`-keyed rbtree that writers share in short batches: each
+//! batch is taken under one hold of the writers' lock, and the reader works
+//! on it with the lock dropped, so a tree a tenant made huge never keeps
+//! the writers waiting on a reader (debugfs `chunks`, `plans`, `kmem`).
+
+use kernel::rbtree::RBTree;
+
+/// Items in one batch.
+pub(crate) const BATCH: usize = 64;
+
+/// One batch: up to [`BATCH`] items, and the key the next starts from
+/// (`None`: nothing left).
+pub(crate) type Batch<T> = ([Option<T>; BATCH], Option<u64>);
+
+/// Up to [`BATCH`] items `item(key, value)` of `tree` whose key is at or
+/// above `from`, in key order. The caller holds the lock that guards `tree`.
+pub(crate) fn batch_from<V, T: Copy>(
+    tree: &RBTree<u64, V>,
+    mut from: u64,
+    item: impl Fn(u64, &V) -> T,
+) -> Batch<T> {
+    let mut batch = [None; BATCH];
+    for slot in batch.iter_mut() {
+        let Some(c) = tree.cursor_lower_bound(&from) else {
+            return (batch, None);
+        };
+        let (&key, value) = c.current();
+        *slot = Some(item(key, value));
+        match key.checked_add(1) {
+            Some(next) => from = next,
+            None => return (batch, None),
+        }
+    }
+    (batch, Some(from))
+}
+
+/// Calls `f` with every item of the batches `next` gives, from key 0 on;
+/// `next` takes and drops the lock itself, so none is held while `f` runs.
+pub(crate) fn walk<T: Copy, E>(
+    mut next: impl FnMut(u64) -> Batch<T>,
+    mut f: impl FnMut(T) -> core::result::Result<(), E>,
+) -> core::result::Result<(), E> {
+    let mut from = Some(0);
+    while let Some(key) = from {
+        let (batch, after) = next(key);
+        for item in batch.into_iter().flatten() {
+            f(item)?;
+        }
+        from = after;
+    }
+    Ok(())
+}
