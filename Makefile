@@ -1,4 +1,4 @@
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 #
 # neuron_hbm: out-of-tree Rust kernel module for AWS Neuron HBM.
 #

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Pure address math: device APB address to BAR0 offset, BAR4 remap of HBM
 //! ranges, and the SBUF range predicates. No state, no I/O.

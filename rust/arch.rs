@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Per-generation constants: PCI ids, HBM channels, BAR sizes, NeuronCores, SBUF.
 //!

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! In-kernel benchmarks, built only into the copy of the module that `make
 //! bench` loads (`NHBM_BENCH=1`, see Kbuild), run at load and printed to the log as

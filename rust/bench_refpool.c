@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * The allocator benchmark's peer: the work the reference C driver
  * (aws-neuron-driver, neuron_mempool.c mc_alloc()/mc_free()) does per

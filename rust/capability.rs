@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Capability checks of the calling task; the 7.3 kernel crate has no
 //! binding for `capable()` or `ns_capable_noaudit()`.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! `/dev/neuron_hbmN`: one misc device per Neuron device, per-open-file plans
 //! and the ioctl surface of include/uapi/linux/neuron_hbm.h.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! One Neuron device: its arch, its device-access backend, the HBM grid and
 //! the firmware reset. Shared (`Arc`) by its device node and every open file,

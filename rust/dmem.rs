@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Per-cgroup HBM limits through the kernel's device-memory controller
 //! (`linux/cgroup_dmem.h`, kernel/cgroup/dmem.c): each HBM channel of a device

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * The device-memory cgroup controller (linux/cgroup_dmem.h) for Rust: real
  * symbols over its API, which is a set of inline stubs when

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Fault injection for tests: arm `fail_nth` (debugfs) with N and the N-th
 //! injection point a device passes from then on fails once, with the errno

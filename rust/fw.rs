@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Firmware reset as the reference driver does it (aws-neuron-driver,
 //! `nr_initiate_reset_via_fw` in neuron_reset.c, `fw_io_read_csr_array_direct`

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Safe wrapper over the kernel's `gen_pool` (lib/genalloc.c).
 //!

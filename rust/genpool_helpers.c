@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * Out-of-line wrappers for the genalloc helpers that are static inline in
  * <linux/genalloc.h> (Rust can only call real symbols).

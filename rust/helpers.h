@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The C side of neuron_hbm as Rust sees it. Every C file of the module
  * includes this header, and bindgen turns it into the Rust declarations of

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! The device-access interface: the MISC RAM registers of BAR0, as a view
 //! the kernel crate's [`Io`](kernel::io::Io) reads and writes, and bulk bytes in

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Byte views as the kernel crate's I/O types: a fixed-size window of an MMIO
 //! mapping, and a block of kernel memory as system-memory I/O, so that the

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! The HBM memory-pool grid: `channels x regions` kernel `gen_pool`s.
 //!

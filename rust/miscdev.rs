@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! A misc device node with a mode, sysfs attributes, and data that every file
 //! opened on it starts from.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! neuron_hbm: HBM memory pools, BAR access and static mem_ref plans for AWS
 //! Neuron accelerators.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Device indices: the `N` of `/dev/neuron_hbmN`, claimed by a device when it
 //! is created and given back when its last user is gone.

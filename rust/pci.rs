@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! The PCI backend: binds Amazon Neuron functions, maps BAR0 (APB/CSR) and
 //! BAR4 (HBM window) and serves [`DeviceIo`] from them. BAR2 (AXI) is unused

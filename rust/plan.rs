@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Static mem_ref plans: parse and validate a blob ([`parse`]), then place
 //! every variable once ([`stage`]); resolving is a lookup, a bounds check and

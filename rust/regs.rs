@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! BAR0 registers of the MISC RAM / FW-IO mailbox (seed 001 §1; reference
 //! neuron_reset.h and neuron_fw_io.h). Offsets are relative to the MISC RAM,

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Preemption points for loops whose length a user chooses: each gives the
 //! CPU away if needed and stops the loop once the caller was killed.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! The order in which the resets of one device start: first come, first
 //! served. A caller that gives its place up (interrupted) and comes back

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * cond_resched() and fatal_signal_pending() are macros or static inlines,
  * out of reach of Rust: these two wrappers make them callable.

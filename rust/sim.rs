@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! The simulated device: a [`DeviceIo`] backend with the real arch's BAR4
 //! size in sparse kernel memory, and BAR0's MISC RAM as a register file in

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Sparse byte store backing a simulated BAR: pages are allocated on first
 //! write, read as zeros until then, and dropped again when zeroed, so a

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * Read-only sysfs attributes of /sys/class/misc/neuron_hbmN: arch, simulated,
  * channels, regions. The attribute table is C (the Rust miscdevice binding

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Per-device debugfs: `/sys/kernel/debug/neuron_hbm<N>/`.
 //!

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Reading a `u64`-keyed rbtree that writers share in short batches: each
 //! batch is taken under one hold of the writers' lock, and the reader works

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! The UAPI of include/uapi/linux/neuron_hbm.h, mirrored with compile-time
 //! size and offset checks so that the kernel and userspace cannot disagree.

@@ -1,4 +1,4 @@
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 #
 # Sourced by the setup scripts: debian_mirror prints the Debian mirror this
 # machine's apt configuration already uses (never hard-coded in the repository).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 #
 # A Debian 13 (trixie) build root, for building and testing against Debian's
 # own kernel from a host that cannot install Debian 13 binaries itself.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 #
 # Register neuron_hbm with DKMS for the running kernel (or KVER=...), after
 # checking up front that the kernel can build a Rust module at all.

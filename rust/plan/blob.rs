@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Where a plan blob's bytes come from: user memory (the ioctl) or a kernel
 //! buffer (tests). Payloads move straight from the source to the device.

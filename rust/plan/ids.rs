@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Plan ids of one open file: taken when a load starts, so that no two
 //! plans, live or still loading, ever have the same id, however often the

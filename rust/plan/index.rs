@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! `var_id -> record` index, built once at load and read-only afterwards.
 //! Compilers number variables densely, and such ids index a table directly

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! The kinds of mem_ref records: shared by the parser, the staging and the
 //! test blobs.

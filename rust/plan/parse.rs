@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Plan blob -> validated records, with no side effect: nothing is allocated
 //! on the device and nothing is written until every rule below holds.

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Placement: every record of a validated plan gets its fixed device PA once.
 //! Fresh HBM is scrubbed on allocation (the simulated device discards pages

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0-only
 
 //! Builds plan blobs in kernel memory for the KUnit suites, in exactly the
 //! layout userspace sends: header, records, then a data area.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 #
 # Build the device model of a Neuron PCI function (a host program, see
 # tools/nhbm-devmodel) and copy it to build/nhbm-devmodel, where `make

@@ -1,5 +1,5 @@
 #!/bin/bash
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 #
 # Build the userspace programs that run in the test guest (statically linked:
 # the guest is a busybox initramfs without a libc) and copy them, with the

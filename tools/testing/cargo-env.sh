@@ -1,4 +1,4 @@
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 # shellcheck shell=bash
 #
 # The cargo environment of the userspace builds (sourced by

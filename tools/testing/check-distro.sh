@@ -1,5 +1,5 @@
 #!/bin/bash
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 #
 # make check-distro: build neuron_hbm for Debian 13's own 7.3 backports kernel
 # as a Debian 13 host would, with DKMS too, and run the guest test suites on

@@ -1,5 +1,5 @@
 #!/bin/bash
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 #
 # Run the userspace workspace's own tests (library, plan format, planner,
 # CLI, the guest tests' library) on the host. The whole cargo output goes to

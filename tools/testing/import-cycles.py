@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 """Fails when a Rust file of the tree imports from a file that imports it,
 directly or around a circle.
 

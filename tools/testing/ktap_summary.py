@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 """Summarise the KTAP a neuron_hbm guest printed on its serial console.
 
 Reads the QEMU serial log, prints one line per leaf test (suite.test: ok/FAIL/skip)

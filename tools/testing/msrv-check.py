@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 """Fails when a crate of the userspace workspace declares a rust-version
 (MSRV) older than a crate it builds on with its default features: its
 dependencies (normal and build, for every target, as Cargo.lock pins them)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 """Boot the test guest on QEMU 11 with emulated Neuron PCI functions.
 
 Starts one tools/nhbm-devmodel vfio-user server per function, runs QEMU from

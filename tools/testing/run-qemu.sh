@@ -1,5 +1,5 @@
 #!/bin/bash
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 #
 # Boot the test kernel in QEMU (TCG) with neuron_hbm.ko and the userspace
 # programs in a busybox initramfs, then summarise the KTAP it printed.

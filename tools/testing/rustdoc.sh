@@ -1,5 +1,5 @@
 #!/bin/bash
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 #
 # rustdoc for the module with warnings as errors (private items included),
 # run with the exact flags kbuild compiled rust/neuron_hbm.o with.

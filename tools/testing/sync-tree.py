@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 """Makes DST hold the userspace build's sources of the checkout SRC: tools/
 (without its target directory), include/, rust/*.rs and README.md (which
 host tests read). A file whose content is unchanged is not touched, so its

@@ -1,4 +1,4 @@
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 # Shared setup of the neuron_hbm test guest (sourced by /init).
 export PATH=/bin
 mount -t proc proc /proc

@@ -1,5 +1,5 @@
 #!/bin/sh
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 # `make bench` second guest (QEMU 11): one simulated device and one emulated
 # Neuron PCI function side by side; MEM_WRITE into each, in one run.
 . /common.sh

@@ -1,5 +1,5 @@
 #!/bin/sh
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 # `make bench` guest: in-kernel benchmarks at load, then the userspace ones.
 . /common.sh
 

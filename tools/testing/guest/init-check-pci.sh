@@ -1,5 +1,5 @@
 #!/bin/sh
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 # `make check-pci` guest: no simulated device. The module binds the three
 # emulated Neuron PCI functions, V2, V3 and V4 (tools/nhbm-devmodel behind
 # QEMU's vfio-user client), through its PCI driver; the KUnit suites run at

@@ -1,5 +1,5 @@
 #!/bin/sh
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 # `make check` guest: load the module (its KUnit suites run at insmod), run every
 # userspace test program, unload the module, power off. With nhbm_debug=1 on
 # the kernel command line (make check-debug) the fuzzer runs long and a

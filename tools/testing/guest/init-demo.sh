@@ -1,5 +1,5 @@
 #!/bin/sh
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0-only
 # `make demo` guest: load the module on a simulated device and show what it does.
 # The host prints what lies between the two demo markers; the kernel's own
 # messages (the module's KUnit suites run at insmod) are kept off the console
