@@ -193,7 +193,7 @@ fn device_figures(path: &Path, out: &mut Out) {
     ];
     let dev = match Device::open_path(path) {
         Ok(d) => d,
-        Err(e) => return out.error(&all, &e),
+        Err(e) => return out.error(&all, &e.into()),
     };
     match dev.device_info() {
         Ok(i) => note(&format!(
@@ -240,7 +240,9 @@ fn device_figures(path: &Path, out: &mut Out) {
 }
 
 fn pci_figure(sim: &Path, pci: &Path, out: &mut Out) {
-    let opened = Device::open_path(sim).and_then(|s| Ok((s, Device::open_path(pci)?)));
+    let opened = Device::open_path(sim)
+        .and_then(|s| Ok((s, Device::open_path(pci)?)))
+        .map_err(std::io::Error::from);
     let r = opened.and_then(|(s, p)| device::pci_write_figure(&s, &p));
     match r {
         Ok(f) => out.figure(&f),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Result};
 use nhbm::cli::parse_num;
 use nhbm::uapi::DeviceInfo;
-use nhbm::{io_errno_name, Device, Plan};
+use nhbm::{errno_name, io_errno_name, Device, Plan};
 
 /// An open device file and what was loaded through it.
 pub struct Session {
@@ -32,13 +32,8 @@ pub struct Session {
 impl Session {
     /// Opens the device node at `path` and reads its DEVICE_INFO.
     pub fn open(path: &Path, json: bool) -> Result<Session> {
-        let dev = Device::open_path(path).map_err(|e| {
-            anyhow!(
-                "cannot open {}: {} ({e})",
-                path.display(),
-                io_errno_name(&e)
-            )
-        })?;
+        let dev = Device::open_path(path)
+            .map_err(|e| anyhow!("{e} ({})", errno_name(e.errno())))?;
         let info = dev
             .device_info()
             .map_err(|e| anyhow!("DEVICE_INFO: {}", io_errno_name(&e)))?;

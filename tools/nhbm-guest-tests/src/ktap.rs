@@ -75,6 +75,12 @@ impl<T> Ctx<T> for io::Result<T> {
     }
 }
 
+impl<T> Ctx<T> for Result<T, nhbm::OpenError> {
+    fn ctx(self, what: &str) -> Result<T, Fail> {
+        self.map_err(|e| Fail::Fail(format!("{what}: {} ({e})", errno_name(e.errno()))))
+    }
+}
+
 impl<T> Ctx<T> for Result<T, nhbm::PlanError> {
     fn ctx(self, what: &str) -> Result<T, Fail> {
         self.map_err(|e| Fail::Fail(format!("{what}: {e}")))

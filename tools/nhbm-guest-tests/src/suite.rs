@@ -52,9 +52,8 @@ pub fn device_opens() -> Result<(), Unready> {
     match nhbm::Device::open_path(&path) {
         Ok(_) => Ok(()),
         Err(e) => Err(Unready::NoDevice(format!(
-            "cannot open device {}: {} ({e})",
-            path.display(),
-            nhbm::io_errno_name(&e)
+            "{e} ({})",
+            nhbm::errno_name(e.errno())
         ))),
     }
 }

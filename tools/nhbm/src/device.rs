@@ -1,5 +1,6 @@
 //! `/dev/neuron_hbmN` and a safe wrapper for every ioctl.
 
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -29,6 +30,79 @@ pub struct LoadedPlan {
     pub addrs: Vec<u64>,
 }
 
+/// Why a device node could not be opened.
+#[derive(Debug)]
+pub enum OpenErrorKind {
+    /// open(2) or the DEVICE_INFO ioctl failed.
+    Io(io::Error),
+    /// The module speaks another version of the UAPI than this library.
+    Abi {
+        /// The module's `abi_version`.
+        module: u32,
+    },
+}
+
+/// A device node that could not be opened, with its path.
+#[derive(Debug)]
+pub struct OpenError {
+    /// The node that was opened.
+    pub path: PathBuf,
+    /// What went wrong.
+    pub kind: OpenErrorKind,
+}
+
+impl OpenError {
+    /// The errno of the failure: open(2)'s or the ioctl's, `EPROTO` for an
+    /// ABI mismatch.
+    pub fn errno(&self) -> i32 {
+        match &self.kind {
+            OpenErrorKind::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
+            OpenErrorKind::Abi { .. } => libc::EPROTO,
+        }
+    }
+
+    /// The OS error number of an I/O failure (`None` for an ABI mismatch),
+    /// as [`io::Error::raw_os_error`].
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match &self.kind {
+            OpenErrorKind::Io(e) => e.raw_os_error(),
+            OpenErrorKind::Abi { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = self.path.display();
+        match &self.kind {
+            OpenErrorKind::Io(e) => write!(f, "cannot open {path}: {e}"),
+            OpenErrorKind::Abi { module } => write!(
+                f,
+                "{path}: the module speaks UAPI version {module}, this library {ABI_VERSION}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            OpenErrorKind::Io(e) => Some(e),
+            OpenErrorKind::Abi { .. } => None,
+        }
+    }
+}
+
+impl From<OpenError> for io::Error {
+    fn from(e: OpenError) -> Self {
+        let kind = match &e.kind {
+            OpenErrorKind::Io(io) => io.kind(),
+            OpenErrorKind::Abi { .. } => io::ErrorKind::Unsupported,
+        };
+        io::Error::new(kind, e)
+    }
+}
+
 /// One open file of a neuron_hbm device. Plans loaded through it belong to it
 /// and are freed when it is dropped.
 #[derive(Debug)]
@@ -38,16 +112,41 @@ pub struct Device {
 }
 
 impl Device {
-    /// Opens `/dev/neuron_hbm<index>` for reading and writing.
-    pub fn open(index: u32) -> io::Result<Device> {
+    /// Opens `/dev/neuron_hbm<index>` for reading and writing, as
+    /// [`Device::open_path`].
+    pub fn open(index: u32) -> Result<Device, OpenError> {
         Self::open_path(device_path(index))
     }
 
-    /// Opens the device node at `path` for reading and writing.
-    pub fn open_path(path: impl AsRef<Path>) -> io::Result<Device> {
+    /// Opens the device node at `path` for reading and writing and checks
+    /// that the module speaks this library's UAPI version ([`ABI_VERSION`]).
+    pub fn open_path(path: impl AsRef<Path>) -> Result<Device, OpenError> {
+        let dev = Self::open_path_unchecked(path)?;
+        let err = |kind| OpenError {
+            path: dev.path.clone(),
+            kind,
+        };
+        let info = dev.device_info().map_err(|e| err(OpenErrorKind::Io(e)))?;
+        if info.abi_version != ABI_VERSION {
+            return Err(err(OpenErrorKind::Abi {
+                module: info.abi_version,
+            }));
+        }
+        Ok(dev)
+    }
+
+    /// Opens the device node at `path` without asking the module anything:
+    /// for tools that probe a node whose ioctls may fail (a device being
+    /// removed, a module of another version).
+    pub fn open_path_unchecked(path: impl AsRef<Path>) -> Result<Device, OpenError> {
         let path = path.as_ref().to_path_buf();
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
-        Ok(Device { file, path })
+        match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(file) => Ok(Device { file, path }),
+            Err(e) => Err(OpenError {
+                path,
+                kind: OpenErrorKind::Io(e),
+            }),
+        }
     }
 
     /// The device node this file was opened as.
@@ -113,6 +212,13 @@ impl Device {
             bytes_allocated: arg.bytes_allocated,
             addrs,
         })
+    }
+
+    /// Stages `blob` on `channel` (or [`CHANNEL_ANY`]) as [`Device::plan_load`]
+    /// does, and returns a handle that unloads the plan when dropped.
+    pub fn load(&self, blob: &[u8], channel: u32) -> io::Result<PlanHandle<'_>> {
+        let plan = self.plan_load(blob, channel)?;
+        Ok(PlanHandle { dev: self, plan })
     }
 
     /// NHBM_IOC_PLAN_LOAD with a caller-made argument.
@@ -222,5 +328,116 @@ impl Device {
         };
         self.ioctl(IOC_RESET, &mut arg)?;
         Ok(arg.status)
+    }
+}
+
+/// A plan staged through [`Device::load`]: every per-plan ioctl as a method,
+/// and NHBM_IOC_PLAN_UNLOAD when it is dropped (or by [`PlanHandle::unload`],
+/// which reports the kernel's answer).
+#[derive(Debug)]
+pub struct PlanHandle<'d> {
+    dev: &'d Device,
+    plan: LoadedPlan,
+}
+
+impl PlanHandle<'_> {
+    /// The plan's id.
+    pub fn id(&self) -> u32 {
+        self.plan.plan_id
+    }
+
+    /// What PLAN_LOAD reported: the scratchpads, the bytes taken and every
+    /// record's device PA.
+    pub fn loaded(&self) -> &LoadedPlan {
+        &self.plan
+    }
+
+    /// [`Device::resolve`] in this plan.
+    pub fn resolve(&self, var_id: u32, offset: u64, size: u64) -> io::Result<u64> {
+        self.dev.resolve(self.id(), var_id, offset, size)
+    }
+
+    /// [`Device::resolve_batch`] in this plan.
+    pub fn resolve_batch(&self, queries: &mut [ResolveQuery]) -> io::Result<()> {
+        self.dev.resolve_batch(self.id(), queries)
+    }
+
+    /// [`Device::mem_write`] into a variable of this plan.
+    pub fn write(&self, var_id: u32, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.dev.mem_write(self.id(), var_id, offset, buf)
+    }
+
+    /// [`Device::mem_read`] from a variable of this plan.
+    pub fn read(&self, var_id: u32, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.dev.mem_read(self.id(), var_id, offset, buf)
+    }
+
+    /// Unloads the plan now, with the kernel's answer (`EBUSY` while a
+    /// REMOTE record of another plan pins it; the plan then stays loaded
+    /// until the file is closed).
+    pub fn unload(self) -> io::Result<()> {
+        let dev = self.dev;
+        let plan_id = self.keep().plan_id;
+        dev.plan_unload(plan_id)
+    }
+
+    /// Gives up the handle and leaves the plan loaded until it is unloaded by
+    /// id or the file is closed; returns what PLAN_LOAD reported.
+    pub fn keep(self) -> LoadedPlan {
+        let mut this = std::mem::ManuallyDrop::new(self);
+        std::mem::take(&mut this.plan)
+    }
+}
+
+impl Drop for PlanHandle<'_> {
+    fn drop(&mut self) {
+        // An unload refused here (a REMOTE pin) leaves the plan to the file's
+        // close, which frees every plan of the file.
+        let _ = self.dev.plan_unload(self.plan.plan_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_node_names_its_path_and_errno() {
+        let e = Device::open_path("/nonexistent/neuron_hbm7").unwrap_err();
+        assert_eq!(e.errno(), libc::ENOENT);
+        assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+        assert!(e
+            .to_string()
+            .starts_with("cannot open /nonexistent/neuron_hbm7: "));
+        // Through io::Error the path stays, and the errno is still found.
+        let io: io::Error = e.into();
+        assert_eq!(io.kind(), io::ErrorKind::NotFound);
+        assert_eq!(crate::io_errno(&io), Some(libc::ENOENT));
+        assert!(io.to_string().contains("/nonexistent/neuron_hbm7"));
+    }
+
+    #[test]
+    fn a_node_that_is_not_the_module_fails_the_version_check() {
+        // /dev/null opens, but knows no DEVICE_INFO: the check refuses it.
+        let e = Device::open_path("/dev/null").unwrap_err();
+        assert_eq!(e.errno(), libc::ENOTTY);
+        assert!(Device::open_path_unchecked("/dev/null").is_ok());
+    }
+
+    #[test]
+    fn an_abi_mismatch_is_eproto() {
+        let e = OpenError {
+            path: device_path(3),
+            kind: OpenErrorKind::Abi { module: 99 },
+        };
+        assert_eq!(e.errno(), libc::EPROTO);
+        assert_eq!(e.raw_os_error(), None);
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "/dev/neuron_hbm3: the module speaks UAPI version 99, this library {ABI_VERSION}"
+            )
+        );
+        assert_eq!(crate::io_errno(&e.into()), Some(libc::EPROTO));
     }
 }

@@ -26,14 +26,25 @@ pub fn errno_name(errno: i32) -> String {
         libc::EOVERFLOW => "EOVERFLOW",
         libc::EOPNOTSUPP => "EOPNOTSUPP",
         libc::ETIMEDOUT => "ETIMEDOUT",
+        libc::EPROTO => "EPROTO",
         _ => return format!("errno {errno}"),
     };
     name.to_string()
 }
 
+/// The errno of an I/O error: its OS error number, or the errno of the
+/// [`OpenError`](crate::OpenError) it carries.
+pub fn io_errno(e: &std::io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        e.get_ref()?
+            .downcast_ref::<crate::OpenError>()
+            .map(crate::OpenError::errno)
+    })
+}
+
 /// Name of the errno of an I/O error ("ENOENT"), or its text when it has none.
 pub fn io_errno_name(e: &std::io::Error) -> String {
-    match e.raw_os_error() {
+    match io_errno(e) {
         Some(n) => errno_name(n),
         None => e.to_string(),
     }

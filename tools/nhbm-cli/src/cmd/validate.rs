@@ -12,6 +12,7 @@ use crate::fmt;
 pub fn run(path: &str, device: &DeviceArg, json: bool) -> Result<()> {
     // With a device at hand, its SBUF size and core count are checked too.
     let limits = Device::open_path(device.node().path)
+        .map_err(std::io::Error::from)
         .and_then(|d| d.device_info())
         .map(|i| Limits::from_device_info(&i))
         .unwrap_or_default();

@@ -413,7 +413,7 @@ fn pinner(s: &Shared, mut rng: Rng) -> Result<(), String> {
 fn churn(devs: &[u32], counts: &Counts, deadline: Instant, mut rng: Rng) -> Result<(), String> {
     while Instant::now() < deadline {
         let i = devs[rng.index(devs.len())];
-        let d = Device::open(i).map_err(|e| io_err("open", &e))?;
+        let d = Device::open(i).map_err(|e| io_err("open", &e.into()))?;
         let info = d.device_info().map_err(|e| io_err("DEVICE_INFO", &e))?;
         let gen = GenCtx {
             nr_cores: info.nr_cores,
@@ -467,7 +467,7 @@ fn churn(devs: &[u32], counts: &Counts, deadline: Instant, mut rng: Rng) -> Resu
 /// churner opening and closing files on every device. Returns its counts.
 fn process(k: usize, devs: &[u32], seed: u64, deadline: Instant) -> Result<String, String> {
     let primary = devs[k % devs.len()];
-    let file = Device::open(primary).map_err(|e| io_err("open", &e))?;
+    let file = Device::open(primary).map_err(|e| io_err("open", &e.into()))?;
     let info = file.device_info().map_err(|e| io_err("DEVICE_INFO", &e))?;
     let anchor = file
         .plan_load(

@@ -135,6 +135,39 @@ pub fn mem_stats_matches_device_geometry() -> TestResult {
     )
 }
 
+/// A plan handle (`Device::load`) answers for its plan and unloads it when
+/// dropped; `unload` reports the kernel's answer and `keep` leaves the plan
+/// loaded under its id.
+pub fn plan_handles_unload_on_drop() -> TestResult {
+    let d = dev()?;
+    let blob = one_buffer(1, 16 * KIB).to_blob().ctx("build")?;
+    let base = usage(&d)?;
+    let id = {
+        let h = d.load(&blob, 0).ctx("load")?;
+        let pa = h.resolve(1, 0, 16).ctx("RESOLVE through the handle")?;
+        ensure_eq("its PA", pa, h.loaded().addrs[0])?;
+        h.write(1, 8, b"handle").ctx("MEM_WRITE")?;
+        let mut back = [0u8; 6];
+        h.read(1, 8, &mut back).ctx("MEM_READ")?;
+        ensure_eq("bytes read back", &back, b"handle")?;
+        h.id()
+    };
+    ensure_errno(
+        "RESOLVE after the drop",
+        d.resolve(id, 1, 0, 0),
+        libc::ENOENT,
+    )?;
+    ensure_eq("MEM_STATS after the drop", usage(&d)?, base)?;
+    d.load(&blob, 0).ctx("load")?.unload().ctx("PLAN_UNLOAD")?;
+    ensure_eq("MEM_STATS after unload", usage(&d)?, base)?;
+    let kept = d.load(&blob, 0).ctx("load")?.keep();
+    d.resolve(kept.plan_id, 1, 0, 0)
+        .ctx("RESOLVE of a kept plan")?;
+    d.plan_unload(kept.plan_id)
+        .ctx("PLAN_UNLOAD of a kept plan")?;
+    ensure_eq("MEM_STATS at the end", usage(&d)?, base)
+}
+
 /// Loads `every_local_kind` plus a MR_REMOTE into another plan, and checks
 /// that every record landed where its kind says.
 pub fn every_kind_loads_and_resolves() -> TestResult {

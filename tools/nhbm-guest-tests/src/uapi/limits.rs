@@ -162,7 +162,9 @@ pub fn stalled_user_copy_does_not_block_others() -> TestResult {
 pub fn stalled_user_copy_does_not_hold_off_a_reset() -> TestResult {
     let d = dev()?;
     let st = during_a_stalled_write(&d, || {
-        Device::open(device_index()).and_then(|d2| d2.reset(RESET_DEVICE, 0))
+        Device::open(device_index())
+            .map_err(io::Error::from)
+            .and_then(|d2| d2.reset(RESET_DEVICE, 0))
     })?;
     let Some(r) = st.during else {
         return fail("RESET waited for another file's stalled user copy");
