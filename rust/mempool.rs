@@ -294,9 +294,10 @@ impl Grid {
         size.checked_add(mask).map(|s| s & !mask).ok_or(ENOMEM)
     }
 
-    /// Allocates `size` bytes (rounded up to the minimum allocation size) from
-    /// pool (`channel`, `region`) at a PA that is a multiple of `align` (a
-    /// power of two up to 1 GiB; 0 means the minimum allocation size).
+    /// Allocates `size` bytes (rounded up to the minimum allocation size and
+    /// to a multiple of `align`) from pool (`channel`, `region`) at a PA that
+    /// is a multiple of `align` (a power of two up to 1 GiB; 0 means the
+    /// minimum allocation size).
     pub(crate) fn alloc(
         &self,
         channel: usize,
@@ -305,7 +306,6 @@ impl Grid {
         align: u64,
     ) -> Result<Chunk> {
         let pool = self.pool(channel, region)?;
-        let size = self.round(size)?;
         let align = if align == 0 {
             self.geo.min_alloc
         } else {
@@ -314,6 +314,13 @@ impl Grid {
         if !align.is_power_of_two() || align > MAX_ALIGN {
             return Err(EINVAL);
         }
+        // A chunk spans a multiple of its alignment: placed on an `align`
+        // boundary, it withholds that span from every larger-aligned
+        // allocation, so its owner holds (and is charged for) all of it. A
+        // 4 KiB chunk at 1 GiB alignment is a 1 GiB chunk, and a tenant
+        // cannot fragment a channel for the price of a few pages.
+        let size = self.round(size)?;
+        let size = size.checked_next_multiple_of(align).ok_or(ENOMEM)?;
         let (mut state, node) = pool.node(pool.state.lock())?;
         let gen = match pool.gen.alloc_aligned(size, align.max(self.geo.min_alloc)) {
             Ok(gen) => gen,
@@ -492,6 +499,9 @@ mod tests {
             let c = g.alloc(1, 0, 8192, align)?;
             assert_eq!(c.pa() % align, 0);
             assert_eq!(c.va(), c.pa() | DEVMEM_TAG);
+            // The chunk spans its alignment: what its placement withholds.
+            assert_eq!(c.size(), align.max(8192));
+            assert_eq!(g.stats(1, 0)?.used, 4096 + align.max(8192));
             g.free(c);
         }
         assert_eq!(g.alloc(1, 0, 4096, 3).err(), Some(EINVAL));

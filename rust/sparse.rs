@@ -81,7 +81,17 @@ impl SparseMem {
             let n = (SIM_PAGE - in_page).min(len - done);
             held += n;
             if create && pages.get(&idx).is_none() {
-                pages.try_create_and_insert(idx, zeroed_page()?, GFP_KERNEL_ACCOUNT)?;
+                // Allocated with the lock dropped: reclaim in the writer's
+                // memory cgroup never runs while every other user of the
+                // device waits on `pages`.
+                drop(pages);
+                let node = RBTreeNode::new(idx, zeroed_page()?, GFP_KERNEL_ACCOUNT)?;
+                pages = self.pages.lock();
+                held = n;
+                if pages.get(&idx).is_none() {
+                    // Nothing to replace: the slot was just seen empty.
+                    let _ = pages.insert(node);
+                }
             }
             match pages.get_mut(&idx) {
                 Some(page) => {

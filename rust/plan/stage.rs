@@ -97,6 +97,16 @@ impl Remotes {
         Ok(())
     }
 
+    /// `EIO` unless every plan named was staged in reset epoch `epoch`: a
+    /// device reset between taking the references and staging wiped them.
+    fn check_epoch(&self, epoch: u64) -> Result {
+        if self.plans.iter().all(|p| p.reset_epoch == epoch) {
+            Ok(())
+        } else {
+            Err(EIO)
+        }
+    }
+
     /// Depth of a plan naming these plans.
     fn depth(&self) -> u32 {
         self.plans.iter().map(|p| p.depth + 1).max().unwrap_or(0)
@@ -431,6 +441,9 @@ impl Plan {
     fn new(dev: &Arc<Device>, index: VarIndex, remotes: Remotes) -> Result<Self> {
         // Waits out a device reset under way; EIO in "reset state unknown".
         let reset_epoch = dev.ready_epoch()?;
+        // The REMOTE targets were live when their references were taken; a
+        // reset that began since (and that the wait above let end) wiped them.
+        remotes.check_epoch(reset_epoch)?;
         Ok(Self {
             dev: dev.clone(),
             vars: KVVec::new(),
@@ -652,7 +665,8 @@ struct Arena {
 
 impl Arena {
     /// Packs the allocating records in order, each at its alignment (at least
-    /// `min_alloc`, as a chunk of its own would be). `None` without any.
+    /// `min_alloc`, as a chunk of its own would be), into a size that is a
+    /// multiple of the largest alignment. `None` without any.
     fn layout(records: &[Record], min_alloc: u64) -> Result<Option<Self>> {
         let mut end = 0u64;
         let mut align = min_alloc;
@@ -663,8 +677,9 @@ impl Arena {
             align = align.max(a);
             count += 1;
         }
+        // Rounded up to its alignment, as the grid rounds every chunk.
         Ok((count > 0).then_some(Self {
-            size: align_up(end, min_alloc)?,
+            size: align_up(end, align)?,
             align,
             records: count,
         }))
@@ -828,6 +843,24 @@ mod tests {
     }
 
     #[test]
+    fn remote_into_a_plan_wiped_by_a_reset_is_refused() -> Result {
+        let dev = device()?;
+        let mut tb = TestBlob::new(0, 0);
+        tb.rec(MrType::Buffer, 1, 4096)?;
+        let target = Arc::new(load(&dev, &tb, 0)?, GFP_KERNEL)?;
+        // The reference is taken after the reset here, as it is when the
+        // reset ends between PLAN_LOAD taking it and staging.
+        dev.reset(crate::fw::ResetKind::Device, 0, false)?;
+        let mut b = TestBlob::new(0, 0);
+        let r = b.rec(MrType::Remote, 1, 0)?;
+        b.recs[r].u = [1 | (5 << 32), 0];
+        let before = used(&dev);
+        assert_eq!(load_over(&dev, &b, 0, Some(&target)).err(), Some(EIO));
+        assert_eq!(used(&dev), before);
+        Ok(())
+    }
+
+    #[test]
     fn resolve_is_bounds_checked() -> Result {
         let dev = device()?;
         let mut b = TestBlob::new(0, 0);
@@ -973,7 +1006,9 @@ mod tests {
         assert_eq!(c % (2 * MIB), 0);
         assert!(c >= a + 4096);
         assert_eq!(plan.resolve(3, 0, 0)?, c + 3 * MIB);
-        assert_eq!(plan.bytes, c + 3 * MIB + 4096 - a);
+        // 5 MiB + 4 KiB of records, rounded up to the 2 MiB alignment.
+        assert_eq!(c + 3 * MIB + 4096 - a, 5 * MIB + 4096);
+        assert_eq!(plan.bytes, 6 * MIB);
         Ok(())
     }
 

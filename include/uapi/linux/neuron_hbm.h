@@ -31,8 +31,9 @@
 
 /* Largest nmem a plan may carry (E2BIG beyond). */
 #define NHBM_MAX_PLAN_RECORDS (1U << 20)
-/* Largest count of a MR_LIST / MR_PTR_TABLE and of one RESOLVE_BATCH (E2BIG beyond). */
+/* Largest count of a MR_LIST / MR_PTR_TABLE (E2BIG beyond). */
 #define NHBM_MAX_LIST_COUNT (1U << 20)
+/* Largest count of one RESOLVE_BATCH (E2BIG beyond). */
 #define NHBM_MAX_BATCH (1U << 16)
 /* Largest alignment a record may ask for: 1 GiB. */
 #define NHBM_MAX_ALIGNMENT (1ULL << 30)

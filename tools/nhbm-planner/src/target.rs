@@ -162,13 +162,24 @@ impl Target {
         align_up(size, self.min_alloc)
     }
 
+    /// The bytes one allocation of `size` at `align` takes: a multiple of
+    /// its alignment, as the kernel rounds it.
+    pub fn chunk_bytes(&self, size: u64, align: u64) -> u64 {
+        align_up(size, align.max(self.min_alloc))
+    }
+
     /// Bytes of the one arena the kernel packs `records` (size, alignment;
-    /// in blob order) into, before the fallback.
+    /// in blob order) into, before the fallback: rounded up to the largest
+    /// alignment, as every allocation is.
     pub fn arena_bytes(&self, records: impl IntoIterator<Item = (u64, u64)>) -> u64 {
-        let end = records.into_iter().fold(0, |end, (size, align)| {
-            align_up(end, align.max(self.min_alloc)) + size
-        });
-        self.round(end)
+        let (end, align) =
+            records
+                .into_iter()
+                .fold((0, self.min_alloc), |(end, max), (size, align)| {
+                    let a = align.max(self.min_alloc);
+                    (align_up(end, a) + size, max.max(a))
+                });
+        align_up(end, align)
     }
 
     /// Bytes of HBM the allocating `records` (size, alignment; in blob
@@ -188,8 +199,8 @@ impl Target {
             return Some(arena);
         }
         let mut total = 0;
-        for &(size, _) in records {
-            let s = self.round(size);
+        for &(size, align) in records {
+            let s = self.chunk_bytes(size, align);
             let r = free.iter().position(|&f| f >= s)?;
             free[r] -= s;
             total += s;
@@ -242,15 +253,25 @@ mod tests {
     #[test]
     fn arena_packs_at_the_minimum_allocation() {
         let t = Target::default();
-        // 100 B, then 3 MiB at 2 MiB, then 4 KiB: 0..100, 2M..5M, 5M..5M+4K.
+        // 100 B, then 3 MiB at 2 MiB, then 4 KiB: 0..100, 2M..5M, 5M..5M+4K,
+        // and the arena a multiple of its 2 MiB alignment.
         let recs = [(100, 0), (3 * MIB, 2 * MIB), (4096, 64)];
-        assert_eq!(t.arena_bytes(recs), 5 * MIB + 4096);
+        assert_eq!(t.arena_bytes(recs), 6 * MIB);
         // Order matters: the big one first leaves no gap.
         assert_eq!(
             t.arena_bytes([(3 * MIB, 2 * MIB), (100, 0), (4096, 64)]),
-            3 * MIB + 2 * 4096
+            4 * MIB
         );
         assert_eq!(t.arena_bytes([(1, 0)]), 4096);
+        assert_eq!(t.arena_bytes([(1, 0), (4096, 4096)]), 8192);
+    }
+
+    #[test]
+    fn an_allocation_spans_its_alignment() {
+        let t = Target::default();
+        assert_eq!(t.chunk_bytes(4096, 1 << 30), 1 << 30);
+        assert_eq!(t.chunk_bytes(100, 0), 4096);
+        assert_eq!(t.chunk_bytes(3 * MIB, 2 * MIB), 4 * MIB);
     }
 
     #[test]

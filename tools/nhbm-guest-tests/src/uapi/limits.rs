@@ -453,6 +453,45 @@ pub fn unloading_never_allocates() -> TestResult {
     ensure_eq("MEM_STATS after both", usage(&d)?, base)
 }
 
+/// The dmem usage of `region` in `cg`, from its `dmem.current`.
+fn dmem_current(cg: &Cgroup, region: &str) -> Result<u64, Fail> {
+    let text = cg.read("dmem.current")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{region} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| Fail::Fail(format!("dmem.current has no {region}: {text:?}")))
+}
+
+/// A small variable at a large alignment takes, and is charged for, the
+/// whole aligned span: placed on that boundary it withholds the span from
+/// every allocation as aligned or larger, so a tenant cannot fragment a
+/// channel against everyone else's big buffers for the price of a few
+/// pages. Under a dmem.max of 64 MiB, 4 KiB at 32 MiB alignment is charged
+/// 32 MiB, and 4 KiB at 128 MiB alignment is refused.
+pub fn aligned_chunks_take_their_alignment() -> TestResult {
+    const LIMIT: u64 = 64 * MIB;
+    let at = |align: u64| {
+        Plan::new(0, 0)
+            .with(Record::buffer(1, 4096).alignment(align))
+            .to_blob()
+            .ctx("build")
+    };
+    let d = dev()?;
+    let cg = Cgroup::enter("nhbm-align", &["dmem"])?;
+    let region = format!("neuron_hbm{}/hbm0", device_index());
+    cg.write("dmem.max", &format!("{region} {LIMIT}"))?;
+    let p = d.plan_load(&at(32 * MIB)?, 0).ctx("PLAN_LOAD at 32 MiB")?;
+    ensure_eq("bytes_allocated at 32 MiB", p.bytes_allocated, 32 * MIB)?;
+    ensure_eq("dmem.current", dmem_current(&cg, &region)?, 32 * MIB)?;
+    load_rejected(&d, &at(128 * MIB)?, 0, libc::EAGAIN)?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
+    ensure_eq(
+        "dmem.current with nothing loaded",
+        dmem_current(&cg, &region)?,
+        0,
+    )
+}
+
 /// A scratchpad is freed, and uncharged, when its plan is unloaded, whatever
 /// is loaded below it: a tenant holding a small scratchpad under another's
 /// cannot keep that one allocated and charged. In a cgroup with dmem.max of
@@ -473,13 +512,7 @@ pub fn unloaded_scratchpads_are_freed_whatever_lies_below() -> TestResult {
     let cg = Cgroup::enter("nhbm-scratch", &["dmem"])?;
     let region = format!("neuron_hbm{}/hbm0", device_index());
     cg.write("dmem.max", &format!("{region} {LIMIT}"))?;
-    let current = || -> Result<u64, Fail> {
-        let text = cg.read("dmem.current")?;
-        text.lines()
-            .find_map(|l| l.strip_prefix(&format!("{region} ")))
-            .and_then(|v| v.trim().parse().ok())
-            .ok_or_else(|| Fail::Fail(format!("dmem.current has no {region}: {text:?}")))
-    };
+    let current = || dmem_current(&cg, &region);
     let a = d.plan_load(&big, 0).ctx("PLAN_LOAD big")?;
     let b = other
         .plan_load(&small, 0)
