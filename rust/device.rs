@@ -227,12 +227,14 @@ impl Device {
     }
 
     /// Runs one BAR4 transfer piece `op` of data staged at epoch `staged_at`
-    /// outside any device reset: waits (`EINTR` on a signal) for one under
-    /// way to end, then `EIO` when one began since `staged_at`.
+    /// outside any device reset: `EIO` when one began since `staged_at`
+    /// (at once, not after the reset it would otherwise wait out), else
+    /// waits (`EINTR` on a signal) for one under way to end and looks again.
     fn transfer_piece(&self, staged_at: u64, op: impl FnOnce() -> Result) -> Result {
         {
             let mut g = self.gate.lock();
             while g.blocking {
+                self.check_epoch(staged_at)?;
                 if self.gate_changed.wait_interruptible(&mut g) {
                     return Err(EINTR);
                 }
@@ -305,6 +307,8 @@ impl Device {
                 }
             }
             self.reset_epoch.fetch_add(1, Release);
+            // Transfers of older plans waiting at the gate answer EIO now.
+            self.gate_changed.notify_all();
         }
         Ok(())
     }
