@@ -7,12 +7,18 @@ use nhbm::cli::{num, DeviceArg, DeviceNode};
 use nhbm::uapi::CHANNEL_ANY;
 use nhbm_planner::MemoryPlannerType;
 
+use crate::error::EXIT_STATUS_HELP;
+
+/// What `nhbm --help` says about plan files.
+const PLAN_FILES_HELP: &str = "PLAN is a blob (as `plan` writes) or its JSON form. A file named \
+                               *.hbmN.* loads on channel N unless --channel says otherwise.";
+
 /// Plan, stage, resolve and inspect neuron_hbm devices.
 #[derive(Parser, Debug)]
 #[command(
     name = "nhbm",
-    after_help = "PLAN is a blob (as `plan` writes) or its JSON form. A file named *.hbmN.* \
-                  loads on channel N unless --channel says otherwise."
+    version,
+    after_help = format!("{PLAN_FILES_HELP}\n\n{EXIT_STATUS_HELP}"),
 )]
 pub struct Cli {
     /// `-d N|PATH`: the device
@@ -82,16 +88,29 @@ pub enum Cmd {
         /// Where the example models are (default: next to this program)
         model_dir: Option<String>,
     },
+    /// Print a completion script for SHELL on stdout
+    #[command(hide = true)]
+    Completions {
+        /// The shell
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff) on stdout
+    #[command(hide = true)]
+    Manpage,
 }
 
 /// The options of `plan`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Default)]
 pub struct PlanArgs {
     /// The model: a description (JSON) or an ONNX model (*.onnx)
     pub model: PathBuf,
-    /// The planner (default: the model's own choice)
+    /// The planner: exact, hill_climb, greedy_by_size or greedy [default:
+    /// exact, which searches within --budget from hill_climb's packing]
     #[arg(long)]
     pub planner: Option<MemoryPlannerType>,
+    /// Run every planner and compare them; the plans written are --planner's
+    #[arg(long)]
+    pub compare: bool,
     /// Planner iterations
     #[arg(long, value_parser = num::<u32>)]
     pub iterations: Option<u32>,
@@ -101,9 +120,25 @@ pub struct PlanArgs {
     /// Iterations without progress before the planner stops
     #[arg(long, value_parser = num::<u32>)]
     pub max_stall: Option<u32>,
-    /// The exact planner's time budget in milliseconds (default 10000)
-    #[arg(long, value_name = "MS", value_parser = num::<u64>)]
-    pub time_budget: Option<u64>,
+    /// The exact planner's budget in search nodes, over every memory: the
+    /// same model, seed and budget give the same plan on any machine
+    /// [default: the model's planner_options.node_budget, else 20000]
+    #[arg(long, value_name = "NODES", value_parser = num::<u64>)]
+    pub budget: Option<u64>,
+    /// Wall-clock cap on the exact planner in milliseconds, a safety net: a
+    /// search it cuts short depends on the machine [default: the model's
+    /// planner_options.time_budget_ms, else 10000]
+    #[arg(long, value_name = "MS", value_parser = num::<u64>, alias = "time-budget")]
+    pub time_limit: Option<u64>,
+    /// Also write a picture of the placement (SVG): time across, offset up,
+    /// one rectangle per scratch tensor, per memory
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
+    /// The shape of an ONNX graph input with symbolic dimensions (repeat
+    /// for several inputs)
+    #[cfg(feature = "onnx")]
+    #[arg(long = "input-shape", value_name = "NAME=D0,D1,...")]
+    pub input_shapes: Vec<nhbm_onnx::InputShape>,
     /// Prefix of the files written (default: the model's name)
     #[arg(short = 'o', long = "output", value_name = "PREFIX")]
     pub output: Option<String>,
@@ -116,9 +151,10 @@ pub struct PlanArgs {
 }
 
 /// How `plan` writes its plans.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PlanFormat {
     /// The blob PLAN_LOAD takes
+    #[default]
     Blob,
     /// The JSON form of the plan
     Json,
@@ -205,6 +241,77 @@ mod tests {
         };
         assert_eq!(device.unwrap().index, Some(0));
         assert_eq!(model_dir.as_deref(), Some("/tests"));
+    }
+
+    #[test]
+    fn plan_options_parse() {
+        let c = cli(&[
+            "plan",
+            "m.json",
+            "--budget",
+            "50k",
+            "--time-limit",
+            "500",
+            "--compare",
+            "--svg",
+            "p.svg",
+        ])
+        .unwrap();
+        let Cmd::Plan(p) = c.cmd else { panic!() };
+        assert_eq!(
+            (p.budget, p.time_limit, p.compare),
+            (Some(50 << 10), Some(500), true)
+        );
+        assert_eq!(p.svg, Some(PathBuf::from("p.svg")));
+        assert_eq!(p.planner, None);
+        // The old name of --time-limit still works.
+        let c = cli(&["plan", "m.json", "--time-budget", "7"]).unwrap();
+        let Cmd::Plan(p) = c.cmd else { panic!() };
+        assert_eq!(p.time_limit, Some(7));
+    }
+
+    #[cfg(feature = "onnx")]
+    #[test]
+    fn input_shapes_repeat() {
+        let c = cli(&[
+            "plan",
+            "m.onnx",
+            "--input-shape",
+            "x=2,3",
+            "--input-shape",
+            "y=4",
+        ])
+        .unwrap();
+        let Cmd::Plan(p) = c.cmd else { panic!() };
+        let got: Vec<String> = p.input_shapes.iter().map(ToString::to_string).collect();
+        assert_eq!(got, ["x=2,3", "y=4"]);
+        assert!(cli(&["plan", "m.onnx", "--input-shape", "x"]).is_err());
+    }
+
+    #[test]
+    fn version_and_help() {
+        let e = cli(&["--version"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::DisplayVersion);
+        assert!(e.to_string().contains(env!("CARGO_PKG_VERSION")));
+        assert_eq!(
+            cli(&["-V"]).unwrap_err().kind(),
+            clap::error::ErrorKind::DisplayVersion
+        );
+        let help = cli(&["--help"]).unwrap_err().to_string();
+        assert!(
+            help.contains("Exit status:") && help.contains("5  invalid input"),
+            "{help}"
+        );
+        // The generators are there, but not listed.
+        assert!(
+            !help.contains("completions") && !help.contains("manpage"),
+            "{help}"
+        );
+        assert!(matches!(
+            cli(&["completions", "bash"]).unwrap().cmd,
+            Cmd::Completions { .. }
+        ));
+        assert!(cli(&["completions", "tcsh"]).is_err());
     }
 
     #[test]

@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Result};
 use nhbm::cli::parse_num;
 use nhbm::uapi::DeviceInfo;
-use nhbm::{errno_name, io_errno_name, Device, Plan};
+use nhbm::{Device, Plan};
+
+use crate::error::Failure;
 
 /// An open device file and what was loaded through it.
 pub struct Session {
@@ -32,11 +34,10 @@ pub struct Session {
 impl Session {
     /// Opens the device node at `path` and reads its DEVICE_INFO.
     pub fn open(path: &Path, json: bool) -> Result<Session> {
-        let dev = Device::open_path(path)
-            .map_err(|e| anyhow!("{e} ({})", errno_name(e.errno())))?;
+        let dev = open_device(path)?;
         let info = dev
             .device_info()
-            .map_err(|e| anyhow!("DEVICE_INFO: {}", io_errno_name(&e)))?;
+            .map_err(|e| Failure::refused("DEVICE_INFO", &e))?;
         Ok(Session {
             dev,
             path: path.to_path_buf(),
@@ -50,7 +51,7 @@ impl Session {
 
     /// An ioctl's result, its failure named `what` and by errno.
     pub fn io<T>(&self, what: &str, r: std::io::Result<T>) -> Result<T> {
-        r.map_err(|e| anyhow!("{what}: {} ({e})", io_errno_name(&e)))
+        r.map_err(|e| Failure::refused(what, &e).into())
     }
 
     /// The var_id that `v` names in plan `id`: a number, or a record's name.
@@ -73,6 +74,12 @@ impl Session {
     pub fn var_size(&self, id: u32, var: u32) -> Option<u64> {
         self.plans.get(&id)?.record(var).map(|r| r.size)
     }
+}
+
+/// Opens the device node at `path`; a failure says why by errno (a
+/// missing node, a permission problem) and what to do.
+pub fn open_device(path: &Path) -> Result<Device, Failure> {
+    Device::open_path(path).map_err(|e| Failure::open(path, e.raw_os_error(), &e))
 }
 
 /// The optional numeric operand `s`, called `what` in its error.

@@ -5,14 +5,19 @@
 //! does its work within one run; `session` runs a script of commands against
 //! one open file.
 //!
-//! This file only dispatches: each subcommand is a module of [`cmd`].
+//! This file only dispatches: each subcommand is a module of [`cmd`];
+//! failures and their exit statuses are [`error`]'s.
 
 #![warn(clippy::too_many_lines)]
 
 mod args;
 mod cmd;
 mod device;
+mod error;
 mod fmt;
+mod progress;
+mod sniff;
+mod svg;
 
 use std::process::ExitCode;
 
@@ -23,23 +28,29 @@ use args::{Cli, Cmd};
 use device::Session;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<String> = std::env::args().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return error::usage(&e, &args),
+    };
+    let json = cli.json;
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("nhbm: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => error::report(&e, json),
     }
 }
 
-/// Runs the subcommand `cli` names; all but `plan` and `validate` on the
-/// device, opened first.
+/// Runs the subcommand `cli` names; all but `plan`, `validate` and the
+/// generators on the device, opened first.
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     let mut s = match &cli.cmd {
         Cmd::Plan(p) => return cmd::plan::run(p, &cli.device, json),
         Cmd::Validate { plan } => return cmd::validate::run(plan, &cli.device, json),
+        Cmd::Completions { shell } => {
+            return cmd::generate::completions(*shell, &mut std::io::stdout())
+        }
+        Cmd::Manpage => return cmd::generate::manpage(&mut std::io::stdout()),
         // `demo DEVICE` names the device positionally.
         Cmd::Demo {
             device: Some(d), ..
@@ -61,6 +72,8 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Write(v) => cmd::write::run(&mut s, &v),
         Cmd::Session { file } => cmd::session::run(&mut s, file.as_deref()),
         Cmd::Demo { model_dir, .. } => cmd::demo::run(&mut s, model_dir.as_deref()),
-        Cmd::Plan(_) | Cmd::Validate { .. } => unreachable!("handled above"),
+        Cmd::Plan(_) | Cmd::Validate { .. } | Cmd::Completions { .. } | Cmd::Manpage => {
+            unreachable!("handled above")
+        }
     }
 }

@@ -8,17 +8,34 @@
 //! their bytes as payload, graph inputs and outputs as MR_INPUT/MR_OUTPUT,
 //! everything else scratch with a lifetime from the operators that define
 //! and use it.
+//!
+//! Graph inputs with symbolic dimensions (a batch size) get their shapes
+//! from [`ImportOptions::input_shapes`] before shape inference.
 
 pub mod gen;
+mod input_shape;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use nhbm_planner::desc::{Io, ModelDesc, OperatorDesc, Platform, TensorDesc};
-use nhbm_planner::{ArenaRole, MemoryPlannerType, Model, ModelError, PlannerOptions};
+use nhbm_planner::{ArenaRole, MemoryPlannerType, Model, ModelError, PlannerOptions, Target};
 use tract_onnx::pb::ModelProto;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::ops::konst::Const;
+
+pub use input_shape::{BadInputShape, InputShape};
+
+/// How a model is imported: the shapes of graph inputs, and the device it is
+/// planned for.
+#[derive(Clone, Debug, Default)]
+pub struct ImportOptions {
+    /// Shapes for graph inputs, by name; needed where an input has a
+    /// symbolic dimension.
+    pub input_shapes: Vec<InputShape>,
+    /// The device the model is checked and planned for.
+    pub target: Target,
+}
 
 /// Why an ONNX model does not import.
 #[derive(Debug, thiserror::Error)]
@@ -63,13 +80,21 @@ pub enum ImportError {
     /// A tensor with no elements.
     #[error("tensor {0:?}: has no elements")]
     Empty(String),
+    /// An input shape given that does not fit the graph.
+    #[error("input shape {input}: {reason}")]
+    InputShape {
+        /// The input named.
+        input: String,
+        /// Why it does not fit.
+        reason: String,
+    },
     /// The imported description does not make a model.
     #[error(transparent)]
     Model(#[from] ModelError),
 }
 
 /// Turns tract's error of step `what` into an [`ImportError`].
-fn tract(what: &'static str) -> impl Fn(TractError) -> ImportError {
+pub(crate) fn tract(what: &'static str) -> impl Fn(TractError) -> ImportError {
     move |e| ImportError::Tract {
         what,
         message: format!("{e:#}"),
@@ -78,6 +103,12 @@ fn tract(what: &'static str) -> impl Fn(TractError) -> ImportError {
 
 /// Reads an ONNX file into a planner model named after the file.
 pub fn load(path: &Path) -> Result<Model, ImportError> {
+    load_with(path, &ImportOptions::default())
+}
+
+/// Reads an ONNX file into a planner model named after the file, with
+/// `opts`' input shapes, for its target.
+pub fn load_with(path: &Path, opts: &ImportOptions) -> Result<Model, ImportError> {
     let name = path
         .file_stem()
         .map_or("model".into(), |s| s.to_string_lossy().into_owned());
@@ -89,6 +120,7 @@ pub fn load(path: &Path) -> Result<Model, ImportError> {
                 &name,
                 inference,
                 path.parent().map(Path::to_path_buf).unwrap_or_default(),
+                opts,
             )
         })
         .map_err(|e| ImportError::File {
@@ -99,10 +131,20 @@ pub fn load(path: &Path) -> Result<Model, ImportError> {
 
 /// Imports an ONNX model held in memory.
 pub fn from_proto(name: &str, proto: &ModelProto) -> Result<Model, ImportError> {
+    from_proto_with(name, proto, &ImportOptions::default())
+}
+
+/// Imports an ONNX model held in memory, with `opts`' input shapes, for its
+/// target.
+pub fn from_proto_with(
+    name: &str,
+    proto: &ModelProto,
+    opts: &ImportOptions,
+) -> Result<Model, ImportError> {
     let inference = tract_onnx::onnx()
         .model_for_proto_model(proto)
         .map_err(tract("read"))?;
-    import(name, inference, PathBuf::from("."))
+    import(name, inference, PathBuf::from("."), opts)
 }
 
 /// The planner's name of a tract element type, and its size in bytes.
@@ -124,7 +166,13 @@ fn dtype(t: DatumType) -> Option<(&'static str, u64)> {
     })
 }
 
-fn import(name: &str, inference: InferenceModel, base_dir: PathBuf) -> Result<Model, ImportError> {
+fn import(
+    name: &str,
+    mut inference: InferenceModel,
+    base_dir: PathBuf,
+    opts: &ImportOptions,
+) -> Result<Model, ImportError> {
+    input_shape::apply(&mut inference, &opts.input_shapes)?;
     // A graph input with a symbolic dimension would otherwise be reported
     // by the first operator that needs it; name the input instead.
     for &o in inference.input_outlets().map_err(tract("graph inputs"))? {
@@ -256,5 +304,5 @@ fn import(name: &str, inference: InferenceModel, base_dir: PathBuf) -> Result<Mo
         tensors,
         operators,
     };
-    Ok(Model::new(desc, base_dir)?.with_payloads(payloads)?)
+    Ok(Model::new_for(desc, base_dir, opts.target.clone())?.with_payloads(payloads)?)
 }

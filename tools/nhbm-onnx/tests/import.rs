@@ -139,3 +139,42 @@ fn files_load_from_disk() {
     assert!(e.to_string().contains("bad.onnx"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The CNN's batch dimension is symbolic; `x=2,3,8,8` gives it, and every
+/// size follows.
+#[test]
+fn input_shapes_fix_a_symbolic_dimension() {
+    let proto = gen::small_cnn(None);
+    let shapes = |s: &[&str]| nhbm_onnx::ImportOptions {
+        input_shapes: s.iter().map(|s| s.parse().unwrap()).collect(),
+        ..Default::default()
+    };
+    let m = nhbm_onnx::from_proto_with("dyn", &proto, &shapes(&["x=2,3,8,8"])).unwrap();
+    assert_eq!(m.tensor("x").unwrap().size, 2 * 3 * 8 * 8 * 4);
+    assert_eq!(m.tensor("y").unwrap().size, 2 * 10 * 4);
+    assert_eq!(m.tensor("c1").unwrap().size, 2 * 4 * 64 * 4);
+    let one = nhbm_onnx::from_proto("one", &gen::small_cnn(Some(1))).unwrap();
+    assert!(m.liveness_lower_bound() > one.liveness_lower_bound());
+    plans_and_lowers(&m, &proto, &["conv1.w", "fc.w"]);
+    for (bad, why) in [
+        ("nosuch=1,3,8,8", "no such graph input (inputs: x)"),
+        ("x=2,3,8", "3 dimensions given, the input has 4"),
+        ("x=2,4,8,8", "dimension 1 is 3 in the model, not 4"),
+    ] {
+        let e = nhbm_onnx::from_proto_with("dyn", &proto, &shapes(&[bad])).unwrap_err();
+        assert!(e.to_string().contains(why), "{bad}: {e}");
+    }
+}
+
+/// A model is checked against the target it is imported for: on V3 its
+/// default memories are V3's four channels.
+#[test]
+fn imports_check_the_model_for_their_target() {
+    let opts = nhbm_onnx::ImportOptions {
+        target: Target::for_arch_name("v3").unwrap(),
+        ..Default::default()
+    };
+    let m = nhbm_onnx::from_proto_with("tb", &gen::transformer_block(), &opts).unwrap();
+    assert_eq!(m.memories.len(), 4);
+    assert_eq!(m.target.name, "v3");
+}

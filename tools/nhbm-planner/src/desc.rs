@@ -258,14 +258,22 @@ pub struct Model {
 }
 
 impl Model {
-    /// Reads and checks a model description file.
+    /// Reads and checks a model description file, for the default
+    /// [`Target`].
     pub fn load(path: &Path) -> Result<Model, ModelError> {
+        Model::load_for(path, Target::default())
+    }
+
+    /// Reads a model description file and checks it for the device
+    /// `target` (its memories must be channels of that device).
+    pub fn load_for(path: &Path, target: Target) -> Result<Model, ModelError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ModelError(format!("{}: {e}", path.display())))?;
         let desc: ModelDesc = serde_json::from_str(&text)
             .map_err(|e| ModelError(format!("{}: {e}", path.display())))?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        Model::new(desc, base)
+        Model::new_for(desc, base, target)
+            .map_err(|e| ModelError(format!("{}: {e}", path.display())))
     }
 
     /// Parses and checks a model description.

@@ -52,9 +52,15 @@
 //! only exact cover anywhere is raced. [`minimize`] wraps the decision problem
 //! in a search over `cap` between the liveness lower bound and a known
 //! packing.
+//!
+//! A [`Budget`] bounds the search by a count of search nodes, so the same
+//! instance and budget give the same answer on any machine, however loaded.
+//! Its wall-clock deadline is only an outer safety cap: a search it stops
+//! ends wherever the machine's speed got it, and says so ([`Stop`]).
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// One buffer: live over operators `first..=last`, `size` bytes at a
 /// multiple of `align` (a power of two).
@@ -70,6 +76,67 @@ pub struct Buffer {
     pub align: u64,
 }
 
+/// What bounds a search: search nodes, and a wall-clock safety cap.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget<'a> {
+    /// Search nodes it may visit: the bound that makes the result the same
+    /// on every machine.
+    pub nodes: u64,
+    /// When it must stop whatever the node count: a safety cap only, as
+    /// where it cuts a search depends on the machine's speed and load.
+    pub deadline: Instant,
+    /// Where the nodes visited are counted as the search goes (roughly, in
+    /// steps of [`PROGRESS_STEP`]), for a progress display.
+    pub progress: Option<&'a AtomicU64>,
+}
+
+impl<'a> Budget<'a> {
+    /// `nodes` search nodes, and at most `time_limit` of wall-clock time
+    /// from now.
+    pub fn new(nodes: u64, time_limit: Duration) -> Self {
+        let now = Instant::now();
+        Budget {
+            nodes,
+            deadline: now + time_limit.min(LONG_TIME),
+            progress: None,
+        }
+    }
+
+    /// The same budget, counting the nodes visited into `progress`.
+    pub fn with_progress(self, progress: &'a AtomicU64) -> Self {
+        Budget {
+            progress: Some(progress),
+            ..self
+        }
+    }
+}
+
+/// A deadline far enough to be none (a year).
+const LONG_TIME: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Nodes between two updates of [`Budget::progress`] and two looks at the
+/// clock.
+pub const PROGRESS_STEP: u64 = 64;
+
+/// What stopped a search before it proved its result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// The node budget ran out: the same on every machine.
+    NodeBudget,
+    /// The wall-clock cap passed: the result depends on the machine.
+    TimeLimit,
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stop::NodeBudget => "node budget",
+            Stop::TimeLimit => "time limit",
+        })
+    }
+}
+
 /// The answer to "does everything fit in `cap` bytes?".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fit {
@@ -77,8 +144,8 @@ pub enum Fit {
     Packing(Vec<u64>),
     /// Proven: no packing within the capacity exists.
     Impossible,
-    /// The deadline passed before either was found.
-    OutOfTime,
+    /// The budget ran out before either was found.
+    Stopped(Stop),
 }
 
 /// The best packing [`minimize`] found and whether it is proven smallest.
@@ -92,6 +159,8 @@ pub struct Solution {
     pub optimal: bool,
     /// Search nodes visited, over every capacity tried.
     pub nodes: u64,
+    /// What cut the search short, if anything did.
+    pub stopped: Option<Stop>,
 }
 
 /// A problem prepared for search: sections and time overlaps.
@@ -167,9 +236,9 @@ impl Instance {
             })
     }
 
-    /// Decides whether every buffer fits in `cap` bytes, searching until
-    /// `deadline`.
-    pub fn fit(&self, cap: u64, deadline: Instant, nodes: &mut u64) -> Fit {
+    /// Decides whether every buffer fits in `cap` bytes, while `nodes`
+    /// (the nodes visited so far, counted on) stays within the budget.
+    pub fn fit(&self, cap: u64, budget: &Budget, nodes: &mut u64) -> Fit {
         if self.bufs.is_empty() {
             return Fit::Packing(Vec::new());
         }
@@ -201,7 +270,11 @@ impl Instance {
                 if full && !anywhere {
                     continue;
                 }
-                let mut s = Search::new(self, cap, (rank, cover), deadline, limit);
+                let left = budget.nodes.saturating_sub(*nodes);
+                if left == 0 {
+                    return Fit::Stopped(Stop::NodeBudget);
+                }
+                let mut s = Search::new(self, cap, (rank, cover), budget, limit.min(left));
                 s.rank_id = i;
                 s.anywhere = anywhere;
                 s.refuted = std::mem::take(&mut refuted);
@@ -211,7 +284,7 @@ impl Instance {
                 match st {
                     St::Found => return Fit::Packing(s.solution),
                     St::NotFound(_) => return Fit::Impossible,
-                    St::Timeout => return Fit::OutOfTime,
+                    St::Timeout => return Fit::Stopped(Stop::TimeLimit),
                     St::Limit => {}
                 }
             }
@@ -270,9 +343,9 @@ impl Instance {
     }
 }
 
-/// The smallest packing of `bufs` found before `deadline`. `known` is a
+/// The smallest packing of `bufs` found within `budget`. `known` is a
 /// packing to start from (e.g. a heuristic's); the result is never higher.
-pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, deadline: Instant) -> Solution {
+pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, budget: &Budget) -> Solution {
     let inst = Instance::new(bufs);
     let height = |o: &[u64]| {
         o.iter()
@@ -282,11 +355,16 @@ pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, deadline: Instant) -> So
             .unwrap_or(0)
     };
     let mut nodes = 0;
+    let mut stopped = None;
     let mut best = match known {
         Some(k) if inst.is_packing(k) => k.to_vec(),
-        _ => match inst.fit(u64::MAX, deadline, &mut nodes) {
+        _ => match inst.fit(u64::MAX, budget, &mut nodes) {
             Fit::Packing(p) => p,
-            _ => stacked(bufs),
+            Fit::Stopped(why) => {
+                stopped = Some(why);
+                stacked(bufs)
+            }
+            Fit::Impossible => stacked(bufs),
         },
     };
     let mut hi = height(&best);
@@ -294,14 +372,14 @@ pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, deadline: Instant) -> So
     // The lower bound first: where a perfect packing exists it is the
     // answer, and the search is most constrained there.
     let mut cap = lo;
-    while lo < hi {
-        match inst.fit(cap, deadline, &mut nodes) {
+    while lo < hi && stopped.is_none() {
+        match inst.fit(cap, budget, &mut nodes) {
             Fit::Packing(p) => {
                 hi = height(&p);
                 best = p;
             }
             Fit::Impossible => lo = cap + 1,
-            Fit::OutOfTime => break,
+            Fit::Stopped(why) => stopped = Some(why),
         }
         cap = lo + (hi - lo) / 2;
         if lo < hi && cap >= hi {
@@ -313,6 +391,7 @@ pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, deadline: Instant) -> So
         optimal: lo >= hi,
         offsets: best,
         nodes,
+        stopped: stopped.filter(|_| lo < hi),
     }
 }
 
@@ -395,6 +474,8 @@ struct Search<'a> {
     /// Which of [`Instance::ranks`] `rank` is.
     rank_id: usize,
     deadline: Instant,
+    /// Where the nodes visited are counted for a progress display.
+    progress: Option<&'a AtomicU64>,
     limit: u64,
     nodes: u64,
     offset: Vec<u64>,
@@ -430,7 +511,7 @@ impl<'a> Search<'a> {
         inst: &'a Instance,
         cap: u64,
         (rank, cover): (&'a [u32], bool),
-        deadline: Instant,
+        budget: &Budget<'a>,
         limit: u64,
     ) -> Self {
         let n = inst.bufs.len();
@@ -455,7 +536,8 @@ impl<'a> Search<'a> {
             cap,
             rank,
             rank_id: 0,
-            deadline,
+            deadline: budget.deadline,
+            progress: budget.progress,
             limit,
             nodes: 0,
             offset: vec![UNPLACED; n],
@@ -524,8 +606,13 @@ impl<'a> Search<'a> {
         if self.nodes > self.limit {
             return St::Limit;
         }
-        if self.nodes % 64 == 0 && Instant::now() >= self.deadline {
-            return St::Timeout;
+        if self.nodes % PROGRESS_STEP == 0 {
+            if let Some(p) = self.progress {
+                p.fetch_add(PROGRESS_STEP, Ordering::Relaxed);
+            }
+            if Instant::now() >= self.deadline {
+                return St::Timeout;
+            }
         }
         let key = self.state_key(part, last, last_rank);
         if let Some(&r) = self.refuted.get(&key) {
@@ -1011,8 +1098,8 @@ mod tests {
     use crate::rng::SplitMix64;
     use std::time::Duration;
 
-    fn far() -> Instant {
-        Instant::now() + Duration::from_secs(60)
+    fn far() -> Budget<'static> {
+        Budget::new(u64::MAX, Duration::from_secs(60))
     }
 
     /// The smallest capacity any assignment of offsets fits in, by trying
@@ -1086,7 +1173,7 @@ mod tests {
                 })
                 .collect();
             let want = brute_force(&bufs);
-            let s = minimize(&bufs, None, far());
+            let s = minimize(&bufs, None, &far());
             assert!(s.optimal, "{bufs:?}");
             assert_eq!(s.high_water, want, "{bufs:?}");
             assert!(Instance::new(&bufs).is_packing(&s.offsets), "{bufs:?}");
@@ -1101,7 +1188,7 @@ mod tests {
             let n = 2 + rng.below(6);
             let bufs = random(&mut rng, n);
             let want = brute_force(&bufs);
-            let s = minimize(&bufs, None, far());
+            let s = minimize(&bufs, None, &far());
             assert!(s.optimal, "{bufs:?}");
             assert_eq!(s.high_water, want, "{bufs:?}");
             let inst = Instance::new(&bufs);
@@ -1130,11 +1217,11 @@ mod tests {
             }
             let mut nodes = 0;
             assert_eq!(
-                inst.fit(best - 1, far(), &mut nodes),
+                inst.fit(best - 1, &far(), &mut nodes),
                 Fit::Impossible,
                 "{bufs:?}"
             );
-            match inst.fit(best, far(), &mut nodes) {
+            match inst.fit(best, &far(), &mut nodes) {
                 Fit::Packing(p) => assert!(inst.is_packing(&p)),
                 other => panic!("{bufs:?}: {other:?}"),
             }
@@ -1148,7 +1235,11 @@ mod tests {
         let mut rng = SplitMix64(5);
         let bufs = random(&mut rng, 7);
         let stacked = stacked(&bufs);
-        let s = minimize(&bufs, Some(&stacked), Instant::now());
+        let s = minimize(
+            &bufs,
+            Some(&stacked),
+            &Budget::new(u64::MAX, Duration::ZERO),
+        );
         let inst = Instance::new(&bufs);
         assert!(inst.is_packing(&s.offsets));
         let top: u64 = stacked
@@ -1158,6 +1249,41 @@ mod tests {
             .max()
             .unwrap();
         assert!(s.high_water <= top);
+    }
+
+    /// A node budget stops the search at the same place every time, with
+    /// the same packing, and says it did.
+    #[test]
+    fn a_node_budget_stops_the_search_the_same_way_every_time() {
+        // Some 18000 nodes from hill_climb's packing to the optimum.
+        let (m, _) = crate::hard::instance(100, 4);
+        let bufs: Vec<Buffer> = m
+            .tensors
+            .iter()
+            .filter_map(|t| {
+                let l = t.lifetime.as_ref()?;
+                Some(Buffer {
+                    first: l.start_op,
+                    last: l.end_op,
+                    size: t.size,
+                    align: t.alignment,
+                })
+            })
+            .collect();
+        let budget = Budget::new(300, Duration::from_secs(60));
+        let a = minimize(&bufs, None, &budget);
+        assert_eq!(a.stopped, Some(Stop::NodeBudget));
+        assert!(!a.optimal);
+        assert!(a.nodes >= 300 && a.nodes <= 301, "{}", a.nodes);
+        assert!(Instance::new(&bufs).is_packing(&a.offsets));
+        let counted = AtomicU64::new(0);
+        let b = minimize(&bufs, None, &budget.with_progress(&counted));
+        assert_eq!(a, b);
+        let c = counted.load(Ordering::Relaxed);
+        assert!(c > 0 && c <= b.nodes, "{c}");
+        let small = random(&mut SplitMix64(11), 6);
+        let free = minimize(&small, None, &budget);
+        assert_eq!((free.stopped, free.optimal), (None, true));
     }
 
     /// Instances without slack at their lower bound: random buffers, then
@@ -1200,7 +1326,7 @@ mod tests {
             let inst = Instance::new(&bufs);
             assert_eq!(inst.lower_bound(), full);
             let want = brute_force(&bufs);
-            let s = minimize(&bufs, None, far());
+            let s = minimize(&bufs, None, &far());
             assert!(s.optimal, "{bufs:?}");
             assert_eq!(s.high_water, want, "{bufs:?}");
             assert!(inst.is_packing(&s.offsets), "{bufs:?}");
@@ -1229,7 +1355,7 @@ mod tests {
                 align: 4,
             },
         ];
-        let s = minimize(&bufs, None, far());
+        let s = minimize(&bufs, None, &far());
         // The 4-aligned buffer goes first: 0..4, then 4..7; the other way
         // round it would start at 4 after 0..3 and end at 8.
         assert_eq!((s.high_water, s.optimal), (7, true));

@@ -17,7 +17,10 @@ mod search;
 pub mod target;
 
 pub use desc::{synthetic_bytes, Model, ModelDesc, ModelError};
+pub use exact::Stop;
 pub use lower::{lower, var_ids, LoweredPlan};
 pub use model::*;
-pub use planner::{plan, plan_model, plan_with_outcome, ExactOutcome, PlanReport, PlannerError};
+pub use planner::{
+    plan, plan_model, plan_with_outcome, plan_with_progress, ExactOutcome, PlanReport, PlannerError,
+};
 pub use target::{Target, TargetError};

@@ -319,9 +319,19 @@ pub struct PlannerOptions {
     pub seed: u64,
     /// Stop after this many iterations without improvement.
     pub max_stall_iterations: u32,
-    /// Time the exact planner may search, in milliseconds.
+    /// Search nodes the exact planner may visit, over every memory: what
+    /// bounds its work, the same on every machine, so the same model,
+    /// options and budget give the same plan however loaded the machine.
+    pub node_budget: u64,
+    /// Wall-clock cap on the exact planner's search, in milliseconds: a
+    /// safety net only; a search it cuts short ends wherever the machine's
+    /// speed got it, so its plan depends on the machine.
     pub time_budget_ms: u64,
 }
+
+/// The exact planner's default node budget: a few hundred milliseconds of
+/// search on the example models.
+pub const DEFAULT_NODE_BUDGET: u64 = 20_000;
 
 impl Default for PlannerOptions {
     fn default() -> Self {
@@ -329,6 +339,7 @@ impl Default for PlannerOptions {
             iterations: 500,
             seed: 1,
             max_stall_iterations: 200,
+            node_budget: DEFAULT_NODE_BUDGET,
             time_budget_ms: 10_000,
         }
     }
@@ -447,6 +458,18 @@ mod tests {
     fn get_allocation_is_a_key_error_when_missing() {
         let p = MemoryPlan::default();
         assert_eq!(p.get_allocation("x"), Err(KeyError("x".into())));
+    }
+
+    /// Descriptions written before the node budget existed get the
+    /// default one.
+    #[test]
+    fn planner_options_default_what_they_leave_out() {
+        let o: PlannerOptions =
+            serde_json::from_str(r#"{"seed": 3, "time_budget_ms": 5}"#).unwrap();
+        assert_eq!((o.seed, o.time_budget_ms), (3, 5));
+        assert_eq!(o.node_budget, DEFAULT_NODE_BUDGET);
+        let o: PlannerOptions = serde_json::from_str(r#"{"node_budget": 7}"#).unwrap();
+        assert_eq!(o.node_budget, 7);
     }
 
     #[test]

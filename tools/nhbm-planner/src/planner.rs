@@ -11,10 +11,11 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use crate::desc::{Io, Model, Tensor};
-use crate::exact::{self, Buffer};
+use crate::exact::{self, Budget, Buffer, Stop};
 use crate::model::*;
 use crate::search;
 
@@ -48,6 +49,10 @@ pub struct ExactOutcome {
     pub optimal: bool,
     /// Search nodes visited.
     pub nodes: u64,
+    /// What stopped the search before a proof: the node budget (the same
+    /// result on every machine) or the time limit (a result that depends on
+    /// the machine's speed and load); none when it ended by itself.
+    pub stopped: Option<Stop>,
 }
 
 /// Plans `model` with the given strategy.
@@ -65,6 +70,17 @@ pub fn plan_with_outcome(
     model: &Model,
     kind: MemoryPlannerType,
     opts: &PlannerOptions,
+) -> Result<(MemoryPlan, Vec<ExactOutcome>), PlannerError> {
+    plan_with_progress(model, kind, opts, None)
+}
+
+/// [`plan_with_outcome`], counting the exact planner's search nodes into
+/// `progress` as it goes (for a progress display; the count is rounded).
+pub fn plan_with_progress(
+    model: &Model,
+    kind: MemoryPlannerType,
+    opts: &PlannerOptions,
+    progress: Option<&AtomicU64>,
 ) -> Result<(MemoryPlan, Vec<ExactOutcome>), PlannerError> {
     let mut mp = MemoryPlan {
         tensor_lifetimes: model.lifetimes(),
@@ -156,7 +172,7 @@ pub fn plan_with_outcome(
         MemoryPlannerType::Greedy => packer.place(&packer.order_by_start())?,
         MemoryPlannerType::GreedyBySize => packer.place(&packer.order_by_size())?,
         MemoryPlannerType::HillClimb => packer.hill_climb(opts)?,
-        MemoryPlannerType::Exact => packer.exact(opts, &mut outcomes)?,
+        MemoryPlannerType::Exact => packer.exact(opts, progress, &mut outcomes)?,
     };
     for (k, t) in items.iter().enumerate() {
         let (mi, offset) = placement.slots[k];
@@ -408,14 +424,16 @@ impl Packer<'_> {
     /// greedy_by_size decides which memory every item goes to (its spill
     /// choices fit the budgets); then each memory's items are placed anew
     /// by [`exact::minimize`], starting from the better of greedy_by_size's
-    /// and hill_climb's packings, so no memory's arena grows. One deadline
-    /// covers every memory.
+    /// and hill_climb's packings, so no memory's arena grows. One node
+    /// budget, and one time limit, cover every memory.
     fn exact(
         &self,
         opts: &PlannerOptions,
+        progress: Option<&AtomicU64>,
         outcomes: &mut Vec<ExactOutcome>,
     ) -> Result<Placement, PlannerError> {
-        let deadline = Instant::now() + Duration::from_millis(opts.time_budget_ms);
+        let mut budget = Budget::new(opts.node_budget, Duration::from_millis(opts.time_budget_ms));
+        budget.progress = progress;
         let mut p = self.place(&self.order_by_size())?;
         // Local search is cheap next to the budget and often closes most
         // of the gap; it keeps greedy_by_size's memory choices only when
@@ -431,7 +449,8 @@ impl Packer<'_> {
                 continue;
             }
             let known: Vec<u64> = ks.iter().map(|&k| p.slots[k].1).collect();
-            let s = exact::minimize(&bufs, Some(&known), deadline);
+            let s = exact::minimize(&bufs, Some(&known), &budget);
+            budget.nodes = budget.nodes.saturating_sub(s.nodes);
             for (j, &k) in ks.iter().enumerate() {
                 p.slots[k].1 = s.offsets[j];
             }
@@ -442,6 +461,7 @@ impl Packer<'_> {
                 lower_bound: exact::Instance::new(&bufs).lower_bound(),
                 optimal: s.optimal,
                 nodes: s.nodes,
+                stopped: s.stopped,
             });
         }
         Ok(p)

@@ -405,6 +405,7 @@ fn generated_graphs_respect_the_lower_bound_and_the_never_worse_rule() {
                 iterations: 300,
                 seed,
                 max_stall_iterations: 100,
+                node_budget: 2_000,
                 time_budget_ms: 200,
             };
             let mp = plan(&m, *kind, &opts).unwrap();
@@ -451,6 +452,7 @@ fn hill_climb_is_deterministic_per_seed() {
         iterations: 200,
         seed: 3,
         max_stall_iterations: 200,
+        node_budget: 0,
         time_budget_ms: 0,
     };
     let a = plan(&m, MemoryPlannerType::HillClimb, &opts).unwrap();

@@ -67,7 +67,7 @@ pub fn run(s: &mut Session, dir: Option<&str>) -> Result<()> {
     // it allocates.
     let target = Target::from_device(&s.dev.path().display().to_string(), &s.info, &start);
     for path in &models {
-        let model = Model::load(path).and_then(|m| m.for_target(target.clone()))?;
+        let model = Model::load_for(path, target.clone())?;
         section(&format!(
             "model {} ({})",
             model.name(),

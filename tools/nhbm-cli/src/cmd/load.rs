@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use crate::args::VarArgs;
 use crate::cmd::validate::read_plan;
 use crate::device::Session;
+use crate::error::Failure;
 use crate::fmt;
 
 /// Stages the plan file `plan`; with `hold`, keeps it loaded until stdin
@@ -70,7 +71,7 @@ pub fn load_plan(
     let limits = Limits::from_device_info(&s.info);
     let blob = plan
         .to_blob_for(&limits)
-        .map_err(|e| anyhow!("{label}: {e}"))?;
+        .map_err(|e| Failure::invalid(format!("{label}: {e}"), Some(e.errno)))?;
     let payload: u64 = plan.records.iter().map(|r| r.data.len() as u64).sum();
     let t0 = Instant::now();
     let loaded = with_progress(payload, || s.dev.plan_load(&blob, channel));

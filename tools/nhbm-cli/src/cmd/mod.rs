@@ -1,6 +1,7 @@
 //! The subcommands of `nhbm`, one module each.
 
 pub mod demo;
+pub mod generate;
 pub mod info;
 pub mod load;
 pub mod plan;

@@ -1,21 +1,35 @@
-//! `nhbm plan`: plan a model for a device or an arch, compare the planners,
-//! and write one plan file per memory.
+//! `nhbm plan`: plan a model for a device or an arch with one planner (or
+//! compare them all), and write one plan file per memory.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, Context, Result};
 use nhbm::cli::DeviceArg;
-use nhbm::Device;
 use nhbm_planner::planner::memory_lower_bounds;
 use nhbm_planner::{
-    lower, plan_with_outcome, var_ids, ExactOutcome, LoweredPlan, MemoryPlan, MemoryPlannerType,
+    lower, plan_with_progress, var_ids, ExactOutcome, LoweredPlan, MemoryPlan, MemoryPlannerType,
     MemoryType, Model, PlanReport, PlannerError, PlannerOptions, Target,
 };
 use serde_json::{json, Value};
 
 use crate::args::{PlanArgs, PlanFormat};
-use crate::fmt;
+use crate::device::open_device;
+use crate::error::Failure;
+use crate::{fmt, progress, svg};
+
+/// The planners `--compare` runs, in the order it lists them.
+const ALL_PLANNERS: [MemoryPlannerType; 4] = [
+    MemoryPlannerType::Greedy,
+    MemoryPlannerType::GreedyBySize,
+    MemoryPlannerType::HillClimb,
+    MemoryPlannerType::Exact,
+];
+
+/// The planner `plan` runs without --planner: exact within its node
+/// budget, which starts from hill_climb's packing and keeps it when the
+/// budget runs out first.
+pub const DEFAULT_PLANNER: MemoryPlannerType = MemoryPlannerType::Exact;
 
 /// One plan file written: its name, memory, bytes and record count.
 struct Written {
@@ -25,28 +39,39 @@ struct Written {
     records: usize,
 }
 
-/// Plans the model `a` names with every planner, writes the chosen
-/// planner's plans, and reports on them.
+/// Plans the model `a` names with the planner it asks for (every planner
+/// with `--compare`), writes that planner's plans, and reports on them.
 pub fn run(a: &PlanArgs, device: &DeviceArg, json: bool) -> Result<()> {
     let path = a.model.display();
     let target = plan_target(a, device)?;
-    let model = load_model(&a.model, target)?;
-    let kind = a.planner.unwrap_or(model.desc.planner);
+    let model = load_model(a, target)?;
+    let kind = a.planner.unwrap_or(DEFAULT_PLANNER);
     let opts = options(a, &model);
-    let runs = compare_planners(&model, &opts);
+    let kinds = if a.compare {
+        &ALL_PLANNERS[..]
+    } else {
+        std::slice::from_ref(&kind)
+    };
+    let runs: Vec<PlannerRun> = kinds
+        .iter()
+        .map(|&k| run_planner(&model, k, &opts))
+        .collect();
     let chosen = runs
         .iter()
         .find(|r| r.kind == kind)
-        .expect("every planner runs");
+        .expect("the chosen planner runs");
     let mp = match &chosen.result {
         Ok((mp, _)) => mp.clone(),
-        Err(e) => return Err(anyhow!("{path}: {e}")),
+        Err(e) => return Err(anyhow::Error::new(e.clone()).context(path.to_string())),
     };
     let elapsed = chosen.took;
     let report = PlanReport::new(&model, kind, &mp);
     let lowered = lower(&model, &mp).map_err(|e| anyhow!("{path}: {e}"))?;
     let prefix = a.output.clone().unwrap_or_else(|| model.name().to_string());
     let written = write_plans(&lowered, &prefix, a.format)?;
+    if let Some(f) = &a.svg {
+        std::fs::write(f, svg::placement(&model, &mp)).with_context(|| f.display().to_string())?;
+    }
     if json {
         print_json(&model, &report, &mp, &written, elapsed, &runs);
         return Ok(());
@@ -60,6 +85,9 @@ pub fn run(a: &PlanArgs, device: &DeviceArg, json: bool) -> Result<()> {
     print_tensors(&model, &mp);
     println!();
     print_written(&written, a.format, &report);
+    if let Some(f) = &a.svg {
+        println!("wrote {}: the placement", f.display());
+    }
     Ok(())
 }
 
@@ -75,7 +103,10 @@ fn options(a: &PlanArgs, model: &Model) -> PlannerOptions {
     if let Some(v) = a.max_stall {
         opts.max_stall_iterations = v;
     }
-    if let Some(v) = a.time_budget {
+    if let Some(v) = a.budget {
+        opts.node_budget = v;
+    }
+    if let Some(v) = a.time_limit {
         opts.time_budget_ms = v;
     }
     opts
@@ -258,26 +289,37 @@ fn print_written(written: &[Written], format: PlanFormat, report: &PlanReport) {
     }
 }
 
-/// A model description (JSON), or an ONNX model (`*.onnx`), planned for
-/// `target`.
-fn load_model(path: &Path, target: Target) -> Result<Model> {
-    let model = if path
+/// The model `a` names, a description (JSON) or an ONNX model (`*.onnx`),
+/// read and checked for `target`: its memories must be channels of that
+/// device, whether it comes from `--arch` or `-d`.
+pub fn load_model(a: &PlanArgs, target: Target) -> Result<Model> {
+    let path: &Path = &a.model;
+    // A file that cannot be read is not an invalid model.
+    std::fs::metadata(path).with_context(|| path.display().to_string())?;
+    if path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
     {
         #[cfg(feature = "onnx")]
         {
-            nhbm_onnx::load(path)?
+            let opts = nhbm_onnx::ImportOptions {
+                input_shapes: a.input_shapes.clone(),
+                target,
+            };
+            Ok(nhbm_onnx::load_with(path, &opts)?)
         }
         #[cfg(not(feature = "onnx"))]
-        return Err(anyhow!(
-            "{}: this nhbm is built without ONNX support",
-            path.display()
-        ));
+        Err(Failure::invalid(
+            format!(
+                "{}: this nhbm is built without ONNX support",
+                path.display()
+            ),
+            None,
+        )
+        .into())
     } else {
-        Model::load(path)?
-    };
-    Ok(model.for_target(target)?)
+        Ok(Model::load_for(path, target)?)
+    }
 }
 
 /// One planner's run on the model being planned.
@@ -292,19 +334,27 @@ struct PlannerRun {
 impl PlannerRun {
     /// Whether exact proved memory `m`'s arena smallest (None: not exact).
     fn optimal(&self, m: MemoryType) -> Option<bool> {
+        self.outcome(m).map(|o| o.optimal)
+    }
+
+    /// How exact's search ended in memory `m` (None: not exact).
+    fn outcome(&self, m: MemoryType) -> Option<&ExactOutcome> {
         let (_, outcomes) = self.result.as_ref().ok()?;
-        outcomes.iter().find(|o| o.memory == m).map(|o| o.optimal)
+        outcomes.iter().find(|o| o.memory == m)
     }
 
     /// The run as JSON: planner, time, error, and per memory the scratch
-    /// arena against its bound.
+    /// arena against its bound, and for exact the nodes searched and what
+    /// stopped the search ("node_budget", "time_limit" or null).
     fn to_json(&self) -> Value {
         let memories: Vec<Value> = self
             .memories
             .iter()
             .map(|&(m, hwm, lb)| {
+                let o = self.outcome(m);
                 json!({"memory": m, "scratch_high_water_mark": hwm, "lower_bound": lb,
-                       "proven_optimal": self.optimal(m)})
+                       "proven_optimal": self.optimal(m), "nodes": o.map(|o| o.nodes),
+                       "stopped": o.and_then(|o| o.stopped)})
             })
             .collect();
         json!({
@@ -314,37 +364,31 @@ impl PlannerRun {
     }
 }
 
-/// Runs every planner with `opts` (exact within its time budget).
-fn compare_planners(model: &Model, opts: &PlannerOptions) -> Vec<PlannerRun> {
-    [
-        MemoryPlannerType::Greedy,
-        MemoryPlannerType::GreedyBySize,
-        MemoryPlannerType::HillClimb,
-        MemoryPlannerType::Exact,
-    ]
-    .into_iter()
-    .map(|kind| {
-        let t0 = Instant::now();
-        let result = plan_with_outcome(model, kind, opts);
-        let took = t0.elapsed();
-        let memories = match &result {
-            Ok((mp, _)) => {
-                let bounds = memory_lower_bounds(model, mp);
-                mp.arena_usages
-                    .iter()
-                    .map(|(&m, a)| (m, a.total_size, bounds.get(&m).copied().unwrap_or(0)))
-                    .collect()
-            }
-            Err(_) => Vec::new(),
-        };
-        PlannerRun {
-            kind,
-            took,
-            result,
-            memories,
+/// Runs planner `kind` with `opts` (exact within its node budget), with a
+/// progress line on a terminal when it takes a while.
+fn run_planner(model: &Model, kind: MemoryPlannerType, opts: &PlannerOptions) -> PlannerRun {
+    let t0 = Instant::now();
+    let label = format!("planning {} with {kind}", model.name());
+    let result = progress::with_spinner(&label, |nodes| {
+        plan_with_progress(model, kind, opts, Some(nodes))
+    });
+    let took = t0.elapsed();
+    let memories = match &result {
+        Ok((mp, _)) => {
+            let bounds = memory_lower_bounds(model, mp);
+            mp.arena_usages
+                .iter()
+                .map(|(&m, a)| (m, a.total_size, bounds.get(&m).copied().unwrap_or(0)))
+                .collect()
         }
-    })
-    .collect()
+        Err(_) => Vec::new(),
+    };
+    PlannerRun {
+        kind,
+        took,
+        result,
+        memories,
+    }
 }
 
 /// Per planner and memory: scratch arena vs its lower bound, and time.
@@ -366,10 +410,13 @@ fn print_comparison(runs: &[PlannerRun]) {
         }
         for &(m, hwm, lb) in &r.memories {
             let ratio = if lb == 0 { 1.0 } else { hwm as f64 / lb as f64 };
-            let proof = match r.optimal(m) {
-                Some(true) => "proven optimal",
-                Some(false) => "not proven",
-                None => "",
+            let proof = match r.outcome(m) {
+                Some(o) if o.optimal => "proven optimal".to_string(),
+                Some(o) => match o.stopped {
+                    Some(why) => format!("not proven ({why} hit, {} nodes)", o.nodes),
+                    None => format!("not proven ({} nodes)", o.nodes),
+                },
+                None => String::new(),
             };
             rows.push(vec![
                 r.kind.to_string(),
@@ -378,7 +425,7 @@ fn print_comparison(runs: &[PlannerRun]) {
                 fmt::bytes(lb),
                 format!("{ratio:.3}"),
                 ms.clone(),
-                proof.into(),
+                proof,
             ]);
         }
     }
@@ -407,13 +454,14 @@ fn plan_target(a: &PlanArgs, device: &DeviceArg) -> Result<Target> {
         (Some(_), Some(_)) => Err(anyhow!("plan: -d and --arch exclude each other")),
         (Some(d), None) => {
             let path = &d.path;
-            let dev = Device::open_path(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+            let dev = open_device(path)?;
+            let what = |ioctl: &str| format!("{}: {ioctl}", path.display());
             let info = dev
                 .device_info()
-                .map_err(|e| anyhow!("{}: DEVICE_INFO: {e}", path.display()))?;
+                .map_err(|e| Failure::refused(&what("DEVICE_INFO"), &e))?;
             let stats = dev
                 .mem_stats()
-                .map_err(|e| anyhow!("{}: MEM_STATS: {e}", path.display()))?;
+                .map_err(|e| Failure::refused(&what("MEM_STATS"), &e))?;
             Ok(Target::from_device(
                 &path.display().to_string(),
                 &info,
@@ -422,5 +470,85 @@ fn plan_target(a: &PlanArgs, device: &DeviceArg) -> Result<Target> {
         }
         (None, Some(arch)) => Ok(Target::for_arch_name(arch)?),
         (None, None) => Ok(Target::default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nhbm::uapi::{DeviceInfo, MemStats, ARCH_V3};
+
+    /// A model whose memories are V3's and V4's third and fourth channels.
+    const HIGH_CHANNELS: &str = r#"{"name": "high", "memories": [{"name": "hbm2"}, {"name": "hbm3"}],
+        "tensors": [
+          {"id": "x", "size": 4096, "io": "input"},
+          {"id": "h", "size": 8192}, {"id": "k", "size": 1024, "memory": "hbm3"},
+          {"id": "y", "size": 4096, "io": "output"}
+        ],
+        "operators": [
+          {"name": "a", "uses": ["x"], "defines": ["h", "k"]},
+          {"name": "b", "uses": ["h", "k"], "defines": ["y"]}
+        ]}"#;
+
+    fn model_file(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("nhbm-cli-plan-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("high.json");
+        std::fs::write(&path, HIGH_CHANNELS).unwrap();
+        path
+    }
+
+    /// What a V3 device with 2 regions of 12 GiB per channel reports.
+    fn v3_device() -> (DeviceInfo, MemStats) {
+        let info = DeviceInfo {
+            arch: ARCH_V3,
+            nr_channels: 4,
+            regions_per_channel: 2,
+            min_alloc_size: 4096,
+            ..Default::default()
+        };
+        let mut stats = MemStats::default();
+        for ch in &mut stats.pools[..4] {
+            for pool in &mut ch[..2] {
+                pool.present = 1;
+                pool.total = 12 << 30;
+            }
+        }
+        (info, stats)
+    }
+
+    /// The model is checked against the target chosen, never V2 first:
+    /// `--arch v3`, `--arch v4` and a V3 device (`-d`) take hbm2 and hbm3.
+    #[test]
+    fn models_are_checked_against_the_chosen_target() {
+        let path = model_file("target");
+        let a = PlanArgs {
+            model: path.clone(),
+            ..Default::default()
+        };
+        let (info, stats) = v3_device();
+        let targets = [
+            Target::for_arch_name("v3").unwrap(),
+            Target::for_arch_name("v4").unwrap(),
+            Target::from_device("/dev/neuron_hbm1", &info, &stats),
+        ];
+        for target in targets {
+            let name = target.name.clone();
+            let m = load_model(&a, target).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert_eq!(m.target.name, name);
+            let names: Vec<MemoryType> = m.memories.iter().map(|c| c.name).collect();
+            assert_eq!(names, [MemoryType::Hbm(2), MemoryType::Hbm(3)]);
+            let r = run_planner(&m, DEFAULT_PLANNER, &PlannerOptions::default());
+            let (mp, _) = r.result.unwrap();
+            let planned: Vec<MemoryType> = mp.arena_usages.keys().copied().collect();
+            assert_eq!(planned, [MemoryType::Hbm(2), MemoryType::Hbm(3)], "{name}");
+        }
+        let e = load_model(&a, Target::default()).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("hbm2 is not a channel of v2"),
+            "{e:#}"
+        );
+        assert_eq!(crate::error::classify(&e).0, crate::error::Exit::Invalid);
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 }

@@ -42,7 +42,7 @@ fn script(s: &mut Session, input: Box<dyn BufRead>) -> Result<()> {
         if !s.json {
             println!("> {}", words.join(" "));
         }
-        command(s, cmd, rest).map_err(|e| anyhow!("line {}: {e}", n + 1))?;
+        command(s, cmd, rest).with_context(|| format!("line {}", n + 1))?;
         let _ = std::io::stdout().flush();
     }
     Ok(())

@@ -2,18 +2,20 @@
 
 use anyhow::{anyhow, Result};
 use nhbm::cli::DeviceArg;
-use nhbm::{Device, Limits, Plan};
+use nhbm::{Device, Limits, Plan, PlanError};
 use serde_json::json;
 
+use crate::error::Failure;
 use crate::fmt;
+use crate::sniff::{self, Content};
 
 /// Checks the plan file at `path`; with the device at hand, against its
 /// SBUF size and core count too.
 pub fn run(path: &str, device: &DeviceArg, json: bool) -> Result<()> {
     // With a device at hand, its SBUF size and core count are checked too.
     let limits = Device::open_path(device.node().path)
-        .map_err(std::io::Error::from)
-        .and_then(|d| d.device_info())
+        .ok()
+        .and_then(|d| d.device_info().ok())
         .map(|i| Limits::from_device_info(&i))
         .unwrap_or_default();
     let plan = read_plan(path, &limits)?;
@@ -34,17 +36,22 @@ pub fn run(path: &str, device: &DeviceArg, json: bool) -> Result<()> {
 }
 
 /// The plan in the file at `path`, a blob or its JSON form, checked against
-/// `limits`.
+/// `limits`. A file that is no plan at all (a model, text, ...) is named
+/// for what it is.
 pub fn read_plan(path: &str, limits: &Limits) -> Result<Plan> {
-    let bytes = std::fs::read(path).map_err(|e| anyhow!("{path}: {e}"))?;
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    if first == Some(&b'{') {
+    let bytes = std::fs::read(path).map_err(|e| anyhow::Error::new(e).context(path.to_string()))?;
+    let content = sniff::content(path, &bytes);
+    if let Some(msg) = sniff::not_a_plan(path, &content) {
+        return Err(Failure::invalid(msg, None).into());
+    }
+    let invalid = |e: PlanError| Failure::invalid(format!("{path}: {e}"), Some(e.errno));
+    if content == Content::PlanJson {
         let text = String::from_utf8(bytes).map_err(|e| anyhow!("{path}: {e}"))?;
-        let plan = Plan::from_json(&text).map_err(|e| anyhow!("{path}: {e}"))?;
-        plan.to_blob_for(limits)
-            .map_err(|e| anyhow!("{path}: {e}"))?;
+        let plan = Plan::from_json(&text)
+            .map_err(|e| Failure::invalid(format!("{path}: {e}"), Some(libc::EINVAL)))?;
+        plan.to_blob_for(limits).map_err(invalid)?;
         Ok(plan)
     } else {
-        Plan::from_blob_for(&bytes, limits).map_err(|e| anyhow!("{path}: {e}"))
+        Ok(Plan::from_blob_for(&bytes, limits).map_err(invalid)?)
     }
 }

@@ -1,0 +1,303 @@
+//! The `nhbm` program as a user runs it, without a device: version, exit
+//! statuses, errors in text and JSON, `plan` (one planner or all, for an
+//! arch, with a picture, of an ONNX model with input shapes), plan files
+//! that are not plans, and the generated completions and manual page.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// A scratch directory for one test, removed when dropped.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("nhbm-cli-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `nhbm` with `args` in `dir`.
+fn nhbm(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nhbm"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The example models.
+fn example(name: &str) -> String {
+    format!("{}/../examples/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A model on the third and fourth channels, which V2 does not have.
+const HIGH_CHANNELS: &str = r#"{"name": "high", "memories": [{"name": "hbm2"}, {"name": "hbm3"}],
+    "tensors": [
+      {"id": "x", "size": 4096, "io": "input"},
+      {"id": "h", "size": 8192}, {"id": "k", "size": 1024, "memory": "hbm3"},
+      {"id": "y", "size": 4096, "io": "output"}
+    ],
+    "operators": [
+      {"name": "a", "uses": ["x"], "defines": ["h", "k"]},
+      {"name": "b", "uses": ["h", "k"], "defines": ["y"]}
+    ]}"#;
+
+#[test]
+fn version() {
+    let d = Dir::new("version");
+    for flag in ["--version", "-V"] {
+        let o = nhbm(&d.0, &[flag]);
+        assert!(o.status.success());
+        assert_eq!(
+            stdout(&o).trim(),
+            format!("nhbm {}", env!("CARGO_PKG_VERSION"))
+        );
+    }
+}
+
+#[test]
+fn a_missing_device_exits_3_with_how_to_load_the_module() {
+    let d = Dir::new("nodev");
+    let node = d.join("neuron_hbm9");
+    let node = node.to_str().unwrap();
+    let o = nhbm(&d.0, &["info", "-d", node]);
+    assert_eq!(o.status.code(), Some(3));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!("nhbm: cannot open {node}: ENOENT")),
+        "{err}"
+    );
+    assert!(
+        err.contains("modprobe neuron_hbm") && err.contains("ls /dev/neuron_hbm*"),
+        "{err}"
+    );
+    // Under --json the same failure is one object on stdout.
+    let o = nhbm(&d.0, &["stats", "--json", "-d", node]);
+    assert_eq!(o.status.code(), Some(3));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["errno"], "ENOENT");
+    assert_eq!(v["exit_code"], 3);
+    assert!(v["error"].as_str().unwrap().contains(node));
+    assert!(v["hint"].as_str().unwrap().contains("insmod neuron_hbm.ko"));
+    // plan -d opens the device the same way.
+    let o = nhbm(&d.0, &["plan", &example("small_cnn.json"), "-d", node]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+}
+
+#[test]
+fn usage_errors_exit_2_also_as_json() {
+    let d = Dir::new("usage");
+    let o = nhbm(&d.0, &["plan"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("Usage"), "{}", stderr(&o));
+    let o = nhbm(&d.0, &["--json", "plan", "m.json", "--bogus"]);
+    assert_eq!(o.status.code(), Some(2));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["exit_code"], 2);
+    assert!(v["error"].as_str().unwrap().contains("--bogus"), "{v}");
+    let o = nhbm(&d.0, &["--help"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("Exit status:"));
+}
+
+/// What `validate` says of files that are not plans: what they are, and
+/// exit status 5; never "rsvd is not zero".
+#[test]
+fn files_that_are_not_plans_are_named() {
+    let d = Dir::new("notplan");
+    std::fs::write(d.join("text.plan"), "a plan, honestly\n".repeat(20)).unwrap();
+    std::fs::write(d.join("m.onnx"), b"\x08\x08\x12\x09nhbm-onnx").unwrap();
+    let model = example("small_cnn.json");
+    for (file, want) in [
+        (model.as_str(), "a model description, not a plan"),
+        ("text.plan", "a text file, not a plan"),
+        ("m.onnx", "an ONNX model, not a plan"),
+    ] {
+        let o = nhbm(&d.0, &["validate", file]);
+        assert_eq!(o.status.code(), Some(5), "{file}");
+        let err = stderr(&o);
+        assert!(err.contains(want) && !err.contains("rsvd"), "{file}: {err}");
+    }
+    let o = nhbm(&d.0, &["-j", "validate", "text.plan"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(
+        (v["exit_code"].as_u64(), v["errno"].is_null()),
+        (Some(5), true)
+    );
+}
+
+/// `plan` runs the planner asked for (exact by default), or all of them
+/// with --compare; the plans written are the same either way.
+#[test]
+fn plan_runs_one_planner_unless_asked_to_compare() {
+    let d = Dir::new("compare");
+    let model = example("transformer_block.json");
+    let o = nhbm(&d.0, &["plan", &model, "-o", "one", "--svg", "tb.svg"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("planner exact"), "{out}");
+    assert!(out.contains("proven optimal"), "{out}");
+    assert!(
+        !out.contains("greedy_by_size") && !out.contains("hill_climb"),
+        "{out}"
+    );
+    let svg = std::fs::read_to_string(d.join("tb.svg")).unwrap();
+    assert!(svg.starts_with("<?xml") && svg.contains("class=\"lower-bound\""));
+    let o = nhbm(&d.0, &["plan", &model, "--compare", "-o", "all", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let planners: Vec<&str> = v["planners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["planner"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        planners,
+        ["greedy", "greedy_by_size", "hill_climb", "exact"]
+    );
+    assert_eq!(v["report"]["planner"], "exact");
+    for m in ["hbm0", "hbm1"] {
+        let one = std::fs::read(d.join(&format!("one.{m}.plan"))).unwrap();
+        let all = std::fs::read(d.join(&format!("all.{m}.plan"))).unwrap();
+        assert_eq!(one, all, "{m}");
+    }
+    let o = nhbm(&d.0, &["plan", &model, "--planner", "greedy", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["planners"].as_array().unwrap().len(), 1);
+    assert_eq!(v["planners"][0]["planner"], "greedy");
+}
+
+/// The exact planner's --budget bounds its search in nodes: the same
+/// budget gives the same bytes, and the outcome says the budget stopped it.
+#[test]
+fn plan_budget_is_reported_and_reproducible() {
+    let d = Dir::new("budget");
+    let (m, _) = nhbm_planner::hard::instance(100, 4);
+    std::fs::write(d.join("hard.json"), serde_json::to_string(&m.desc).unwrap()).unwrap();
+    let run = |prefix: &str| {
+        let o = nhbm(
+            &d.0,
+            &[
+                "plan",
+                "hard.json",
+                "--budget",
+                "300",
+                "-o",
+                prefix,
+                "--json",
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let mem = v["planners"][0]["memories"][0].clone();
+        (
+            std::fs::read(d.join(&format!("{prefix}.hbm0.plan"))).unwrap(),
+            mem,
+        )
+    };
+    let (a, mem_a) = run("a");
+    let (b, mem_b) = run("b");
+    assert_eq!(a, b);
+    assert_eq!(mem_a["stopped"], "node_budget");
+    assert_eq!(mem_a["nodes"], 301);
+    assert_eq!(mem_a["nodes"], mem_b["nodes"]);
+    let o = nhbm(&d.0, &["plan", "hard.json", "--budget", "300", "-o", "c"]);
+    assert!(
+        stdout(&o).contains("not proven (node budget hit, 301 nodes)"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// hbm2 and hbm3 are channels of V3 and V4: the model is checked against
+/// --arch, not against V2 first.
+#[test]
+fn plan_for_an_arch_with_more_channels() {
+    let d = Dir::new("arch");
+    std::fs::write(d.join("high.json"), HIGH_CHANNELS).unwrap();
+    for arch in ["v3", "v4"] {
+        let o = nhbm(&d.0, &["plan", "high.json", "--arch", arch, "-o", arch]);
+        assert!(o.status.success(), "{arch}: {}", stderr(&o));
+        assert!(stdout(&o).contains(&format!("target {arch}: 4 channels")));
+        for m in ["hbm2", "hbm3"] {
+            assert!(d.join(&format!("{arch}.{m}.plan")).exists(), "{arch} {m}");
+        }
+    }
+    let o = nhbm(&d.0, &["plan", "high.json", "--arch", "v2"]);
+    assert_eq!(o.status.code(), Some(5));
+    assert!(
+        stderr(&o).contains("hbm2 is not a channel of v2"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[cfg(feature = "onnx")]
+#[test]
+fn onnx_input_shapes_fix_symbolic_dimensions() {
+    use prost::Message;
+    let d = Dir::new("onnx");
+    let bytes = nhbm_onnx::gen::small_cnn(None).encode_to_vec();
+    std::fs::write(d.join("cnn.onnx"), bytes).unwrap();
+    let o = nhbm(&d.0, &["plan", "cnn.onnx"]);
+    assert_eq!(o.status.code(), Some(5));
+    assert!(
+        stderr(&o).contains("hint: give graph inputs"),
+        "{}",
+        stderr(&o)
+    );
+    let o = nhbm(
+        &d.0,
+        &["plan", "cnn.onnx", "--input-shape", "x=2,3,8,8", "--json"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let x = v["plan"]["tensor_allocs"]["x"]["size"].as_u64();
+    assert_eq!(x, Some(2 * 3 * 8 * 8 * 4));
+    let o = nhbm(&d.0, &["plan", "cnn.onnx", "--input-shape", "z=1"]);
+    assert_eq!(o.status.code(), Some(5));
+    assert!(
+        stderr(&o).contains("input shape z: no such graph input"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn completions_and_manpage_are_generated() {
+    let d = Dir::new("gen");
+    for shell in ["bash", "zsh", "fish"] {
+        let o = nhbm(&d.0, &["completions", shell]);
+        assert!(o.status.success());
+        let out = stdout(&o);
+        for word in ["plan", "validate", "stats"] {
+            assert!(out.contains(word), "{shell}: {word}");
+        }
+    }
+    let o = nhbm(&d.0, &["manpage"]);
+    assert!(o.status.success());
+    let man = stdout(&o);
+    assert!(man.contains(".TH nhbm 1") && man.contains("plan") && man.contains("Exit status"));
+}
