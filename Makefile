@@ -14,6 +14,9 @@
 #   make bench      the benchmarks (Documentation/benchmarks.rst), on a copy of
 #                   the module built with them; the module hosts load has none
 #   make lint       rustfmt check + clippy build
+#   make python-check  build the Python package's wheel and run its pytest suite
+#   make install-lib  build and install libnhbm, the C library (DESTDIR=, PREFIX=)
+#   make header     regenerate libnhbm's committed C header with cbindgen
 #   make clean
 
 # Kbuild reads ./Kbuild, never this file; $(src) is set only there.
@@ -50,7 +53,8 @@ endif
 # The debug kernel (KASAN, lockdep, kmemleak, fault injection) for check-debug.
 KDIR_DEBUG = $(shell VARIANT=debug NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
 
-.PHONY: all module setup check check-pci devmodel check-debug check-distro demo bench bench-module lint fmt clean userspace dkms-install
+.PHONY: all module setup check check-pci devmodel check-debug check-distro demo bench bench-module lint fmt clean userspace dkms-install python-check \
+	install-lib header
 
 all: module
 
@@ -63,10 +67,16 @@ module:
 userspace:
 	@$(REPO)/tools/testing/build-userspace.sh
 
-# The userspace workspace's own tests run on the host first; the closing line
-# of the simulated run counts them with the guest's. Then the same guest suites
-# on emulated PCI functions; either run failing fails the check.
+# On the host first: libnhbm's header, install and link checks
+# (Documentation/libnhbm.rst), the Python package's wheel and tests
+# (Documentation/python.rst) and the userspace workspace's own tests, which
+# the closing line of the simulated run counts with the guest's. Then the
+# guest suites on simulated devices and on emulated PCI functions; either
+# run failing fails the check.
 check: module userspace devmodel
+	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/testing/libnhbm-check.sh
+	@NHBM_CACHE=$(NHBM_CACHE) NHBM_CLI=$(BUILD)/userspace/nhbm \
+		$(REPO)/tools/testing/python-tests.sh $(BUILD)/python-tests.log
 	@$(REPO)/tools/testing/host-tests.sh $(BUILD)/host-tests.log
 	@NHBM_HOST_LOG=$(BUILD)/host-tests.log NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) \
 		$(REPO)/tools/testing/run-qemu.sh check; \
@@ -76,6 +86,12 @@ check: module userspace devmodel
 		$(REPO)/tools/testing/run-qemu.sh check-pci; \
 	pci=$$?; \
 	[ $$sim = 0 ] && [ $$pci = 0 ]
+
+# The Python package (tools/nhbm-py): builds the wheel with maturin into a
+# venv under NHBM_CACHE and runs its pytest suite; log in build/python-tests.log.
+python-check:
+	@NHBM_CACHE=$(NHBM_CACHE) NHBM_CLI=$(BUILD)/userspace/nhbm \
+		$(REPO)/tools/testing/python-tests.sh $(BUILD)/python-tests.log
 
 # The device model of a Neuron PCI function (a host program, not static).
 devmodel:
@@ -149,6 +165,7 @@ lint:
 	@python3 $(REPO)/tools/testing/msrv-check.py $(REPO)/tools
 	@cd $(REPO)/tools && cargo fmt --check && NHBM_CACHE=$(NHBM_CACHE) bash -c '. $(REPO)/tools/testing/cargo-env.sh && \
 		cargo_lock && cargo clippy --quiet --workspace --all-targets --target-dir "$$CARGO_TARGET" -- -Dwarnings'
+	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/testing/check-header.sh
 	@echo "lint: clean"
 
 fmt:
@@ -156,6 +173,18 @@ fmt:
 
 dkms-install:
 	@$(REPO)/tools/dkms-install.sh
+
+# libnhbm, the C library (tools/libnhbm, Documentation/libnhbm.rst): built
+# and installed under $(DESTDIR)$(PREFIX): lib/libnhbm.so.1, libnhbm.so,
+# libnhbm.a, include/nhbm.h, include/linux/neuron_hbm.h, lib/pkgconfig/nhbm.pc.
+PREFIX ?= /usr/local
+install-lib:
+	@NHBM_CACHE=$(NHBM_CACHE) DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) $(REPO)/tools/libnhbm/install.sh
+
+# Regenerates libnhbm's committed header (tools/libnhbm/include/nhbm.h)
+# with the pinned cbindgen; tools/testing/check-header.sh checks it.
+header:
+	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/libnhbm/header.sh
 
 clean:
 	@rm -rf $(BUILD) $(REPO)/Module.symvers $(REPO)/modules.order

@@ -24,7 +24,8 @@ BINDGEN="$CACHE/bindgen-$BINDGEN_VERSION/bin/bindgen"
 LLVM_SUFFIX="-19"
 APT_PACKAGES=(rustc-web rust-web-src rust-web-clippy clang-19 libclang-19-dev lld-19
 	llvm-19 bc bison flex libelf-dev libssl-dev cpio kmod busybox-static
-	qemu-system-x86 make gcc python3 xz-utils linux-libc-dev)
+	qemu-system-x86 make gcc python3 python3-venv xz-utils linux-libc-dev
+	libc6-dev g++ pkg-config)
 
 QUIET_KDIR=0
 [ "${1:-}" = "--kdir" ] && QUIET_KDIR=1

@@ -52,6 +52,20 @@ for bin in "${BINS[@]}"; do
 	install -m 0755 "$src" "$OUT/$bin"
 done
 cargo_unlock
+# libnhbm's KTAP suite: its C client, built against the installed library as
+# a runtime would be: libnhbm.a, the headers and nhbm.pc staged under
+# build/libnhbm-stage, the client linked statically through pkg-config.
+STAGE="$REPO/build/libnhbm-stage"
+rm -rf "$STAGE"
+DESTDIR="$STAGE" PREFIX=/usr/local "$TOOLS/libnhbm/install.sh" --static --target "$TARGET"
+# glibc's linker notes on getaddrinfo and getpwuid_r (in the Rust runtime,
+# never called here) are kept out of the way.
+# shellcheck disable=SC2046
+gcc -std=c11 -O2 -Wall -Wextra -Werror -static -o "$OUT/nhbm-libnhbm-test" \
+	"$TOOLS/libnhbm/examples/nhbm-client.c" \
+	$(PKG_CONFIG_SYSROOT_DIR="$STAGE" PKG_CONFIG_LIBDIR="$STAGE/usr/local/lib/pkgconfig" \
+		pkg-config --static --cflags --libs nhbm) 2>"$STAGE/link.log" ||
+	{ cat "$STAGE/link.log" >&2; exit 1; }
 # Test scripts that drive the programs in the guest.
 install -m 0755 "$TOOLS/nhbm-cli/guest/nhbm-cli-test" "$OUT/nhbm-cli-test"
 # Example models (and the constant data they name) for the demo and CLI tests.

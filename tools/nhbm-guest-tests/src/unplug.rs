@@ -96,7 +96,10 @@ fn refuse(device: u32, force: bool) -> Option<String> {
         return Some("debugfs file missing".into());
     }
     let want = u32::from(!host_removal());
-    match Device::open(device).map_err(std::io::Error::from).and_then(|d| d.device_info()) {
+    match Device::open(device)
+        .map_err(std::io::Error::from)
+        .and_then(|d| d.device_info())
+    {
         Ok(i) if i.simulated == want => None,
         Ok(_) => Some(format!(
             "/dev/neuron_hbm{device}: simulated is not {want} (NHBM_BACKEND)"
@@ -259,10 +262,14 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
     // Unchecked: the check's DEVICE_INFO is what this looks at.
     let reopen = match Device::open_path_unchecked(nhbm::device_path(device)) {
         Err(e) => match e.errno() {
-            libc::ENODEV | libc::ENOENT | libc::ENXIO => {
-                Ok(format!("open after removal: {}", nhbm::errno_name(e.errno())))
-            }
-            _ => Err(format!("open after removal: {}", nhbm::errno_name(e.errno()))),
+            libc::ENODEV | libc::ENOENT | libc::ENXIO => Ok(format!(
+                "open after removal: {}",
+                nhbm::errno_name(e.errno())
+            )),
+            _ => Err(format!(
+                "open after removal: {}",
+                nhbm::errno_name(e.errno())
+            )),
         },
         Ok(d) => {
             let mut b = Vec::new();

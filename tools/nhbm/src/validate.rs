@@ -43,7 +43,26 @@ pub struct Limits {
     pub sbuf_size: Option<u64>,
 }
 
+/// Bytes of each NeuronCore's State Buffer on every arch (`SBUF_SIZE` in
+/// rust/arch.rs).
+pub const SBUF_SIZE: u64 = 32 << 20;
+
 impl Limits {
+    /// The limits of a device of arch `name` ("v2", "v3" or "v4", any case):
+    /// 2 NeuronCores on V2, 8 on V3 and V4, each with a [`SBUF_SIZE`] State
+    /// Buffer (rust/arch.rs). `None` for another name.
+    pub fn for_arch_name(name: &str) -> Option<Self> {
+        let cores = match name.to_ascii_lowercase().as_str() {
+            "v2" => 2,
+            "v3" | "v4" => 8,
+            _ => return None,
+        };
+        Some(Limits {
+            nr_cores: Some(cores),
+            sbuf_size: Some(SBUF_SIZE),
+        })
+    }
+
     /// The limits DEVICE_INFO reports.
     pub fn from_device_info(info: &DeviceInfo) -> Self {
         Limits {

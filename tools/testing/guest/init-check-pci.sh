@@ -3,9 +3,10 @@
 # `make check-pci` guest: no simulated device. The module binds the three
 # emulated Neuron PCI functions, V2, V3 and V4 (tools/nhbm-devmodel behind
 # QEMU's vfio-user client), through its PCI driver; the KUnit suites run at
-# insmod, then the PCI suite on the V3 and V4 functions, then every userspace
-# test program (the PCI suite among them) on the V2 one. The removal test
-# (last) asks the host to device_del function 1.
+# insmod, then the PCI suite and libnhbm's client on the V3 and V4
+# functions, then every userspace test program (the PCI suite and the
+# client among them) on the V2 one. The removal test (last) asks the host
+# to device_del function 1.
 . /common.sh
 export NHBM_BACKEND=pci
 
@@ -18,6 +19,9 @@ insmod /neuron_hbm.ko fault_injection=1 || echo "not ok 1 nhbm_insmod"
 for n in 1 2; do
 	echo "nhbm: running nhbm-pci-test -d $n"
 	/tests/nhbm-pci-test -d "$n" || echo "nhbm: nhbm-pci-test -d $n exited with $?"
+	echo "nhbm: running nhbm-libnhbm-test on /dev/neuron_hbm$n"
+	/tests/nhbm-libnhbm-test "/dev/neuron_hbm$n" "nhbm_libnhbm_v$((n + 2))" ||
+		echo "nhbm: nhbm-libnhbm-test on /dev/neuron_hbm$n exited with $?"
 done
 run_tests
 rmmod neuron_hbm || echo "not ok 1 nhbm_rmmod"

@@ -1,0 +1,168 @@
+//! Devices: open, close, DEVICE_INFO, MEM_STATS and RESET.
+
+use std::ffi::{c_char, c_int};
+use std::sync::Arc;
+
+use nhbm::uapi::{DeviceInfo, MemStats};
+use nhbm::Device;
+
+use crate::error::{call, call_void, Error};
+use crate::ptr::{c_path, handle, into_handle, out, take_handle, Out};
+
+/// An open neuron_hbm device (`/dev/neuron_hbmN`). Plans loaded through it
+/// keep it open until they are unloaded.
+pub struct nhbm_device {
+    /// Shared with the plans loaded through it.
+    pub(crate) dev: Arc<Device>,
+}
+
+/// Hands an opened device to C.
+fn opened(dev: Device, out_dev: Out<'_, *mut nhbm_device>) -> c_int {
+    out_dev.set(into_handle(nhbm_device { dev: Arc::new(dev) }));
+    0
+}
+
+/// Opens `/dev/neuron_hbm<index>` and stores its handle in `*dev`.
+///
+/// Returns 0, -EPROTO when the module speaks another UAPI version than the
+/// library (nhbm_abi_version()), or the errno of open(2) or DEVICE_INFO.
+///
+/// # Safety
+/// `dev` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_device_open(index: u32, dev: *mut *mut nhbm_device) -> c_int {
+    call(|| {
+        // SAFETY: `dev` is NULL or writable (the contract above).
+        let out_dev = unsafe { out(dev, "dev") }?;
+        Ok(opened(Device::open(index)?, out_dev))
+    })
+}
+
+/// Opens the device node at `path` (as nhbm_device_open()) and stores its
+/// handle in `*dev`.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string; `dev` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_device_open_path(
+    path: *const c_char,
+    dev: *mut *mut nhbm_device,
+) -> c_int {
+    call(|| {
+        // SAFETY: `path` is NULL or a string, `dev` NULL or writable.
+        let (path, out_dev) = unsafe { (c_path(path, "path")?, out(dev, "dev")?) };
+        Ok(opened(Device::open_path(path)?, out_dev))
+    })
+}
+
+/// Closes a device handle (NULL is ignored). Plans still loaded through it
+/// stay loaded, and the device open, until nhbm_unload().
+///
+/// # Safety
+/// `dev` is NULL or a handle of nhbm_device_open*() not closed before.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_device_close(dev: *mut nhbm_device) {
+    // SAFETY: `dev` is NULL or a live handle, given back once.
+    call_void(|| drop(unsafe { take_handle(dev) }));
+}
+
+/// NHBM_IOC_DEVICE_INFO: the device's arch, geometry and limits into `*info`.
+///
+/// # Safety
+/// `dev` is NULL or a live handle; `info` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_device_info(dev: *const nhbm_device, info: *mut DeviceInfo) -> c_int {
+    call(|| {
+        // SAFETY: `dev` is NULL or a live handle, `info` NULL or writable.
+        let (dev, info) = unsafe { (handle(dev, "dev")?, out(info, "info")?) };
+        let i = dev
+            .dev
+            .device_info()
+            .map_err(|e| Error::io("DEVICE_INFO", &e))?;
+        info.set(i);
+        Ok(0)
+    })
+}
+
+/// NHBM_IOC_MEM_STATS: every pool's usage and the caller's own into `*stats`.
+///
+/// # Safety
+/// `dev` is NULL or a live handle; `stats` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_mem_stats(dev: *const nhbm_device, stats: *mut MemStats) -> c_int {
+    call(|| {
+        // SAFETY: `dev` is NULL or a live handle, `stats` NULL or writable.
+        let (dev, stats) = unsafe { (handle(dev, "dev")?, out(stats, "stats")?) };
+        let s = dev
+            .dev
+            .mem_stats()
+            .map_err(|e| Error::io("MEM_STATS", &e))?;
+        stats.set(s);
+        Ok(0)
+    })
+}
+
+/// NHBM_IOC_RESET of `type` (enum nhbm_reset_type; `nc_map` the cores of a
+/// NHBM_RESET_TPB). Returns 0 when the reset completed, otherwise a negative
+/// errno: the ioctl's, or the reset's own status.
+///
+/// # Safety
+/// `dev` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_reset(dev: *const nhbm_device, r#type: u32, nc_map: u32) -> c_int {
+    call(|| {
+        // SAFETY: `dev` is NULL or a live handle.
+        let dev = unsafe { handle(dev, "dev") }?;
+        let status = dev
+            .dev
+            .reset(r#type, nc_map)
+            .map_err(|e| Error::io("RESET", &e))?;
+        if status < 0 {
+            return Err(Error::io(
+                "RESET status",
+                &std::io::Error::from_raw_os_error(-status),
+            ));
+        }
+        Ok(0)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ptr;
+
+    #[test]
+    fn null_arguments_are_einval() {
+        let mut d = ptr::null_mut();
+        // SAFETY: NULL or valid pointers only.
+        unsafe {
+            assert_eq!(nhbm_device_open(0, ptr::null_mut()), -libc::EINVAL);
+            assert_eq!(nhbm_device_open_path(ptr::null(), &mut d), -libc::EINVAL);
+            assert_eq!(
+                nhbm_device_info(ptr::null(), ptr::null_mut()),
+                -libc::EINVAL
+            );
+            assert_eq!(nhbm_mem_stats(ptr::null(), ptr::null_mut()), -libc::EINVAL);
+            assert_eq!(nhbm_reset(ptr::null(), 1, 0), -libc::EINVAL);
+            nhbm_device_close(ptr::null_mut());
+        }
+        assert!(d.is_null());
+    }
+
+    #[test]
+    fn a_missing_node_is_enoent_and_not_a_device_is_enotty() {
+        let mut d = ptr::null_mut();
+        // SAFETY: valid strings and a writable handle slot.
+        unsafe {
+            let rc = nhbm_device_open_path(c"/nonexistent/neuron_hbm0".as_ptr(), &mut d);
+            assert_eq!(rc, -libc::ENOENT);
+            // /dev/null opens, but answers no DEVICE_INFO.
+            assert_eq!(
+                nhbm_device_open_path(c"/dev/null".as_ptr(), &mut d),
+                -libc::ENOTTY
+            );
+        }
+        assert!(d.is_null());
+    }
+}

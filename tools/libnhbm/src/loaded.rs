@@ -1,0 +1,283 @@
+//! Loaded plans: PLAN_LOAD and PLAN_UNLOAD, and the per-plan ioctls
+//! (RESOLVE, RESOLVE_BATCH, MEM_WRITE, MEM_READ).
+
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+use nhbm::uapi::{MemXfer, ResolveBatch, ResolveQuery, IOC_RESOLVE_BATCH};
+use nhbm::{Device, LoadedPlan};
+
+use crate::device::nhbm_device;
+use crate::error::{call, Error};
+use crate::plan::nhbm_plan;
+use crate::ptr::{handle, into_handle, out, take_handle, user_ptr};
+
+/// A plan staged on a device by nhbm_load(); nhbm_unload() unloads and
+/// frees it. It keeps its device open.
+pub struct nhbm_loaded {
+    /// The device the plan is staged on.
+    pub(crate) dev: Arc<Device>,
+    /// What PLAN_LOAD reported.
+    pub(crate) plan: LoadedPlan,
+}
+
+/// What PLAN_LOAD reported about a loaded plan (nhbm_loaded_info()).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct nhbm_load_info {
+    /// The plan's id on its device.
+    pub plan_id: u32,
+    /// Records in the plan: the length of `addrs`.
+    pub nmem: u32,
+    /// Device PA of the local scratchpad, NHBM_PA_UNSTAGED if none.
+    pub local_scratchpad_pa: u64,
+    /// Device PA of the shared scratchpad, NHBM_PA_UNSTAGED if none.
+    pub shared_scratchpad_pa: u64,
+    /// Device bytes the plan took from the pools.
+    pub bytes_allocated: u64,
+    /// Each record's device PA, in record order; owned by the handle, valid
+    /// until nhbm_unload().
+    pub addrs: *const u64,
+}
+
+/// NHBM_IOC_PLAN_LOAD of `plan` on `dev`, on HBM channel `channel` (or
+/// NHBM_CHANNEL_ANY); the loaded plan's handle is stored in `*loaded`.
+/// Returns 0 or the kernel's negative errno (the rules and their errnos are
+/// nhbm_plan_validate()'s).
+///
+/// # Safety
+/// `dev` and `plan` are NULL or live handles; `loaded` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_load(
+    dev: *const nhbm_device,
+    plan: *const nhbm_plan,
+    channel: u32,
+    loaded: *mut *mut nhbm_loaded,
+) -> c_int {
+    call(|| {
+        // SAFETY: `dev` and `plan` are NULL or live handles, `loaded` NULL or
+        // writable.
+        let (dev, plan, loaded) = unsafe {
+            (
+                handle(dev, "dev")?,
+                handle(plan, "plan")?,
+                out(loaded, "loaded")?,
+            )
+        };
+        let staged = dev
+            .dev
+            .plan_load(&plan.blob, channel)
+            .map_err(|e| Error::io("PLAN_LOAD", &e))?;
+        loaded.set(into_handle(nhbm_loaded {
+            dev: Arc::clone(&dev.dev),
+            plan: staged,
+        }));
+        Ok(0)
+    })
+}
+
+/// What PLAN_LOAD reported about `loaded`, into `*info`.
+///
+/// # Safety
+/// `loaded` is NULL or a live handle; `info` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_loaded_info(
+    loaded: *const nhbm_loaded,
+    info: *mut nhbm_load_info,
+) -> c_int {
+    call(|| {
+        // SAFETY: `loaded` is NULL or a live handle, `info` NULL or writable.
+        let (l, info) = unsafe { (handle(loaded, "loaded")?, out(info, "info")?) };
+        let p = &l.plan;
+        info.set(nhbm_load_info {
+            plan_id: p.plan_id,
+            // PLAN_LOAD refuses more than NHBM_MAX_PLAN_RECORDS records.
+            nmem: u32::try_from(p.addrs.len()).map_err(|_| Error::inval("nmem"))?,
+            local_scratchpad_pa: p.local_scratchpad_pa,
+            shared_scratchpad_pa: p.shared_scratchpad_pa,
+            bytes_allocated: p.bytes_allocated,
+            addrs: p.addrs.as_ptr(),
+        });
+        Ok(0)
+    })
+}
+
+/// NHBM_IOC_PLAN_UNLOAD, then frees the handle (also when the kernel
+/// refuses: -EBUSY while a MR_REMOTE record of another plan pins this one,
+/// which then stays loaded until its device is closed).
+///
+/// # Safety
+/// `loaded` is NULL or a handle of nhbm_load() not unloaded before.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_unload(loaded: *mut nhbm_loaded) -> c_int {
+    call(|| {
+        // SAFETY: `loaded` is NULL or a live handle, given back once.
+        let l = unsafe { take_handle(loaded) }.ok_or_else(|| Error::inval("loaded is NULL"))?;
+        l.dev
+            .plan_unload(l.plan.plan_id)
+            .map_err(|e| Error::io("PLAN_UNLOAD", &e))?;
+        Ok(0)
+    })
+}
+
+/// NHBM_IOC_RESOLVE: the device PA of `[offset, offset + size)` of variable
+/// `var_id` into `*pa`. -ENOENT for an unknown variable, -EINVAL for a range
+/// outside it.
+///
+/// # Safety
+/// `loaded` is NULL or a live handle; `pa` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_resolve(
+    loaded: *const nhbm_loaded,
+    var_id: u32,
+    offset: u64,
+    size: u64,
+    pa: *mut u64,
+) -> c_int {
+    call(|| {
+        // SAFETY: `loaded` is NULL or a live handle, `pa` NULL or writable.
+        let (l, pa) = unsafe { (handle(loaded, "loaded")?, out(pa, "pa")?) };
+        let addr = l
+            .dev
+            .resolve(l.plan.plan_id, var_id, offset, size)
+            .map_err(|e| Error::io(&format!("RESOLVE of var {var_id}"), &e))?;
+        pa.set(addr);
+        Ok(0)
+    })
+}
+
+/// NHBM_IOC_RESOLVE_BATCH: answers the `count` queries at `queries` in
+/// place (each its own `status` and `addr`). Returns 0 when the batch was
+/// answered (each query may still have failed), or a negative errno for the
+/// whole batch (-E2BIG past NHBM_MAX_BATCH, -EFAULT for a bad buffer).
+///
+/// # Safety
+/// `loaded` is NULL or a live handle; `queries` is NULL or `count` queries
+/// no other thread touches during the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_resolve_batch(
+    loaded: *const nhbm_loaded,
+    queries: *mut ResolveQuery,
+    count: usize,
+) -> c_int {
+    call(|| {
+        // SAFETY: `loaded` is NULL or a live handle.
+        let l = unsafe { handle(loaded, "loaded") }?;
+        let queries = user_ptr(queries.cast_const().cast(), "queries")?;
+        let count = u32::try_from(count)
+            .map_err(|_| Error::new(libc::E2BIG, format!("{count} queries in one batch")))?;
+        let mut arg = ResolveBatch {
+            plan_id: l.plan.plan_id,
+            count,
+            queries,
+        };
+        // SAFETY: `arg` is the request's argument; the kernel reads and
+        // writes the caller's queries itself (EFAULT if they are not there).
+        unsafe { l.dev.ioctl_raw(IOC_RESOLVE_BATCH, (&raw mut arg).cast()) }
+            .map_err(|e| Error::io("RESOLVE_BATCH", &e))?;
+        Ok(0)
+    })
+}
+
+/// MEM_WRITE (`write`) or MEM_READ of `len` bytes at `buf`.
+fn xfer(
+    l: &nhbm_loaded,
+    write: bool,
+    var_id: u32,
+    offset: u64,
+    buf: *const c_void,
+    len: usize,
+) -> crate::error::Result<c_int> {
+    let what = if write { "MEM_WRITE" } else { "MEM_READ" };
+    let mut arg = MemXfer {
+        plan_id: l.plan.plan_id,
+        var_id,
+        offset,
+        len: len as u64,
+        buf: user_ptr(buf, "buf")?,
+    };
+    // SAFETY: `arg` is the request's argument; the kernel copies the
+    // caller's buffer itself (EFAULT if it is not there).
+    unsafe { l.dev.mem_xfer_raw(write, &mut arg) }
+        .map_err(|e| Error::io(&format!("{what} of var {var_id}"), &e))?;
+    Ok(0)
+}
+
+/// NHBM_IOC_MEM_WRITE: the `len` bytes at `buf` into variable `var_id` at
+/// `offset`.
+///
+/// # Safety
+/// `loaded` is NULL or a live handle; `buf` is NULL or readable for `len`
+/// bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_mem_write(
+    loaded: *const nhbm_loaded,
+    var_id: u32,
+    offset: u64,
+    buf: *const c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        // SAFETY: `loaded` is NULL or a live handle.
+        let l = unsafe { handle(loaded, "loaded") }?;
+        xfer(l, true, var_id, offset, buf, len)
+    })
+}
+
+/// NHBM_IOC_MEM_READ: `len` bytes of variable `var_id` at `offset` into
+/// `buf`.
+///
+/// # Safety
+/// `loaded` is NULL or a live handle; `buf` is NULL or writable for `len`
+/// bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_mem_read(
+    loaded: *const nhbm_loaded,
+    var_id: u32,
+    offset: u64,
+    buf: *mut c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        // SAFETY: `loaded` is NULL or a live handle.
+        let l = unsafe { handle(loaded, "loaded") }?;
+        xfer(l, false, var_id, offset, buf.cast_const(), len)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ptr;
+
+    #[test]
+    fn null_arguments_are_einval() {
+        let mut q = ResolveQuery::default();
+        let mut b = [0u8; 4];
+        // SAFETY: NULL handles are refused before anything is read.
+        unsafe {
+            assert_eq!(
+                nhbm_load(ptr::null(), ptr::null(), 0, ptr::null_mut()),
+                -libc::EINVAL
+            );
+            assert_eq!(
+                nhbm_loaded_info(ptr::null(), ptr::null_mut()),
+                -libc::EINVAL
+            );
+            assert_eq!(nhbm_unload(ptr::null_mut()), -libc::EINVAL);
+            assert_eq!(
+                nhbm_resolve(ptr::null(), 1, 0, 0, ptr::null_mut()),
+                -libc::EINVAL
+            );
+            assert_eq!(nhbm_resolve_batch(ptr::null(), &mut q, 1), -libc::EINVAL);
+            assert_eq!(
+                nhbm_mem_write(ptr::null(), 1, 0, b.as_ptr().cast(), 4),
+                -libc::EINVAL
+            );
+            assert_eq!(
+                nhbm_mem_read(ptr::null(), 1, 0, b.as_mut_ptr().cast(), 4),
+                -libc::EINVAL
+            );
+        }
+    }
+}
