@@ -52,16 +52,7 @@ fn example(name: &str) -> String {
 }
 
 /// A model on the third and fourth channels, which V2 does not have.
-const HIGH_CHANNELS: &str = r#"{"name": "high", "memories": [{"name": "hbm2"}, {"name": "hbm3"}],
-    "tensors": [
-      {"id": "x", "size": 4096, "io": "input"},
-      {"id": "h", "size": 8192}, {"id": "k", "size": 1024, "memory": "hbm3"},
-      {"id": "y", "size": 4096, "io": "output"}
-    ],
-    "operators": [
-      {"name": "a", "uses": ["x"], "defines": ["h", "k"]},
-      {"name": "b", "uses": ["h", "k"], "defines": ["y"]}
-    ]}"#;
+const HIGH_CHANNELS: &str = include_str!("high_channels.json");
 
 #[test]
 fn version() {

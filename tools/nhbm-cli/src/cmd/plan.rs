@@ -479,16 +479,7 @@ mod tests {
     use nhbm::uapi::{DeviceInfo, MemStats, ARCH_V3};
 
     /// A model whose memories are V3's and V4's third and fourth channels.
-    const HIGH_CHANNELS: &str = r#"{"name": "high", "memories": [{"name": "hbm2"}, {"name": "hbm3"}],
-        "tensors": [
-          {"id": "x", "size": 4096, "io": "input"},
-          {"id": "h", "size": 8192}, {"id": "k", "size": 1024, "memory": "hbm3"},
-          {"id": "y", "size": 4096, "io": "output"}
-        ],
-        "operators": [
-          {"name": "a", "uses": ["x"], "defines": ["h", "k"]},
-          {"name": "b", "uses": ["h", "k"], "defines": ["y"]}
-        ]}"#;
+    const HIGH_CHANNELS: &str = include_str!("../../tests/high_channels.json");
 
     fn model_file(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("nhbm-cli-plan-{}-{name}", std::process::id()));
