@@ -10,7 +10,10 @@
 #
 # --static builds and installs only libnhbm.a, with the C runtime linked
 # statically as the guest programs are (-C target-feature=+crt-static,
-# which cannot make a shared library). Builds run in the shared cargo
+# which cannot make a shared library). It always builds for an explicit
+# target, the host's by default: with --target, RUSTFLAGS reach only that
+# target's crates, not the build scripts and proc-macros built for the host
+# (which cannot be linked with crt-static). Builds run in the shared cargo
 # target directory under its lock (tools/testing/cargo-env.sh).
 set -euo pipefail
 
@@ -39,6 +42,10 @@ LIBS_PRIVATE="-lutil -lrt -lpthread -lm -ldl"
 
 # shellcheck source=../testing/cargo-env.sh
 . "$REPO/tools/testing/cargo-env.sh"
+if [ "$static" = 1 ] && [ -z "$target" ]; then
+	target="$(rustc -vV | sed -n 's/^host: //p')"
+	[ -n "$target" ] || { echo "$0: cannot tell the host's target triple" >&2; exit 1; }
+fi
 cargo_lock
 out="$CARGO_TARGET/${target:+$target/}release"
 (

@@ -7,8 +7,9 @@
  *
  * Builds a three-record plan by hand, validates it offline, loads it,
  * resolves through RESOLVE, RESOLVE_BATCH and the in-process resolver (all
- * three must agree, errors included), writes and reads back a variable,
- * reads MEM_STATS, unloads, checks that RESET refuses an unknown type
+ * three must agree, errors included; no resolver is made of another plan),
+ * writes and reads back a variable, reads MEM_STATS, unloads (a failed
+ * unload fails the run), checks that RESET refuses an unknown type
  * without resetting, and checks that corrupt plans fail offline with
  * the errno and record the kernel then answers.
  *
@@ -110,7 +111,7 @@ static int open_device(void)
 static int validate_offline(void)
 {
 	struct blob b;
-	struct nhbm_plan_error where;
+	struct nhbm_plan_error where = { .record = -2, .var_id = -2 };
 	char arch[8];
 
 	make_blob(&b);
@@ -118,6 +119,9 @@ static int validate_offline(void)
 		return -1;
 	if (check(nhbm_plan_validate(plan, dev, &where), "validate against the device"))
 		return -1;
+	if (where.record != -1 || where.var_id != -1)
+		return fail("error record %lld on success", (long long)where.record);
+	where.record = where.var_id = -2;
 	snprintf(arch, sizeof(arch), "v%u", dinfo.arch);
 	if (check(nhbm_plan_validate_arch(plan, arch, &where), arch))
 		return -1;
@@ -193,6 +197,29 @@ static int resolve_batch_agrees(void)
 	return 0;
 }
 
+/* A plan of as many records that is not the loaded one: no resolver. */
+static int resolver_refuses_another_plan(void)
+{
+	struct blob b;
+	nhbm_plan *other = NULL;
+	nhbm_resolver *r = NULL;
+	int rc;
+
+	make_blob(&b);
+	b.r[0].size = 2 * IN_SIZE;
+	if (check(nhbm_plan_from_memory(&b, sizeof(b), &other), "plan_from_memory"))
+		return -1;
+	rc = nhbm_resolver_new(other, loaded, &r);
+	nhbm_plan_free(other);
+	if (r) {
+		nhbm_resolver_free(r);
+		return fail("a resolver of another plan was made (%d)", rc);
+	}
+	if (rc != -EINVAL)
+		return fail("resolver of another plan: got %d, want %d", rc, -EINVAL);
+	return 0;
+}
+
 static int resolver_agrees(void)
 {
 	nhbm_resolver *r = NULL;
@@ -211,7 +238,7 @@ static int resolver_agrees(void)
 				   (unsigned long long)ioctl_pa[i]);
 	}
 	nhbm_resolver_free(r);
-	return ret;
+	return ret ? ret : resolver_refuses_another_plan();
 }
 
 static int write_read_round_trip(void)
@@ -235,6 +262,7 @@ static int mem_stats_counts_the_plan(void)
 {
 	struct nhbm_mem_stats s;
 
+	memset(&s, 0, sizeof(s));
 	if (check(nhbm_mem_stats(dev, &s), "mem_stats"))
 		return -1;
 	if (s.own_plans != 1 || s.own_bytes < info.bytes_allocated)
@@ -245,7 +273,7 @@ static int mem_stats_counts_the_plan(void)
 
 static int null_pointers_are_einval(void)
 {
-	uint64_t pa;
+	uint64_t pa = 0;
 
 	if (nhbm_resolve(NULL, VAR_IN, 0, 0, &pa) != -EINVAL ||
 	    nhbm_resolve(loaded, VAR_IN, 0, 0, NULL) != -EINVAL)
@@ -258,10 +286,13 @@ static int null_pointers_are_einval(void)
 static int unload(void)
 {
 	struct nhbm_mem_stats s;
-	int rc = nhbm_unload(loaded);
 
+	memset(&s, 0, sizeof(s));
+	/* A failed unload keeps the handle: main() tries again at the end. */
+	if (check(nhbm_unload(loaded), "unload"))
+		return -1;
 	loaded = NULL;
-	if (check(rc, "unload") || check(nhbm_mem_stats(dev, &s), "mem_stats"))
+	if (check(nhbm_mem_stats(dev, &s), "mem_stats"))
 		return -1;
 	if (s.own_plans != 0)
 		return fail("own_plans %u after unload", s.own_plans);
@@ -284,7 +315,7 @@ static int reset_of_unknown_type_is_einval(void)
 static int corrupt(const char *what, void (*spoil)(struct blob *), int errno_, long long record)
 {
 	struct blob b;
-	struct nhbm_plan_error where;
+	struct nhbm_plan_error where = { .record = -2, .var_id = -2 };
 	nhbm_plan *p = NULL;
 	nhbm_loaded *l = NULL;
 	int off, rc;
@@ -297,7 +328,13 @@ static int corrupt(const char *what, void (*spoil)(struct blob *), int errno_, l
 	rc = nhbm_load(dev, p, NHBM_CHANNEL_ANY, &l);
 	nhbm_plan_free(p);
 	if (l) {
-		nhbm_unload(l);
+		rc = nhbm_unload(l);
+		if (rc) {
+			fail("%s: the kernel loaded it, and unload failed: %d (%s)", what, rc,
+			     nhbm_last_error());
+			nhbm_loaded_free(l);
+			return -1;
+		}
 		return fail("%s: the kernel loaded it", what);
 	}
 	if (off != -errno_ || rc != -errno_)
@@ -384,8 +421,15 @@ int main(int argc, char **argv)
 			fails++;
 		}
 	}
-	if (loaded)
-		nhbm_unload(loaded);
+	if (loaded) {
+		int rc = nhbm_unload(loaded);
+
+		if (rc) {
+			printf("    # unload at exit: %d (%s)\n", rc, nhbm_last_error());
+			nhbm_loaded_free(loaded);
+			fails++;
+		}
+	}
 	nhbm_plan_free(plan);
 	nhbm_device_close(dev);
 	printf("%s 1 %s\n", fails ? "not ok" : "ok", suite);

@@ -16,13 +16,13 @@
 
 /**
  * An open neuron_hbm device (`/dev/neuron_hbmN`). Plans loaded through it
- * keep it open until they are unloaded.
+ * keep it open until their handles are freed.
  */
 typedef struct nhbm_device nhbm_device;
 
 /**
  * A plan staged on a device by nhbm_load(); nhbm_unload() unloads and
- * frees it. It keeps its device open.
+ * frees it, nhbm_loaded_free() frees it only. It keeps its device open.
  */
 typedef struct nhbm_loaded nhbm_loaded;
 
@@ -65,7 +65,7 @@ typedef struct nhbm_load_info {
   uint64_t bytes_allocated;
   /**
    * Each record's device PA, in record order; owned by the handle, valid
-   * until nhbm_unload().
+   * until it is freed (nhbm_unload() or nhbm_loaded_free()).
    */
   const uint64_t *addrs;
 } nhbm_load_info;
@@ -105,7 +105,9 @@ uint32_t nhbm_abi_version(void);
 /**
  * The message of the last call that failed on this thread ("" before the
  * first); never NULL. Valid until the next call that fails on this thread.
- * Calls that succeed leave it as it was.
+ * Calls that succeed leave it as it was. Once the thread's thread-local
+ * storage is torn down (an atexit handler, a thread-specific data
+ * destructor) failing calls keep no message, and this returns "".
  */
 const char *nhbm_last_error(void);
 
@@ -131,7 +133,8 @@ int nhbm_device_open_path(const char *path, struct nhbm_device **dev);
 
 /**
  * Closes a device handle (NULL is ignored). Plans still loaded through it
- * stay loaded, and the device open, until nhbm_unload().
+ * stay loaded, and the device open, until their handles are freed
+ * (nhbm_unload(), nhbm_loaded_free()).
  *
  * # Safety
  * `dev` is NULL or a handle of nhbm_device_open*() not closed before.
@@ -168,7 +171,8 @@ int nhbm_reset(const struct nhbm_device *dev, uint32_t type, uint32_t nc_map);
  * NHBM_IOC_PLAN_LOAD of `plan` on `dev`, on HBM channel `channel` (or
  * NHBM_CHANNEL_ANY); the loaded plan's handle is stored in `*loaded`.
  * Returns 0 or the kernel's negative errno (the rules and their errnos are
- * nhbm_plan_validate()'s).
+ * nhbm_plan_validate()'s). The handle keeps the plan's blob (shared, not
+ * copied) until it is freed, also when `plan` is freed first.
  *
  * # Safety
  * `dev` and `plan` are NULL or live handles; `loaded` is NULL or writable.
@@ -184,14 +188,28 @@ int nhbm_load(const struct nhbm_device *dev, const struct nhbm_plan *plan, uint3
 int nhbm_loaded_info(const struct nhbm_loaded *loaded, struct nhbm_load_info *info);
 
 /**
- * NHBM_IOC_PLAN_UNLOAD, then frees the handle (also when the kernel
- * refuses: -EBUSY while a MR_REMOTE record of another plan pins this one,
- * which then stays loaded until its device is closed).
+ * NHBM_IOC_PLAN_UNLOAD, then frees the handle. When the kernel refuses
+ * (-EBUSY while a MR_REMOTE record of another loaded plan points into this
+ * one), the plan stays loaded and the handle valid: unload that plan first
+ * and call again, or release the handle with nhbm_loaded_free(). NULL is
+ * ignored: 0, nhbm_last_error() left as it was.
  *
  * # Safety
- * `loaded` is NULL or a handle of nhbm_load() not unloaded before.
+ * `loaded` is NULL or a handle of nhbm_load() not freed before.
  */
 int nhbm_unload(struct nhbm_loaded *loaded);
+
+/**
+ * Frees a loaded plan's handle without unloading the plan (NULL is
+ * ignored), after nhbm_unload() failed for instance. The plan stays loaded
+ * until its device file is closed: when the last handle holding the device
+ * (its nhbm_device and the nhbm_loaded of every plan loaded through it) is
+ * released.
+ *
+ * # Safety
+ * `loaded` is NULL or a handle of nhbm_load() not freed before.
+ */
+void nhbm_loaded_free(struct nhbm_loaded *loaded);
 
 /**
  * NHBM_IOC_RESOLVE: the device PA of `[offset, offset + size)` of variable
@@ -217,7 +235,7 @@ int nhbm_resolve_batch(const struct nhbm_loaded *loaded, struct nhbm_resolve_que
 
 /**
  * NHBM_IOC_MEM_WRITE: the `len` bytes at `buf` into variable `var_id` at
- * `offset`.
+ * `offset`. A `len` past SSIZE_MAX is -EOVERFLOW.
  *
  * # Safety
  * `loaded` is NULL or a live handle; `buf` is NULL or readable for `len`
@@ -227,7 +245,7 @@ int nhbm_mem_write(const struct nhbm_loaded *loaded, uint32_t var_id, uint64_t o
 
 /**
  * NHBM_IOC_MEM_READ: `len` bytes of variable `var_id` at `offset` into
- * `buf`.
+ * `buf`. A `len` past SSIZE_MAX is -EOVERFLOW.
  *
  * # Safety
  * `loaded` is NULL or a live handle; `buf` is NULL or writable for `len`
@@ -237,7 +255,10 @@ int nhbm_mem_read(const struct nhbm_loaded *loaded, uint32_t var_id, uint64_t of
 
 /**
  * Reads the plan blob in the file at `path` into a new plan, stored in
- * `*plan`. The blob is not checked here.
+ * `*plan`. The blob is not checked here. A file of more than 4454350872
+ * bytes (a header, NHBM_MAX_PLAN_RECORDS records and a 4 GiB data area)
+ * is -E2BIG, and is read no further; nhbm_plan_from_memory() takes a blob
+ * of any size.
  *
  * # Safety
  * `path` is NULL or a NUL-terminated string; `plan` is NULL or writable.
@@ -254,7 +275,8 @@ int nhbm_plan_from_file(const char *path, struct nhbm_plan **plan);
 int nhbm_plan_from_memory(const void *blob, size_t len, struct nhbm_plan **plan);
 
 /**
- * Frees a plan (NULL is ignored). Plans loaded from it stay loaded.
+ * Frees a plan (NULL is ignored). Plans loaded from it stay loaded (their
+ * handles keep its blob).
  *
  * # Safety
  * `plan` is NULL or a handle of nhbm_plan_from_*() not freed before.
@@ -265,9 +287,10 @@ void nhbm_plan_free(struct nhbm_plan *plan);
  * Checks `plan` offline against every rule NHBM_IOC_PLAN_LOAD applies
  * before allocating, with the limits of device `dev` (DEVICE_INFO).
  *
- * Returns 0, or the negative errno the kernel would answer, with the rule
- * in nhbm_last_error() and, when `err` is not NULL, the offending record in
- * `*err` (record and var_id -1 when none or on success).
+ * Returns 0, or the negative errno the kernel would answer (or that of
+ * DEVICE_INFO), with the rule in nhbm_last_error(). When `err` is not NULL
+ * and neither `plan` nor `dev` is, `*err` is always written: the offending
+ * record, or record and var_id -1 when there is none (on success too).
  *
  * # Safety
  * `plan` and `dev` are NULL or live handles; `err` is NULL or writable.
@@ -276,7 +299,8 @@ int nhbm_plan_validate(const struct nhbm_plan *plan, const struct nhbm_device *d
 
 /**
  * As nhbm_plan_validate(), with the limits of arch `arch` ("v2", "v3" or
- * "v4"; any other is -EINVAL) instead of a device.
+ * "v4"; any other is -EINVAL) instead of a device. `*err` is written
+ * when `err`, `plan` and `arch` are not NULL.
  *
  * # Safety
  * `plan` is NULL or a live handle; `arch` is NULL or a NUL-terminated
@@ -285,10 +309,12 @@ int nhbm_plan_validate(const struct nhbm_plan *plan, const struct nhbm_device *d
 int nhbm_plan_validate_arch(const struct nhbm_plan *plan, const char *arch, struct nhbm_plan_error *err);
 
 /**
- * A resolver for `plan` as `loaded` placed it (the same blob), stored in
- * `*resolver`. -EINVAL when the plan is invalid or does not match the
- * loaded one; -ENOENT for a MR_REMOTE record of size 0 (its size is the
- * remote plan's, which only the kernel knows: use nhbm_resolve() there).
+ * A resolver for `plan` as `loaded` placed it, stored in `*resolver`.
+ *
+ * Returns 0; -EINVAL when `plan` is not the plan `loaded` was loaded from
+ * (another blob, even of as many records) or a pointer is NULL; -ENOENT
+ * when a MR_REMOTE record has size 0 (its size is the remote variable's,
+ * which only the kernel knows: use nhbm_resolve() for such a plan).
  *
  * # Safety
  * `plan` and `loaded` are NULL or live handles; `resolver` is NULL or

@@ -10,15 +10,19 @@ use crate::error::{call, call_void, Error};
 use crate::ptr::{c_path, handle, into_handle, out, take_handle, Out};
 
 /// An open neuron_hbm device (`/dev/neuron_hbmN`). Plans loaded through it
-/// keep it open until they are unloaded.
+/// keep it open until their handles are freed.
 pub struct nhbm_device {
     /// Shared with the plans loaded through it.
     pub(crate) dev: Arc<Device>,
 }
 
 /// Hands an opened device to C.
-fn opened(dev: Device, out_dev: Out<'_, *mut nhbm_device>) -> c_int {
-    out_dev.set(into_handle(nhbm_device { dev: Arc::new(dev) }));
+///
+/// # Safety
+/// As [`Out::set`].
+unsafe fn opened(dev: Device, out_dev: Out<*mut nhbm_device>) -> c_int {
+    // SAFETY: forwarded to the caller.
+    unsafe { out_dev.set(into_handle(nhbm_device { dev: Arc::new(dev) })) };
     0
 }
 
@@ -34,7 +38,9 @@ pub unsafe extern "C" fn nhbm_device_open(index: u32, dev: *mut *mut nhbm_device
     call(|| {
         // SAFETY: `dev` is NULL or writable (the contract above).
         let out_dev = unsafe { out(dev, "dev") }?;
-        Ok(opened(Device::open(index)?, out_dev))
+        let opened_dev = Device::open(index)?;
+        // SAFETY: the call has no C input.
+        Ok(unsafe { opened(opened_dev, out_dev) })
     })
 }
 
@@ -51,12 +57,15 @@ pub unsafe extern "C" fn nhbm_device_open_path(
     call(|| {
         // SAFETY: `path` is NULL or a string, `dev` NULL or writable.
         let (path, out_dev) = unsafe { (c_path(path, "path")?, out(dev, "dev")?) };
-        Ok(opened(Device::open_path(path)?, out_dev))
+        let opened_dev = Device::open_path(path)?;
+        // SAFETY: `path` is not used after the device is open.
+        Ok(unsafe { opened(opened_dev, out_dev) })
     })
 }
 
 /// Closes a device handle (NULL is ignored). Plans still loaded through it
-/// stay loaded, and the device open, until nhbm_unload().
+/// stay loaded, and the device open, until their handles are freed
+/// (nhbm_unload(), nhbm_loaded_free()).
 ///
 /// # Safety
 /// `dev` is NULL or a handle of nhbm_device_open*() not closed before.
@@ -79,7 +88,8 @@ pub unsafe extern "C" fn nhbm_device_info(dev: *const nhbm_device, info: *mut De
             .dev
             .device_info()
             .map_err(|e| Error::io("DEVICE_INFO", &e))?;
-        info.set(i);
+        // SAFETY: the call's only input is a handle, no C buffer.
+        unsafe { info.set(i) };
         Ok(0)
     })
 }
@@ -97,7 +107,8 @@ pub unsafe extern "C" fn nhbm_mem_stats(dev: *const nhbm_device, stats: *mut Mem
             .dev
             .mem_stats()
             .map_err(|e| Error::io("MEM_STATS", &e))?;
-        stats.set(s);
+        // SAFETY: the call's only input is a handle, no C buffer.
+        unsafe { stats.set(s) };
         Ok(0)
     })
 }

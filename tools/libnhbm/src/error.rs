@@ -69,16 +69,20 @@ impl From<&PlanError> for Error {
 }
 
 /// Stores `msg` as this thread's last error (an interior NUL ends it).
+/// Once the thread's thread-locals are torn down (a call from an atexit
+/// handler or a thread-specific data destructor) the message is dropped.
 pub fn set_last(msg: &str) {
     let bytes = msg.bytes().take_while(|&b| b != 0).collect::<Vec<u8>>();
     let msg = CString::new(bytes).unwrap_or_default();
-    LAST.with(|l| *l.borrow_mut() = msg);
+    let _ = LAST.try_with(|l| *l.borrow_mut() = msg);
 }
 
 /// This thread's last error message; valid until this thread's next failed
-/// call into the library.
+/// call into the library. A static "" once the thread's thread-locals are
+/// torn down.
 pub fn last() -> *const c_char {
-    LAST.with(|l| l.borrow().as_ptr())
+    LAST.try_with(|l| l.borrow().as_ptr())
+        .unwrap_or_else(|_| c"".as_ptr())
 }
 
 /// The text of a panic's payload.
@@ -90,29 +94,51 @@ fn panic_text(payload: &(dyn Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
+/// Runs `f`, which consumes a caught panic's payload, under `catch_unwind`
+/// too: a panic there (say, a payload whose drop panics) is forgotten
+/// rather than let through.
+fn after_panic(f: impl FnOnce()) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(f)) {
+        std::mem::forget(again);
+    }
+}
+
 /// Runs an entry point's body: its value on success; on failure the negated
-/// errno, after storing the message. A panic is `-EIO`.
+/// errno, after storing the message. A panic is `-EIO`. Nothing runs
+/// outside `catch_unwind`.
 pub fn call(body: impl FnOnce() -> Result<c_int>) -> c_int {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
+    let run = || {
+        body().unwrap_or_else(|e| {
             set_last(&e.msg);
             -e.errno
-        }
-        Err(payload) => {
+        })
+    };
+    catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|payload| {
+        after_panic(move || {
             set_last(&format!(
                 "internal error in libnhbm: {}",
                 panic_text(payload.as_ref())
             ));
-            -libc::EIO
-        }
-    }
+        });
+        -libc::EIO
+    })
 }
 
 /// Runs the body of an entry point that returns nothing (the free
 /// functions): a panic is swallowed, as there is nobody to report it to.
 pub fn call_void(body: impl FnOnce()) {
-    let _ = catch_unwind(AssertUnwindSafe(body));
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(body)) {
+        after_panic(move || drop(payload));
+    }
+}
+
+/// Runs the body of an entry point that returns a string: a static "" on
+/// a panic.
+pub fn call_str(body: impl FnOnce() -> *const c_char) -> *const c_char {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or_else(|payload| {
+        after_panic(move || drop(payload));
+        c"".as_ptr()
+    })
 }
 
 #[cfg(test)]
@@ -160,6 +186,64 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(last_str(), "main thread");
+    }
+
+    /// Fails calls from the destructor of a thread-local that outlives
+    /// LAST, and reports what they saw.
+    struct LateCaller(std::sync::mpsc::Sender<(bool, c_int, String, String)>);
+
+    impl Drop for LateCaller {
+        fn drop(&mut self) {
+            let torn_down = LAST.try_with(|_| ()).is_err();
+            let rc = call(|| Err(Error::inval("too late")));
+            let after_fail = last_str();
+            set_last("also too late");
+            // SAFETY: nhbm_last_error returns a NUL-terminated string.
+            let api = unsafe { CStr::from_ptr(crate::nhbm_last_error()) };
+            let _ = self.0.send((
+                torn_down,
+                rc,
+                after_fail,
+                api.to_string_lossy().into_owned(),
+            ));
+        }
+    }
+
+    thread_local! {
+        static LATE: RefCell<Option<LateCaller>> = const { RefCell::new(None) };
+    }
+
+    #[test]
+    fn calls_after_the_thread_locals_are_torn_down_do_not_panic() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // LATE is registered first, so it is destroyed after LAST.
+            LATE.with(|l| *l.borrow_mut() = Some(LateCaller(tx)));
+            call(|| Err(Error::inval("in time")));
+            assert_eq!(last_str(), "in time");
+        })
+        .join()
+        .unwrap();
+        let (torn_down, rc, after_fail, api) = rx.recv().unwrap();
+        assert!(torn_down, "LAST was still alive: the test proves nothing");
+        assert_eq!(rc, -libc::EINVAL);
+        assert_eq!(after_fail, "");
+        assert_eq!(api, "");
+    }
+
+    #[test]
+    fn a_panicking_payload_drop_does_not_escape() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("payload drop");
+            }
+        }
+        let rc = call(|| std::panic::panic_any(Bomb));
+        assert_eq!(rc, -libc::EIO);
+        assert_eq!(last_str(), "internal error in libnhbm: (no message)");
+        call_void(|| std::panic::panic_any(Bomb));
+        assert_eq!(call_str(|| std::panic::panic_any(Bomb)), c"".as_ptr());
     }
 
     #[test]

@@ -29,8 +29,8 @@ pub use device::{
     nhbm_mem_stats, nhbm_reset,
 };
 pub use loaded::{
-    nhbm_load, nhbm_load_info, nhbm_loaded, nhbm_loaded_info, nhbm_mem_read, nhbm_mem_write,
-    nhbm_resolve, nhbm_resolve_batch, nhbm_unload,
+    nhbm_load, nhbm_load_info, nhbm_loaded, nhbm_loaded_free, nhbm_loaded_info, nhbm_mem_read,
+    nhbm_mem_write, nhbm_resolve, nhbm_resolve_batch, nhbm_unload,
 };
 pub use plan::{
     nhbm_plan, nhbm_plan_error, nhbm_plan_free, nhbm_plan_from_file, nhbm_plan_from_memory,
@@ -55,10 +55,12 @@ pub extern "C" fn nhbm_abi_version() -> u32 {
 
 /// The message of the last call that failed on this thread ("" before the
 /// first); never NULL. Valid until the next call that fails on this thread.
-/// Calls that succeed leave it as it was.
+/// Calls that succeed leave it as it was. Once the thread's thread-local
+/// storage is torn down (an atexit handler, a thread-specific data
+/// destructor) failing calls keep no message, and this returns "".
 #[unsafe(no_mangle)]
 pub extern "C" fn nhbm_last_error() -> *const c_char {
-    error::last()
+    error::call_str(error::last)
 }
 
 #[cfg(test)]

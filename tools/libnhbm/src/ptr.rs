@@ -1,11 +1,12 @@
-//! Pointers from C made into references, in one place: each helper checks
-//! for NULL (`EINVAL`) and lengths for overflow, and states in its
-//! `# Safety` section what the caller (the header's contract) guarantees.
+//! Pointers from C, in one place: each helper checks for NULL (`EINVAL`)
+//! and lengths for overflow, and states in its `# Safety` section what the
+//! caller (the header's contract) guarantees. Inputs become references;
+//! outputs stay pointers ([`Out`]), written once the inputs are read.
 
 use std::ffi::{c_char, c_void, CStr, OsStr};
-use std::mem::MaybeUninit;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::ptr::NonNull;
 
 use crate::error::{Error, Result};
 
@@ -40,35 +41,53 @@ pub fn into_handle<T>(v: T) -> *mut T {
     Box::into_raw(Box::new(v))
 }
 
-/// An output argument, checked for NULL before the call does anything.
+/// An output argument, checked for NULL before the call does anything and
+/// written at its end, through the pointer: no reference to it is made, so
+/// that C may pass one lying inside an input of the same call.
 #[derive(Debug)]
-pub struct Out<'a, T>(&'a mut MaybeUninit<T>);
+pub struct Out<T>(NonNull<T>);
 
-impl<T> Out<'_, T> {
-    /// Stores the result.
-    pub fn set(self, v: T) {
-        self.0.write(v);
+impl<T> Out<T> {
+    /// Stores the result (the old contents are neither read nor dropped).
+    ///
+    /// # Safety
+    /// No reference made from the call's C inputs (a [`bytes`] slice, a
+    /// [`cstr`] string) is used after this write, nor held by a function up
+    /// the stack: the output may lie inside them.
+    pub unsafe fn set(self, v: T) {
+        // SAFETY: `out`'s caller made the pointer valid for writing a T
+        // during the call, and it is not NULL; by our caller's guarantee no
+        // live reference covers the bytes written.
+        unsafe { self.0.as_ptr().write(v) }
     }
 }
 
 /// The output argument `p`.
 ///
 /// # Safety
-/// `p` is NULL or valid for writing a `T` (initialized or not) for `'a`.
-pub unsafe fn out<'a, T>(p: *mut T, what: &str) -> Result<Out<'a, T>> {
-    // SAFETY: by the caller's guarantee, a non-NULL `p` is writable for a
-    // `T`; MaybeUninit<T> has T's layout and accepts any contents.
-    let slot = unsafe { p.cast::<MaybeUninit<T>>().as_mut() };
-    slot.map(Out).ok_or_else(|| null(what))
+/// `p` is NULL or valid (and aligned) for writing a `T`, initialized or
+/// not, until the entry point returns; it may lie inside one of its inputs.
+pub unsafe fn out<T>(p: *mut T, what: &str) -> Result<Out<T>> {
+    NonNull::new(p).map(Out).ok_or_else(|| null(what))
 }
 
 /// An output argument the caller may leave NULL: `None` then.
 ///
 /// # Safety
 /// As [`out`].
-pub unsafe fn out_opt<'a, T>(p: *mut T) -> Option<Out<'a, T>> {
-    // SAFETY: forwarded to the caller.
-    unsafe { out(p, "") }.ok()
+pub unsafe fn out_opt<T>(p: *mut T) -> Option<Out<T>> {
+    NonNull::new(p).map(Out)
+}
+
+/// A buffer length: past `SSIZE_MAX` (`isize::MAX`) is `EOVERFLOW`.
+fn length(len: usize, what: &str) -> Result<usize> {
+    if isize::try_from(len).is_err() {
+        return Err(Error::new(
+            libc::EOVERFLOW,
+            format!("{what}: length {len} too large"),
+        ));
+    }
+    Ok(len)
 }
 
 /// The `len` bytes at `p`.
@@ -79,12 +98,7 @@ pub unsafe fn bytes<'a>(p: *const c_void, len: usize, what: &str) -> Result<&'a 
     if p.is_null() {
         return Err(null(what));
     }
-    if isize::try_from(len).is_err() {
-        return Err(Error::new(
-            libc::EOVERFLOW,
-            format!("{what}: length {len} too large"),
-        ));
-    }
+    let len = length(len, what)?;
     // SAFETY: non-NULL, readable for `len` (<= isize::MAX) bytes by the
     // caller's guarantee; u8 has no alignment or validity requirement.
     Ok(unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) })
@@ -120,6 +134,14 @@ pub fn user_ptr(p: *const c_void, what: &str) -> Result<u64> {
         return Err(null(what));
     }
     Ok(p as u64)
+}
+
+/// A C buffer of `len` bytes for an ioctl argument, as [`user_ptr`]: its
+/// address and length. NULL is `EINVAL`, a length past `SSIZE_MAX`
+/// `EOVERFLOW`.
+pub fn user_buf(p: *const c_void, len: usize, what: &str) -> Result<(u64, u64)> {
+    let addr = user_ptr(p, what)?;
+    Ok((addr, length(len, what)? as u64))
 }
 
 #[cfg(test)]
@@ -173,8 +195,41 @@ mod tests {
             assert_eq!(*take_handle(h).unwrap(), 7);
         }
         let mut v = 0u64;
-        // SAFETY: `v` is writable.
-        unsafe { out(&mut v, "v") }.unwrap().set(9);
+        // SAFETY: `v` is writable, and no reference to it is live.
+        unsafe { out(&raw mut v, "v").unwrap().set(9) };
         assert_eq!(v, 9);
+    }
+
+    #[test]
+    fn an_output_may_lie_inside_an_input() {
+        // The output's 8 bytes are the input's first 8: the input is read
+        // whole before the output is written.
+        let mut buf = [0x11u64, 0x22];
+        let p = buf.as_mut_ptr();
+        // SAFETY: `p` is valid for both 16 bytes of reading and 8 of writing;
+        // the input slice is last used (copied) before the write.
+        unsafe {
+            let o = out(p, "o").unwrap();
+            let input = bytes(p.cast_const().cast(), 16, "input").unwrap().to_vec();
+            o.set(0x33);
+            assert_eq!(input[0], 0x11);
+            assert_eq!(input[8], 0x22);
+        }
+        assert_eq!(buf, [0x33, 0x22]);
+    }
+
+    #[test]
+    fn user_buffers_are_checked_for_null_and_length() {
+        let b = [0u8; 4];
+        let p = b.as_ptr().cast();
+        assert_eq!(user_buf(p, 4, "buf").unwrap(), (p as u64, 4));
+        let max = isize::MAX as usize;
+        assert_eq!(user_buf(p, max, "buf").unwrap().1, max as u64);
+        let e = user_buf(p, max + 1, "buf").unwrap_err();
+        assert_eq!(e.errno, libc::EOVERFLOW);
+        assert_eq!(
+            user_buf(ptr::null(), usize::MAX, "buf").unwrap_err().errno,
+            libc::EINVAL
+        );
     }
 }

@@ -17,10 +17,12 @@ pub struct nhbm_resolver {
     pub(crate) r: Resolver,
 }
 
-/// A resolver for `plan` as `loaded` placed it (the same blob), stored in
-/// `*resolver`. -EINVAL when the plan is invalid or does not match the
-/// loaded one; -ENOENT for a MR_REMOTE record of size 0 (its size is the
-/// remote plan's, which only the kernel knows: use nhbm_resolve() there).
+/// A resolver for `plan` as `loaded` placed it, stored in `*resolver`.
+///
+/// Returns 0; -EINVAL when `plan` is not the plan `loaded` was loaded from
+/// (another blob, even of as many records) or a pointer is NULL; -ENOENT
+/// when a MR_REMOTE record has size 0 (its size is the remote variable's,
+/// which only the kernel knows: use nhbm_resolve() for such a plan).
 ///
 /// # Safety
 /// `plan` and `loaded` are NULL or live handles; `resolver` is NULL or
@@ -41,10 +43,17 @@ pub unsafe extern "C" fn nhbm_resolver_new(
                 out(resolver, "resolver")?,
             )
         };
+        if plan.blob != loaded.blob {
+            let id = loaded.plan.plan_id;
+            return Err(Error::inval(format!(
+                "plan is not the one loaded as plan {id}"
+            )));
+        }
         let p = Plan::from_blob(&plan.blob).map_err(|e| Error::from(&e))?;
         let r = Resolver::new(&p, &loaded.plan, |_, _| None)
             .map_err(|e| Error::io("resolver of a plan and its load", &e))?;
-        resolver.set(into_handle(nhbm_resolver { r }));
+        // SAFETY: the call's inputs are handles, no C buffer.
+        unsafe { resolver.set(into_handle(nhbm_resolver { r })) };
         Ok(0)
     })
 }
@@ -72,7 +81,8 @@ pub unsafe extern "C" fn nhbm_resolver_resolve(
                 &e,
             )
         })?;
-        pa.set(addr);
+        // SAFETY: the call's only input is a handle, no C buffer.
+        unsafe { pa.set(addr) };
         Ok(0)
     })
 }
@@ -90,24 +100,11 @@ pub unsafe extern "C" fn nhbm_resolver_free(resolver: *mut nhbm_resolver) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::loaded::tests::fake_loaded as loaded;
     use crate::plan::{nhbm_plan_free, tests::plan_of};
-    use nhbm::{LoadedPlan, Record};
+    use nhbm::Record;
+    use std::ffi::CStr;
     use std::ptr;
-    use std::sync::Arc;
-
-    /// A loaded handle as PLAN_LOAD would make it, without a device: the
-    /// device field is a file that is never used.
-    fn loaded(addrs: Vec<u64>) -> nhbm_loaded {
-        let dev = nhbm::Device::open_path_unchecked("/dev/null").unwrap();
-        nhbm_loaded {
-            dev: Arc::new(dev),
-            plan: LoadedPlan {
-                plan_id: 1,
-                addrs,
-                ..Default::default()
-            },
-        }
-    }
 
     fn resolve(r: *const nhbm_resolver, var: u32, off: u64, size: u64) -> Result<u64, c_int> {
         let mut pa = 0;
@@ -127,7 +124,7 @@ mod tests {
             .to_blob()
             .unwrap();
         let p = plan_of(&blob);
-        let l = loaded(vec![0x10000, 0x20000, 0x10000]);
+        let l = loaded(&blob, vec![0x10000, 0x20000, 0x10000]);
         let mut r = ptr::null_mut();
         // SAFETY: live plan and loaded handle, writable slot.
         assert_eq!(unsafe { nhbm_resolver_new(p, &l, &mut r) }, 0);
@@ -158,37 +155,65 @@ mod tests {
     }
 
     #[test]
-    fn mismatched_invalid_and_remote_plans_are_refused() {
+    fn only_the_loaded_plan_is_resolved() {
         let blob = Plan::new(0, 0)
             .with(Record::input(1, 64))
+            .to_blob()
+            .unwrap();
+        // As many records, another size: its addresses would lie outside
+        // the loaded plan.
+        let other = Plan::new(0, 0)
+            .with(Record::input(1, 1 << 20))
+            .to_blob()
+            .unwrap();
+        let l = loaded(&blob, vec![0x1000]);
+        let (p, same, q) = (plan_of(&blob), plan_of(&blob), plan_of(&other));
+        let mut r = ptr::null_mut();
+        // SAFETY: live handles, writable slot; each handle freed once.
+        unsafe {
+            assert_eq!(nhbm_resolver_new(q, &l, &mut r), -libc::EINVAL);
+            let msg = CStr::from_ptr(crate::nhbm_last_error());
+            assert_eq!(msg, c"plan is not the one loaded as plan 1");
+            assert!(r.is_null());
+            // Another handle of the same bytes is the same plan.
+            for h in [p, same] {
+                assert_eq!(nhbm_resolver_new(h, &l, &mut r), 0);
+                assert_eq!(resolve(r, 1, 0, 64), Ok(0x1000));
+                nhbm_resolver_free(r);
+            }
+            for h in [p, same, q] {
+                nhbm_plan_free(h);
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_and_remote_plans_and_null_arguments_are_refused() {
+        let blob = Plan::new(0, 0)
+            .with(Record::input(1, 64))
+            .to_blob()
+            .unwrap();
+        let remote_blob = Plan::new(0, 0)
+            .with(Record::remote(5, 0, 1, 1))
             .to_blob()
             .unwrap();
         let mut r = ptr::null_mut();
         let p = plan_of(&blob);
         let bad = plan_of(&blob[..8]);
-        let remote = plan_of(
-            &Plan::new(0, 0)
-                .with(Record::remote(5, 0, 1, 1))
-                .to_blob()
-                .unwrap(),
-        );
+        let remote = plan_of(&remote_blob);
         // SAFETY: live handles, writable slot; each plan freed once.
         unsafe {
             assert_eq!(
-                nhbm_resolver_new(p, &loaded(vec![1, 2]), &mut r),
+                nhbm_resolver_new(bad, &loaded(&blob[..8], vec![1]), &mut r),
                 -libc::EINVAL
             );
             assert_eq!(
-                nhbm_resolver_new(bad, &loaded(vec![1]), &mut r),
-                -libc::EINVAL
-            );
-            assert_eq!(
-                nhbm_resolver_new(remote, &loaded(vec![1]), &mut r),
+                nhbm_resolver_new(remote, &loaded(&remote_blob, vec![1]), &mut r),
                 -libc::ENOENT
             );
             assert_eq!(nhbm_resolver_new(p, ptr::null(), &mut r), -libc::EINVAL);
             assert_eq!(
-                nhbm_resolver_new(p, &loaded(vec![1]), ptr::null_mut()),
+                nhbm_resolver_new(p, &loaded(&blob, vec![1]), ptr::null_mut()),
                 -libc::EINVAL
             );
             for h in [p, bad, remote] {
