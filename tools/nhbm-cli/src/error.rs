@@ -2,7 +2,8 @@
 //! and how they are printed (a line on stderr, or a JSON object on stdout
 //! under `--json`).
 //!
-//! Kinds are decided by errno (`io::Error::raw_os_error`) and by error
+//! Kinds are decided by errno (`nhbm::io_errno`, which also finds the errno
+//! of a device open carried inside an `io::Error`) and by error
 //! type, never by message text.
 
 use std::fmt;
@@ -134,7 +135,7 @@ impl Failure {
     pub fn refused(what: &str, e: &io::Error) -> Self {
         Failure {
             exit: Exit::Refused,
-            errno: e.raw_os_error(),
+            errno: nhbm::io_errno(e),
             message: format!("{what}: {}", describe(e)),
             hint: None,
         }
@@ -143,7 +144,7 @@ impl Failure {
 
 /// An I/O error as "ENOENT (No such file or directory)", or its text.
 fn describe(e: &io::Error) -> String {
-    match e.raw_os_error() {
+    match nhbm::io_errno(e) {
         Some(n) => format!("{} ({e})", errno_name(n)),
         None => e.to_string(),
     }
@@ -170,7 +171,7 @@ pub fn classify(e: &anyhow::Error) -> (Exit, Option<i32>, Option<&str>) {
             return (Exit::Invalid, None, import_hint(i));
         }
         if let Some(io) = c.downcast_ref::<io::Error>() {
-            return (Exit::Failure, io.raw_os_error(), None);
+            return (Exit::Failure, nhbm::io_errno(io), None);
         }
     }
     (Exit::Failure, None, None)

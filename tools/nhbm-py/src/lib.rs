@@ -89,7 +89,7 @@ impl Error {
             },
             Error::Value(m) => PyValueError::new_err(m),
             Error::Io(e, path) => {
-                let errno = e.raw_os_error().unwrap_or(libc::EIO);
+                let errno = nhbm::io_errno(&e).unwrap_or(libc::EIO);
                 // OSError(errno, strerror, filename) picks the subclass
                 // (FileNotFoundError, PermissionError, ...).
                 PyOSError::new_err((errno, e.to_string(), path.display().to_string()))
