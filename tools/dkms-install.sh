@@ -1,17 +1,20 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# Register neuron_hbm with DKMS for the running kernel (or KVER=...), after
-# checking up front that the kernel can build a Rust module at all.
+# Register neuron_hbm with DKMS from a checkout, for the running kernel (or
+# KVER=...), after checking up front that the kernel can build a Rust module
+# at all. On Debian the package does this (make deb, Documentation/packaging.rst).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 KVER="${KVER:-$(uname -r)}"
-# Where dkms.conf builds: the Rust metadata tools/prepare-kernel.sh prepared
-# for a distribution kernel, else the kernel's own build directory.
+# Where dkms.conf builds: the Rust metadata tools/prepare-kernel.sh prepares
+# (dkms.conf's PRE_BUILD) for a distribution kernel, else the kernel's own
+# build directory. The checks below look at either.
 KBUILD="/var/cache/neuron_hbm/kbuild/$KVER"
 [ -f "$KBUILD/rust/libkernel.rmeta" ] || KBUILD="/lib/modules/$KVER/build"
-VERSION=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$REPO/dkms.conf")
+# The project's version is kept in one place, the userspace workspace.
+VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$REPO/tools/Cargo.toml")
 SRC="/usr/src/neuron_hbm-$VERSION"
 
 die() { echo "dkms-install: $*" >&2; exit 1; }
@@ -22,13 +25,13 @@ command -v dkms >/dev/null || die "dkms is not installed (apt-get install dkms)"
 conf="$KBUILD/include/config/auto.conf"
 [ -f "$conf" ] || die "$KBUILD has no include/config/auto.conf: not a configured kernel tree"
 grep -q '^CONFIG_RUST=y' "$conf" || die "kernel $KVER is built without CONFIG_RUST=y: it cannot load Rust modules"
-[ -f "$KBUILD/rust/libkernel.rmeta" ] || [ -f "$KBUILD/rust/kernel.o" ] ||
-	die "headers of $KVER lack the Rust metadata (rust/libkernel.rmeta): run tools/prepare-kernel.sh $KVER first"
 grep -q '^CONFIG_GENERIC_ALLOCATOR=y' "$conf" || die "kernel $KVER lacks CONFIG_GENERIC_ALLOCATOR (genalloc)"
 
 rm -rf "$SRC"
 mkdir -p "$SRC"
-cp -r "$REPO/Kbuild" "$REPO/Makefile" "$REPO/dkms.conf" "$REPO/rust" "$REPO/include" "$SRC/"
+cp -r "$REPO/Kbuild" "$REPO/Makefile" "$REPO/rust" "$REPO/include" "$SRC/"
+sed "s/#MODULE_VERSION#/$VERSION/" "$REPO/dkms.conf" >"$SRC/dkms.conf"
+install -D -m 0755 "$REPO/tools/prepare-kernel.sh" "$SRC/tools/prepare-kernel.sh"
 find "$SRC" \( -name '*.o' -o -name '*.ko' -o -name '.*.cmd' -o -name '*.mod*' \) -delete
 # A previous registration of this version is replaced by these sources.
 dkms remove -m neuron_hbm -v "$VERSION" --all >/dev/null 2>&1 || true
