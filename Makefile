@@ -15,7 +15,9 @@
 #                   the module built with them; the module hosts load has none
 #   make lint       rustfmt check + clippy build
 #   make python-check  build the Python package's wheel and run its pytest suite
-#   make install-lib  build and install libnhbm, the C library (DESTDIR=, PREFIX=)
+#   make install-lib  build and install libnhbm, the C library (DESTDIR=, PREFIX=,
+#                   LIBDIR=)
+#   make deb        the Debian packages (DKMS module, nhbm, libnhbm), in build/deb/
 #   make header     regenerate libnhbm's committed C header with cbindgen
 #   make clean
 
@@ -54,7 +56,7 @@ endif
 KDIR_DEBUG = $(shell VARIANT=debug NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
 
 .PHONY: all module setup check check-pci devmodel check-debug check-distro demo bench bench-module lint fmt clean userspace dkms-install python-check \
-	install-lib header
+	install-lib header deb
 
 all: module
 
@@ -176,10 +178,19 @@ dkms-install:
 
 # libnhbm, the C library (tools/libnhbm, Documentation/libnhbm.rst): built
 # and installed under $(DESTDIR)$(PREFIX): lib/libnhbm.so.1, libnhbm.so,
-# libnhbm.a, include/nhbm.h, include/linux/neuron_hbm.h, lib/pkgconfig/nhbm.pc.
+# libnhbm.a, include/nhbm.h, include/linux/neuron_hbm.h, lib/pkgconfig/nhbm.pc
+# (LIBDIR= puts the lib/ files elsewhere, e.g. $(PREFIX)/lib/x86_64-linux-gnu).
 PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
 install-lib:
-	@NHBM_CACHE=$(NHBM_CACHE) DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) $(REPO)/tools/libnhbm/install.sh
+	@NHBM_CACHE=$(NHBM_CACHE) DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) \
+		$(REPO)/tools/libnhbm/install.sh
+
+# The Debian packages, built with debhelper and dh-dkms in the Debian 13 root
+# and checked by lintian: neuron-hbm-dkms, neuron-hbm-tools, libnhbm1 and
+# libnhbm-dev in build/deb/ (Documentation/packaging.rst).
+deb:
+	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/build-deb.sh
 
 # Regenerates libnhbm's committed header (tools/libnhbm/include/nhbm.h)
 # with the pinned cbindgen; tools/testing/check-header.sh checks it.

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
 # Build libnhbm (release) and install it under $DESTDIR$PREFIX (PREFIX
-# defaults to /usr/local): lib/libnhbm.so.1, lib/libnhbm.so -> libnhbm.so.1,
-# lib/libnhbm.a, include/nhbm.h, include/linux/neuron_hbm.h (the UAPI
-# header nhbm.h includes) and lib/pkgconfig/nhbm.pc (`make install-lib`).
+# defaults to /usr/local): LIBDIR/libnhbm.so.1, LIBDIR/libnhbm.so ->
+# libnhbm.so.1, LIBDIR/libnhbm.a, include/nhbm.h, include/linux/neuron_hbm.h
+# (the UAPI header nhbm.h includes) and LIBDIR/pkgconfig/nhbm.pc (`make
+# install-lib`). LIBDIR defaults to $PREFIX/lib; a Debian multiarch system
+# uses $PREFIX/lib/x86_64-linux-gnu (make deb does).
 #
 #   tools/libnhbm/install.sh [--static] [--target TRIPLE]
 #
@@ -20,6 +22,7 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 PREFIX="${PREFIX:-/usr/local}"
+LIBDIR="${LIBDIR:-$PREFIX/lib}"
 DESTDIR="${DESTDIR:-}"
 static=0
 target=
@@ -60,7 +63,7 @@ out="$CARGO_TARGET/${target:+$target/}release"
 	fi
 )
 
-lib="$DESTDIR$PREFIX/lib"
+lib="$DESTDIR$LIBDIR"
 inc="$DESTDIR$PREFIX/include"
 install -d "$lib/pkgconfig" "$inc/linux"
 install -m 0644 "$out/libnhbm_c.a" "$lib/libnhbm.a"
@@ -71,7 +74,7 @@ fi
 cargo_unlock
 install -m 0644 "$HERE/include/nhbm.h" "$inc/nhbm.h"
 install -m 0644 "$REPO/include/uapi/linux/neuron_hbm.h" "$inc/linux/neuron_hbm.h"
-sed -e "s|@PREFIX@|$PREFIX|" -e "s|@VERSION@|$VERSION|" -e "s|@LIBS_PRIVATE@|$LIBS_PRIVATE|" \
+sed -e "s|@PREFIX@|$PREFIX|" -e "s|@LIBDIR@|$LIBDIR|" -e "s|@VERSION@|$VERSION|" -e "s|@LIBS_PRIVATE@|$LIBS_PRIVATE|" \
 	"$HERE/nhbm.pc.in" >"$lib/pkgconfig/nhbm.pc"
 chmod 0644 "$lib/pkgconfig/nhbm.pc"
 echo "install-lib: libnhbm $VERSION in $DESTDIR$PREFIX" >&2
