@@ -20,7 +20,9 @@ import sys
 DONE_MARKER = "NHBM-GUEST-DONE"
 # Suites of this project: the module's KUnit suites and the guest programs'.
 OUR_SUITES = ("neuron_hbm", "nhbm")
-RESULT = re.compile(r"^(\s*)(ok|not ok) (\d+) ([^#]*?)\s*(#\s*(SKIP|TODO).*)?$")
+# KTAP: "<result> <number> <description> [# [<directive>] [<diagnostic>]]";
+# the directive, if any, is the first word after the "#".
+RESULT = re.compile(r"^(\s*)(ok|not ok) (\d+) ([^#]*?)\s*(#\s*(\S*).*)?$")
 SUBTEST = re.compile(r"^(\s*)# Subtest: (\S+)")
 PLAN = re.compile(r"^(\s*)1\.\.(\d+)\s*$")
 CRASH = re.compile(
