@@ -1,35 +1,49 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0-only
 #
-# make check-distro: build neuron_hbm for Debian 13's own 7.3 backports kernel
-# as a Debian 13 host would, with DKMS too, and run the guest test suites on
-# that kernel's unmodified vmlinuz in QEMU.
+# make check-distro: install neuron_hbm's Debian packages as a Debian 13 host
+# does, for both of Debian's 7.3 backports kernel flavors (amd64, and
+# cloud-amd64, which Debian's EC2 images boot), and run the guest test suites
+# on each flavor's unmodified vmlinuz in QEMU.
 #
-# 1. A Debian 13 build root (tools/debian13-root.sh) with the packages a
-#    Debian 13 user installs (the kernel image as linux-binary-RELEASE, which
-#    is linux-image-RELEASE without the boot loader and initramfs hooks).
-# 2. In it, tools/prepare-kernel.sh prepares the Rust metadata the headers
-#    lack (cached under the root's /var/cache/neuron_hbm/kbuild).
-# 3. In it, `make KDIR=...` builds the module (warnings are errors), and
-#    `dkms build` and `dkms install` build and install it for that kernel.
-# 4. The crate hashes the module refers to must be the ones in Debian's
-#    Module.symvers, and both builds must carry the kernel's vermagic.
-# 5. QEMU boots Debian's vmlinuz with the DKMS-installed module and the
-#    userspace tests (tools/testing/run-qemu.sh distro); the module must load
-#    and taint the kernel only as out-of-tree and unsigned.
+# 1. A Debian 13 root (tools/debian13-root.sh) with both flavors' kernel
+#    images and headers, linux-source-7.3 and what the packages depend on.
+# 2. make deb (tools/build-deb.sh) builds the packages there; lintian must
+#    report no error.
+# 3. `apt install ./*.deb` in the root: DKMS prepares each kernel's Rust
+#    metadata (dkms.conf's PRE_BUILD, tools/prepare-kernel.sh), builds the
+#    module for both kernels and installs it, signed with DKMS's key.
+# 4. For each kernel: modinfo finds the module in DKMS's updates/dkms, names
+#    the signer, carries the kernel's vermagic, and every crate hash it
+#    refers to is one in that kernel's Module.symvers.
+# 5. The upgrade path: one kernel's prepared metadata and module removed,
+#    a DKMS build without linux-source-7.3 must fail and name that package,
+#    then `dkms autoinstall -k RELEASE` (what a kernel package's postinst
+#    runs) must prepare the metadata again and rebuild and install the module.
+# 6. The checkout's sources also build with `make KDIR=...` (warnings are
+#    errors), as README's build-from-source steps do.
+# 7. QEMU boots each flavor's vmlinuz under UEFI firmware whose db holds
+#    DKMS's certificate (an enrolled key, as on a Secure Boot host), with the
+#    kernel's module tree as DKMS left it: the guest loads the module with
+#    modprobe, which may taint the kernel only as out-of-tree (O), and runs
+#    the guest suites (tools/testing/run-qemu.sh distro).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 CACHE="${NHBM_CACHE:-/var/cache/neuron_hbm}"
-REL=7.3.4+deb13-amd64
+FLAVORS=(amd64 cloud-amd64)
+KVER=7.3.4+deb13
 SERIES=7.3
+# The kernel whose module the upgrade path rebuilds.
+UPGRADE_REL=$KVER-cloud-amd64
 OUT="$REPO/build/distro"
-# Inside the root.
-SRC=/usr/local/src/neuron_hbm
-PACKAGES=(linux-headers-$REL linux-source-$SERIES linux-binary-$REL rustc rust-src bindgen
-	gcc-14 libclang-dev dkms make bc bison flex libelf-dev libssl-dev dwarves python3 cpio kmod
-	xz-utils)
+PACKAGES=(linux-source-$SERIES rustc rust-src bindgen gcc-14 libclang-dev dkms openssl make bc
+	bison flex libelf-dev libssl-dev dwarves python3 cpio kmod xz-utils adduser initramfs-tools
+	ovmf python3-virt-firmware)
+for f in "${FLAVORS[@]}"; do
+	PACKAGES+=("linux-image-$KVER-$f" "linux-headers-$KVER-$f")
+done
 
 say() { echo "check-distro: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -44,67 +58,59 @@ step() {
 in_root() { NHBM_CACHE="$CACHE" "$REPO/tools/debian13-root.sh" --run "$@"; }
 
 T0=$SECONDS
+rm -rf "$OUT"
 mkdir -p "$OUT" "$CACHE"
-# The root's copy of the sources and its DKMS state are shared by every
-# checkout: one run at a time.
+# The root's packages, sources and DKMS state are shared by every checkout:
+# one run at a time.
 exec 7>"$CACHE/.check-distro.lock"
 flock -n 7 || { say "another check-distro run uses the root, waiting"; flock 7; }
-ROOT=$(step "Debian 13 build root" env NHBM_CACHE="$CACHE" "$REPO/tools/debian13-root.sh" \
-	"${PACKAGES[@]}")
+ROOT=$(step "Debian 13 root with both kernel flavors" env NHBM_CACHE="$CACHE" \
+	"$REPO/tools/debian13-root.sh" "${PACKAGES[@]}")
 
-# The module's sources as the checkout has them (tracked or new, not ignored).
-copy_sources() {
-	rm -rf "$ROOT$SRC"
-	mkdir -p "$ROOT$SRC"
-	(cd "$REPO" && git ls-files -z --cached --others --exclude-standard -- Kbuild Makefile \
-		dkms.conf rust include tools/prepare-kernel.sh tools/dkms-install.sh tools/udev |
-		while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
-		xargs -0 cp --parents -t "$ROOT$SRC")
+step "make deb" env NHBM_CACHE="$CACHE" "$REPO/tools/build-deb.sh"
+VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$REPO/tools/Cargo.toml")
+
+# A clean slate: the packages of an earlier run removed (not purged: the
+# prepared metadata of the kernels stays cached), and no DKMS registration
+# left over from a checkout install.
+clean_slate() {
+	in_root sh -c 'apt-get remove -y -qq neuron-hbm-dkms neuron-hbm-tools libnhbm-dev libnhbm1 \
+		>/dev/null 2>&1 || true
+		dkms remove neuron_hbm --all >/dev/null 2>&1 || true
+		rm -rf /var/lib/dkms/neuron_hbm /usr/src/neuron_hbm-*'
 }
-step "copying the module sources into the root" copy_sources
+step "removing an earlier install" clean_slate
 
-KDIR=$(step "Rust metadata of $REL" in_root "$SRC/tools/prepare-kernel.sh" "$REL")
-say "KDIR $KDIR (in the root)"
-
-kdir_build() {
-	in_root make -C "$SRC" KDIR="$KDIR" module >"$OUT/build.log" 2>&1 ||
-		{ cat "$OUT/build.log" >&2; die "the module does not build against $REL"; }
-	cp "$ROOT$SRC/neuron_hbm.ko" "$OUT/neuron_hbm-kdir.ko"
+apt_install() {
+	rm -rf "$ROOT/tmp/neuron-hbm-debs"
+	mkdir -p "$ROOT/tmp/neuron-hbm-debs"
+	cp "$REPO"/build/deb/*.deb "$ROOT/tmp/neuron-hbm-debs/"
+	in_root sh -c 'cd /tmp/neuron-hbm-debs && apt-get install -y --no-install-recommends ./*.deb' \
+		>"$OUT/apt-install.log" 2>&1 ||
+		{ tail -40 "$OUT/apt-install.log" >&2; die "apt install ./*.deb failed (log: build/distro/apt-install.log)"; }
+	grep -E "^(Building for|Running the pre_build|Signing module|Installing /)|dkms.*install" \
+		"$OUT/apt-install.log" >&2 || true
 }
-step "make KDIR=... module (gcc-14, rustc 1.85.1, -Dwarnings)" kdir_build
+step "apt install ./*.deb (DKMS builds for every installed kernel)" apt_install
+in_root dkms status -m neuron_hbm | tee "$OUT/dkms-status.txt" >&2
+for f in "${FLAVORS[@]}"; do
+	grep -q "^neuron_hbm/$VERSION, $KVER-$f, x86_64: installed" "$OUT/dkms-status.txt" ||
+		die "dkms status does not show neuron_hbm/$VERSION installed for $KVER-$f"
+done
+in_root getent group neuron >/dev/null || die "the package did not create the neuron group"
+[ -f "$ROOT/usr/lib/udev/rules.d/60-neuron-hbm.rules" ] || die "no udev rule installed"
+in_root nhbm --version >&2 || die "the tools package's nhbm does not run"
 
-dkms_build() {
-	in_root env KVER="$REL" "$SRC/tools/dkms-install.sh" >"$OUT/dkms.log" 2>&1 ||
-		{ cat "$OUT/dkms.log" >&2; die "dkms build/install failed"; }
-	# The module index, as linux-image-RELEASE's hooks keep it (DKMS leaves
-	# it alone for a kernel whose own modules, linux-modules-RELEASE, are
-	# not installed, as in the root).
-	in_root depmod "$REL"
-	local ko
-	ko=$(in_root modinfo -k "$REL" -n neuron_hbm) || die "modinfo finds no neuron_hbm for $REL"
-	say "DKMS installed $ko"
-	case "$ko" in
-	*/updates/dkms/*) ;;
-	*) die "modinfo resolves neuron_hbm to $ko, not the DKMS copy" ;;
-	esac
-	case "$ko" in
-	*.xz) xz -dc "$ROOT$ko" >"$OUT/neuron_hbm-dkms.ko" ;;
-	*.zst) zstd -qdc "$ROOT$ko" >"$OUT/neuron_hbm-dkms.ko" ;;
-	*) cp "$ROOT$ko" "$OUT/neuron_hbm-dkms.ko" ;;
-	esac
-}
-step "dkms build + dkms install for $REL" dkms_build
-
-# Both modules name this kernel, and every crate they link against carries the
-# hash Debian's kernel was built with.
+# check_module REL FILE: FILE (a module built for REL) names REL, and every
+# crate it refers to carries the hash Debian's REL kernel was built with.
 check_module() {
-	local ko="$1" vm
+	local rel="$1" ko="$2" vm
 	vm=$(modinfo -F vermagic "$ko")
 	case "$vm" in
-	"$REL "*) ;;
-	*) die "$ko has vermagic '$vm', not $REL" ;;
+	"$rel "*) ;;
+	*) die "$ko has vermagic '$vm', not $rel" ;;
 	esac
-	python3 - "$ko" "$ROOT$KDIR/Module.symvers" <<'EOF'
+	python3 - "$ko" "$ROOT/usr/src/linux-headers-$rel/Module.symvers" <<'EOF'
 import re, subprocess, sys
 ko, symvers = sys.argv[1:]
 crate = re.compile(r"Cs([0-9A-Za-z]+)_(\d+)")
@@ -129,18 +135,131 @@ print(f"check-distro: {ko.rsplit('/', 1)[-1]}: crate hashes as in Debian's Modul
       + ", ".join(f"{c} Cs{' Cs'.join(sorted(h))}" for c, h in sorted(used.items())), file=sys.stderr)
 EOF
 }
-check_module "$OUT/neuron_hbm-kdir.ko"
-check_module "$OUT/neuron_hbm-dkms.ko"
 
-VMLINUZ="$ROOT/usr/lib/modules/$REL/vmlinuz"
-[ -f "$VMLINUZ" ] || die "no $VMLINUZ (package linux-binary-$REL)"
-say "booting Debian's unmodified $REL vmlinuz with the DKMS-built module"
-NHBM_CACHE="$CACHE" KDIR="$ROOT$KDIR" NHBM_KERNEL_IMAGE="$VMLINUZ" \
-	NHBM_KO="$OUT/neuron_hbm-dkms.ko" NHBM_QEMU_MEM="${NHBM_QEMU_MEM:-1024}" \
-	"$HERE/run-qemu.sh" distro || {
-	# The kernel's own words when the module did not load.
-	grep -a -A6 "insmod failed" "$REPO/build/qemu-distro.log" >&2 || true
-	die "failed (serial log: build/qemu-distro.log)"
+# installed_module REL: the DKMS-installed module of REL, checked and
+# decompressed into build/distro/neuron_hbm-REL.ko.
+installed_module() {
+	local rel="$1" ko signer
+	ko=$(in_root modinfo -k "$rel" -n neuron_hbm) || die "modinfo finds no neuron_hbm for $rel"
+	case "$ko" in
+	*/updates/dkms/*) ;;
+	*) die "modinfo resolves neuron_hbm to $ko for $rel, not DKMS's copy" ;;
+	esac
+	signer=$(in_root modinfo -k "$rel" -F signer neuron_hbm)
+	[ -n "$signer" ] || die "$ko is not signed"
+	say "$rel: $ko, signed by '$signer'"
+	case "$ko" in
+	*.xz) xz -dc "$ROOT$ko" >"$OUT/neuron_hbm-$rel.ko" ;;
+	*.zst) zstd -qdc "$ROOT$ko" >"$OUT/neuron_hbm-$rel.ko" ;;
+	*) cp "$ROOT$ko" "$OUT/neuron_hbm-$rel.ko" ;;
+	esac
+	check_module "$rel" "$OUT/neuron_hbm-$rel.ko"
 }
-grep -a -m1 "^nhbm: kernel" "$REPO/build/qemu-distro.log" | tr -d '\r' >&2
+for f in "${FLAVORS[@]}"; do
+	installed_module "$KVER-$f"
+done
+
+# The upgrade path: a kernel arrives whose metadata was never prepared and
+# which has no module yet; its postinst runs `dkms autoinstall`.
+upgrade_path() {
+	in_root sh -c "dkms remove neuron_hbm/$VERSION -k $UPGRADE_REL >/dev/null
+		rm -rf /var/cache/neuron_hbm/kbuild/$UPGRADE_REL /var/cache/neuron_hbm/kbuild/$UPGRADE_REL-*"
+	in_root modinfo -k "$UPGRADE_REL" -n neuron_hbm >/dev/null 2>&1 &&
+		die "the module of $UPGRADE_REL is still installed"
+	# Without the kernel's source the build must fail, and say what to install.
+	local tarball="$ROOT/usr/src/linux-source-$SERIES.tar.xz"
+	mv "$tarball" "$tarball.hidden"
+	trap 'mv "$tarball.hidden" "$tarball"' EXIT
+	if in_root dkms build "neuron_hbm/$VERSION" -k "$UPGRADE_REL" >"$OUT/no-source.log" 2>&1; then
+		die "DKMS built the module for $UPGRADE_REL without linux-source-$SERIES"
+	fi
+	mv "$tarball.hidden" "$tarball"
+	trap - EXIT
+	cat "$ROOT/var/lib/dkms/neuron_hbm/$VERSION/build/make.log" >>"$OUT/no-source.log" 2>/dev/null || true
+	grep -h "apt install linux-source-$SERIES" "$OUT/no-source.log" >&2 ||
+		die "the failed build does not name the package to install (build/distro/no-source.log)"
+	in_root dkms autoinstall -k "$UPGRADE_REL" >"$OUT/autoinstall.log" 2>&1 ||
+		{ cat "$OUT/autoinstall.log" >&2; die "dkms autoinstall -k $UPGRADE_REL failed"; }
+	cat "$OUT/autoinstall.log" >&2
+	local make_log="$ROOT/var/lib/dkms/neuron_hbm/$VERSION/$UPGRADE_REL/x86_64/log/make.log"
+	grep -h "prepare-kernel: prepar" "$make_log" >&2 ||
+		die "dkms autoinstall did not prepare $UPGRADE_REL's Rust metadata (log: $make_log)"
+	[ -f "$ROOT/var/cache/neuron_hbm/kbuild/$UPGRADE_REL/rust/libkernel.rmeta" ] ||
+		die "no Rust metadata of $UPGRADE_REL after dkms autoinstall"
+	installed_module "$UPGRADE_REL"
+}
+step "upgrade path: dkms autoinstall -k $UPGRADE_REL without its metadata" upgrade_path
+
+# The checkout's sources against the prepared metadata, as README's
+# build-from-source steps build them.
+SRC=/usr/local/src/neuron_hbm
+kdir_build() {
+	rm -rf "${ROOT:?}$SRC"
+	mkdir -p "$ROOT$SRC"
+	(cd "$REPO" && git ls-files -z --cached --others --exclude-standard -- Kbuild Makefile rust include |
+		while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+		xargs -0 cp --parents -t "$ROOT$SRC")
+	local rel="$KVER-amd64"
+	in_root make -C "$SRC" KDIR="/var/cache/neuron_hbm/kbuild/$rel" module >"$OUT/build.log" 2>&1 ||
+		{ cat "$OUT/build.log" >&2; die "the module does not build against $rel"; }
+	check_module "$rel" "$ROOT$SRC/neuron_hbm.ko"
+}
+step "make KDIR=... module for $KVER-amd64 (gcc-14, rustc 1.85.1, -Dwarnings)" kdir_build
+
+# The guest's UEFI variables: OVMF's defaults with DKMS's certificate in db,
+# where the kernel finds it at boot (platform keyring, which Debian's kernel
+# checks module signatures against) as it finds a key enrolled with mokutil.
+firmware() {
+	openssl x509 -inform der -in "$ROOT/var/lib/dkms/mok.pub" -out "$ROOT/tmp/nhbm-mok.pem"
+	rm -f "$ROOT/tmp/nhbm-vars.fd"
+	in_root virt-fw-vars --input /usr/share/OVMF/OVMF_VARS_4M.fd --output /tmp/nhbm-vars.fd \
+		--add-db 605dab50-e046-4300-abb6-3dd810dd8b23 /tmp/nhbm-mok.pem >"$OUT/firmware.log" 2>&1 ||
+		{ cat "$OUT/firmware.log" >&2; return 1; }
+}
+step "UEFI variables with DKMS's certificate in db" firmware
+
+# guest_root REL: the kernel's module tree as DKMS left it, and kmod's
+# modprobe (/sbin: busybox's shell would run its own applet for a bare
+# `modprobe`) with the libraries it loads.
+guest_root() {
+	local rel="$1" dir="$OUT/guest-$1" lib libs
+	rm -rf "$dir"
+	mkdir -p "$dir/lib/modules/$rel" "$dir/sbin"
+	cp -a "$ROOT/usr/lib/modules/$rel/updates" "$dir/lib/modules/$rel/"
+	cp -a "$ROOT/usr/lib/modules/$rel"/modules.* "$dir/lib/modules/$rel/"
+	cp "$ROOT/usr/bin/kmod" "$dir/sbin/kmod"
+	ln -s kmod "$dir/sbin/modprobe"
+	libs=$(in_root sh -c 'ldd /usr/bin/kmod; echo /lib/x86_64-linux-gnu/liblzma.so.5' |
+		awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }') || return 1
+	for lib in $libs; do
+		mkdir -p "$dir$(dirname "$lib")"
+		cp -L "$ROOT$lib" "$dir$lib" || return 1
+	done
+	echo "$dir"
+}
+
+for f in "${FLAVORS[@]}"; do
+	rel="$KVER-$f"
+	vmlinuz="$ROOT/boot/vmlinuz-$rel"
+	[ -f "$vmlinuz" ] || die "no $vmlinuz (package linux-image-$rel)"
+	extra=$(guest_root "$rel") || die "cannot assemble the guest's module tree and modprobe"
+	say "booting Debian's unmodified $rel vmlinuz (UEFI) with the module from DKMS's install"
+	# KDIR only names a kernel build for the harness; this guest loads no
+	# module built against it.
+	NHBM_CACHE="$CACHE" KDIR="$ROOT/usr/src/linux-headers-$rel" NHBM_KERNEL_IMAGE="$vmlinuz" \
+		NHBM_KO="$OUT/neuron_hbm-$rel.ko" NHBM_GUEST_EXTRA="$extra" NHBM_QEMU_MEM="${NHBM_QEMU_MEM:-1024}" \
+		NHBM_QEMU_APPEND="nhbm_signed=1" \
+		NHBM_QEMU_ARGS="-drive if=pflash,format=raw,readonly=on,file=$ROOT/usr/share/OVMF/OVMF_CODE_4M.fd -drive if=pflash,format=raw,file=$ROOT/tmp/nhbm-vars.fd" \
+		"$HERE/run-qemu.sh" distro || {
+		cp "$REPO/build/qemu-distro.log" "$OUT/qemu-$f.log"
+		# The kernel's own words when the module did not load.
+		grep -a -A6 "loading the module failed" "$OUT/qemu-$f.log" >&2 || true
+		die "$rel failed (serial log: build/distro/qemu-$f.log)"
+	}
+	cp "$REPO/build/qemu-distro.log" "$OUT/qemu-$f.log"
+	grep -a -m1 -o "Linux version [^ ]* ([^)]*)" "$OUT/qemu-$f.log" >&2
+	grep -a -m1 "^nhbm: modprobe" "$OUT/qemu-$f.log" | tr -d '\r' >&2 ||
+		die "$rel: the guest did not load the module with modprobe"
+	grep -a -m1 "taints the kernel" "$OUT/qemu-$f.log" | tr -d '\r' >&2
+done
 say "passed in $((SECONDS - T0))s"

@@ -13,7 +13,9 @@
 # beside a simulated device for bench-pci. NHBM_DEVMODEL names the device
 # model binary.
 # Mode distro is the check guest on another kernel: NHBM_KERNEL_IMAGE names its
-# image and NHBM_KO the module built for it.
+# image and NHBM_KO the module built for it; NHBM_GUEST_EXTRA names a
+# directory whose contents join the guest's root (the kernel's module tree,
+# modprobe), and NHBM_QEMU_ARGS adds QEMU arguments (firmware).
 # The serial log is kept in build/qemu-<mode>.log.
 set -euo pipefail
 
@@ -50,6 +52,9 @@ cp "$KO" "$ROOT/neuron_hbm.ko"
 if [ -d "$BUILD/userspace" ]; then
 	cp "$BUILD"/userspace/* "$ROOT/tests/" 2>/dev/null || true
 fi
+if [ -n "${NHBM_GUEST_EXTRA:-}" ]; then
+	cp -a "$NHBM_GUEST_EXTRA"/. "$ROOT/"
+fi
 cp "$HERE/guest/init-$GUEST.sh" "$ROOT/init"
 cp "$HERE/guest/common.sh" "$ROOT/common.sh"
 cp "$HERE"/guest/*-test "$ROOT/tests/"
@@ -79,7 +84,7 @@ case "$MODE" in
 		-nographic -no-reboot -cpu "$QEMU_CPU" \
 		-kernel "$KERNEL_IMAGE" -initrd "$BUILD/initramfs-$MODE.cpio.gz" \
 		-append "console=ttyS0 panic=-1 oops=panic loglevel=7 ${NHBM_QEMU_APPEND:-}" \
-		</dev/null >"$LOG" 2>&1
+		${NHBM_QEMU_ARGS:-} </dev/null >"$LOG" 2>&1
 	;;
 esac
 rc=$?
