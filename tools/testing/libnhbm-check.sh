@@ -36,7 +36,8 @@ so="$stage/usr/lib/libnhbm.so.1"
 [ -f "$so" ] && [ -f "$stage/usr/lib/libnhbm.a" ] || fail "libnhbm.so.1 or libnhbm.a missing"
 [ "$(readlink "$stage/usr/lib/libnhbm.so")" = libnhbm.so.1 ] || fail "libnhbm.so is no symlink to libnhbm.so.1"
 [ -f "$stage/usr/include/nhbm.h" ] && [ -f "$stage/usr/include/linux/neuron_hbm.h" ] || fail "headers missing"
-readelf -d "$so" | grep -q 'Library soname: \[libnhbm.so.1\]' || fail "SONAME is not libnhbm.so.1"
+dynamic="$(readelf -d "$so")"
+grep -q 'Library soname: \[libnhbm.so.1\]' <<<"$dynamic" || fail "SONAME is not libnhbm.so.1"
 others="$(nm -D --defined-only "$so" | awk '$3 !~ /^nhbm_/')"
 [ -z "$others" ] || fail "libnhbm.so.1 exports more than nhbm_*: $others"
 exported="$(nm -D --defined-only "$so" | grep -c ' T nhbm_')"
@@ -57,8 +58,10 @@ gcc -std=c11 -O2 -Wall -Wextra -Werror -o "$work/client" "$client" $(pkg-config 
 gcc -std=c11 -O2 -Wall -Wextra -Werror -static -o "$work/client-static" "$client" \
 	$(pkg-config --static --cflags --libs nhbm) 2>"$work/static.log" ||
 	{ cat "$work/static.log" >&2; fail "the client does not link statically against libnhbm.a"; }
-LD_LIBRARY_PATH="$stage/usr/lib" ldd "$work/client" | grep -q "libnhbm.so.1 => $so" ||
-	fail "the dynamic client does not load libnhbm.so.1"
+# (ldd's whole output first: grep -q stops reading at the match, and under
+# pipefail ldd's SIGPIPE would fail the check.)
+deps="$(LD_LIBRARY_PATH="$stage/usr/lib" ldd "$work/client")"
+grep -q "libnhbm.so.1 => $so" <<<"$deps" || fail "the dynamic client does not load libnhbm.so.1"
 # Without a device the client fails, but its device-less cases pass.
 out="$(LD_LIBRARY_PATH="$stage/usr/lib" "$work/client" /nonexistent/neuron_hbm0 || true)"
 for t in "ok 1 abi_version" "ok 2 open_missing_is_enoent" "not ok 3 open_device"; do
