@@ -193,6 +193,9 @@ fn plan_budget_is_reported_and_reproducible() {
             &[
                 "plan",
                 "hard.json",
+                // hill_climb without its moves leaves exact a search.
+                "--iterations",
+                "0",
                 "--budget",
                 "300",
                 "-o",
@@ -214,7 +217,19 @@ fn plan_budget_is_reported_and_reproducible() {
     assert_eq!(mem_a["stopped"], "node_budget");
     assert_eq!(mem_a["nodes"], 301);
     assert_eq!(mem_a["nodes"], mem_b["nodes"]);
-    let o = nhbm(&d.0, &["plan", "hard.json", "--budget", "300", "-o", "c"]);
+    let o = nhbm(
+        &d.0,
+        &[
+            "plan",
+            "hard.json",
+            "--iterations",
+            "0",
+            "--budget",
+            "300",
+            "-o",
+            "c",
+        ],
+    );
     assert!(
         stdout(&o).contains("not proven (node budget hit, 301 nodes)"),
         "{}",

@@ -49,7 +49,11 @@
 //! states, so one that happens to walk straight into a packing finds it
 //! quickly; a search that ends without a packing and without hitting its
 //! limit proves that none exists. Where every section is full at `cap`,
-//! only exact cover anywhere is raced. [`minimize`] wraps the decision problem
+//! only exact cover anywhere is raced. The runs of each round are dealt
+//! out to two workers on two threads, each with its own refuted states
+//! and the whole node budget; the answer found first by its worker's own
+//! count of nodes is taken, so the threads' speeds do not change it.
+//! [`minimize`] wraps the decision problem
 //! in a search over `cap` between the liveness lower bound and a known
 //! packing.
 //!
@@ -79,14 +83,15 @@ pub struct Buffer {
 /// What bounds a search: search nodes, and a wall-clock safety cap.
 #[derive(Clone, Copy, Debug)]
 pub struct Budget<'a> {
-    /// Search nodes it may visit: the bound that makes the result the same
-    /// on every machine.
+    /// Search nodes each of [`Instance::fit`]'s two workers may visit: the
+    /// bound that makes the result the same on every machine.
     pub nodes: u64,
     /// When it must stop whatever the node count: a safety cap only, as
     /// where it cuts a search depends on the machine's speed and load.
     pub deadline: Instant,
     /// Where the nodes visited are counted as the search goes (roughly, in
-    /// steps of [`PROGRESS_STEP`]), for a progress display.
+    /// steps of [`PROGRESS_STEP`]; both workers' together), for a progress
+    /// display.
     pub progress: Option<&'a AtomicU64>,
 }
 
@@ -157,7 +162,9 @@ pub struct Solution {
     pub high_water: u64,
     /// No packing below `high_water` exists.
     pub optimal: bool,
-    /// Search nodes visited, over every capacity tried.
+    /// Search nodes visited, over every capacity tried (of the two workers
+    /// of each capacity, the count of the one that answered, else the
+    /// larger).
     pub nodes: u64,
     /// What cut the search short, if anything did.
     pub stopped: Option<Stop>,
@@ -238,6 +245,13 @@ impl Instance {
 
     /// Decides whether every buffer fits in `cap` bytes, while `nodes`
     /// (the nodes visited so far, counted on) stays within the budget.
+    ///
+    /// Two workers search at once, on two threads, each with the budget
+    /// left and its own half of the runs (see the module comment); `nodes`
+    /// counts on by the larger of their counts. The answer is the first
+    /// one found, first by each worker's own count of nodes (then the
+    /// first worker): a worker stops once its count passes that of an
+    /// answer already found, so which thread runs faster changes nothing.
     pub fn fit(&self, cap: u64, budget: &Budget, nodes: &mut u64) -> Fit {
         if self.bufs.is_empty() {
             return Fit::Packing(Vec::new());
@@ -245,48 +259,98 @@ impl Instance {
         if self.lower_bound() > cap || self.bufs.iter().any(|b| b.size > cap) {
             return Fit::Impossible;
         }
+        let left = budget.nodes.saturating_sub(*nodes);
+        if left == 0 {
+            return Fit::Stopped(Stop::NodeBudget);
+        }
         let ranks = self.ranks();
+        let answered = AtomicU64::new(u64::MAX);
+        let ends: Vec<(Fit, u64)> = std::thread::scope(|s| {
+            let other = s.spawn(|| self.worker(cap, budget, left, &ranks, 1, &answered));
+            let first = self.worker(cap, budget, left, &ranks, 0, &answered);
+            vec![first, other.join().expect("a worker does not panic")]
+        });
+        let decided = ends
+            .iter()
+            .filter(|(f, _)| matches!(f, Fit::Packing(_) | Fit::Impossible))
+            .min_by_key(|(_, c)| *c);
+        if let Some((fit, c)) = decided {
+            *nodes += c;
+            return fit.clone();
+        }
+        *nodes += ends.iter().map(|(_, c)| *c).max().unwrap_or(0);
+        if ends
+            .iter()
+            .any(|(f, _)| *f == Fit::Stopped(Stop::TimeLimit))
+        {
+            Fit::Stopped(Stop::TimeLimit)
+        } else {
+            Fit::Stopped(Stop::NodeBudget)
+        }
+    }
+
+    /// Worker `w` of [`Self::fit`]: the runs of every round whose index
+    /// has its parity, with at most `left` nodes. Its answer, and the nodes
+    /// it visited up to it (or to where it stopped). It publishes an answer's
+    /// count in `answered`, and stops once its own count passes it.
+    fn worker(
+        &self,
+        cap: u64,
+        budget: &Budget,
+        left: u64,
+        ranks: &[Vec<u32>],
+        w: usize,
+        answered: &AtomicU64,
+    ) -> (Fit, u64) {
         let mut limit = 2 * self.bufs.len() as u64;
-        // States proven to have no completion, shared by every run: a
-        // refutation holds whatever order found it.
+        // States proven to have no completion, shared by this worker's
+        // runs: a refutation holds whatever order found it.
         let mut refuted = HashMap::new();
         // Where every section is full (the lower bound of an instance
         // whose every column holds as many bytes), branching anywhere,
         // where refutations are local and backjumping pays, gets every
         // node.
         let full = self.section_bytes.iter().all(|&t| t == cap);
+        let mut nodes = 0u64;
         loop {
             // Exact-cover branching, anywhere and at the lowest offset, gets
             // most of the nodes; plain canonical branching now and then
             // finds what they miss.
-            let runs = ranks.iter().enumerate().flat_map(|(i, r)| {
-                [
-                    (i, r, true, true, limit),
-                    (i, r, true, false, limit),
-                    (i, r, false, false, limit / PLAIN_SHARE),
-                ]
-            });
+            let runs = ranks
+                .iter()
+                .enumerate()
+                .flat_map(|(i, r)| {
+                    [
+                        (i, r, true, true, limit),
+                        (i, r, true, false, limit),
+                        (i, r, false, false, limit / PLAIN_SHARE),
+                    ]
+                })
+                .filter(|&(_, _, _, anywhere, _)| anywhere || !full)
+                .enumerate()
+                .filter(|(k, _)| k % 2 == w)
+                .map(|(_, run)| run);
             for (i, rank, cover, anywhere, limit) in runs {
-                if full && !anywhere {
-                    continue;
+                let rest = left.saturating_sub(nodes);
+                if rest == 0 || nodes >= answered.load(Ordering::Relaxed) {
+                    return (Fit::Stopped(Stop::NodeBudget), nodes);
                 }
-                let left = budget.nodes.saturating_sub(*nodes);
-                if left == 0 {
-                    return Fit::Stopped(Stop::NodeBudget);
-                }
-                let mut s = Search::new(self, cap, (rank, cover), budget, limit.min(left));
+                let mut s = Search::new(self, cap, (rank, cover), budget, limit.min(rest));
                 s.rank_id = i;
                 s.anywhere = anywhere;
+                s.answered = Some((answered, nodes));
                 s.refuted = std::mem::take(&mut refuted);
                 let st = s.solve();
-                *nodes += s.nodes;
+                nodes += s.nodes;
                 refuted = std::mem::take(&mut s.refuted);
-                match st {
-                    St::Found => return Fit::Packing(s.solution),
-                    St::NotFound(_) => return Fit::Impossible,
-                    St::Timeout => return Fit::Stopped(Stop::TimeLimit),
-                    St::Limit => {}
-                }
+                let fit = match st {
+                    St::Found => Fit::Packing(s.solution),
+                    St::NotFound(_) => Fit::Impossible,
+                    St::Timeout => return (Fit::Stopped(Stop::TimeLimit), nodes),
+                    St::Limit => continue,
+                };
+                answered.fetch_min(nodes, Ordering::Relaxed);
+                return (fit, nodes);
             }
             limit = limit.saturating_mul(2);
         }
@@ -478,6 +542,10 @@ struct Search<'a> {
     progress: Option<&'a AtomicU64>,
     limit: u64,
     nodes: u64,
+    /// Where [`Instance::worker`] publishes the node count of an answer,
+    /// and the nodes its worker visited before this search: the search
+    /// stops once it passes that count.
+    answered: Option<(&'a AtomicU64, u64)>,
     offset: Vec<u64>,
     solution: Vec<u64>,
     /// Lowest admissible (aligned) offset of every unplaced buffer.
@@ -540,6 +608,7 @@ impl<'a> Search<'a> {
             progress: budget.progress,
             limit,
             nodes: 0,
+            answered: None,
             offset: vec![UNPLACED; n],
             solution: vec![0; n],
             min_off: vec![0; n],
@@ -603,7 +672,11 @@ impl<'a> Search<'a> {
     /// (and, at `last`, of rank above `last_rank`).
     fn search(&mut self, part: &Part, last: u64, last_rank: u32) -> St {
         self.nodes += 1;
-        if self.nodes > self.limit {
+        if self.nodes > self.limit
+            || self
+                .answered
+                .is_some_and(|(a, before)| before + self.nodes > a.load(Ordering::Relaxed))
+        {
             return St::Limit;
         }
         if self.nodes % PROGRESS_STEP == 0 {
@@ -1280,7 +1353,8 @@ mod tests {
         let b = minimize(&bufs, None, &budget.with_progress(&counted));
         assert_eq!(a, b);
         let c = counted.load(Ordering::Relaxed);
-        assert!(c > 0 && c <= b.nodes, "{c}");
+        // Both workers count into it.
+        assert!(c > 0 && c <= 2 * b.nodes, "{c}");
         let small = random(&mut SplitMix64(11), 6);
         let free = minimize(&small, None, &budget);
         assert_eq!((free.stopped, free.optimal), (None, true));

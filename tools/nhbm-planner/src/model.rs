@@ -319,9 +319,10 @@ pub struct PlannerOptions {
     pub seed: u64,
     /// Stop after this many iterations without improvement.
     pub max_stall_iterations: u32,
-    /// Search nodes the exact planner may visit, over every memory: what
-    /// bounds its work, the same on every machine, so the same model,
-    /// options and budget give the same plan however loaded the machine.
+    /// Search nodes the exact planner may visit, over every memory, in
+    /// each of its two search threads: what bounds its work, the same on
+    /// every machine, so the same model, options and budget give the same
+    /// plan however loaded the machine.
     pub node_budget: u64,
     /// Wall-clock cap on the exact planner's search, in milliseconds: a
     /// safety net only; a search it cuts short ends wherever the machine's

@@ -47,7 +47,7 @@ pub struct ExactOutcome {
     pub lower_bound: u64,
     /// No smaller arena exists for the tensors placed in this memory.
     pub optimal: bool,
-    /// Search nodes visited.
+    /// Search nodes visited (as [`crate::exact::Solution::nodes`]).
     pub nodes: u64,
     /// What stopped the search before a proof: the node budget (the same
     /// result on every machine) or the time limit (a result that depends on

@@ -18,13 +18,19 @@
 //! a buffer live at the same time), preferring buffers live where bytes
 //! were wasted, and keeps the change when the cost (high-water mark, then
 //! the area under the packing's skyline, which counts wasted bytes) is not
-//! above the current one or the one 30 moves back (late acceptance). It
-//! runs in rounds, one per step penalty of `STEP_PENALTIES` (the search
-//! scatters widely, so a few rounds from the same first weights do better
-//! than one long one); a round stops after half of `moves`, after half of
-//! `stall` moves without a lower high-water mark, or at the liveness lower
-//! bound, and the rounds stop at it too. The generator is seeded and
-//! nothing depends on timing: the same arguments give the same packing.
+//! above the current one or the one 30 moves back (late acceptance). A
+//! decode stops as soon as the bytes it has wasted prove its cost above
+//! both: the area under the skyline is never below every buffer's bytes x
+//! operators plus the bytes wasted so far. It runs in rounds, one per
+//! entry of `ROUNDS`: a step penalty, and whether operators are taken in
+//! reverse order, so that the skyline is filled from the other end (the
+//! search scatters widely, so a few rounds from the same first weights do
+//! better than one long one); a round stops after half of `moves`, after
+//! half of `stall` moves without a lower high-water mark, or at the
+//! liveness lower bound, and the rounds stop at it too. Rounds run two at
+//! a time, on two threads. The generator is seeded and nothing depends on
+//! timing or on which thread ends first: the same arguments give the same
+//! packing.
 
 use std::cmp::Reverse;
 
@@ -34,9 +40,10 @@ use crate::rng::SplitMix64;
 /// Moves back that late acceptance compares with.
 const HISTORY: usize = 30;
 
-/// The step penalty of each round, in tenths of (operators + 1), the
-/// range of a random weight being twice that.
-const STEP_PENALTIES: [i64; 4] = [10, 20, 5, 30];
+/// Each round's step penalty, in tenths of (operators + 1), the range of a
+/// random weight being twice that, and whether it decodes with time
+/// reversed.
+const ROUNDS: [(i64, bool); 4] = [(10, false), (10, true), (20, false), (20, true)];
 
 /// Per operator floors with range assignment and the lowest, leftmost
 /// floor in O(log ops).
@@ -145,6 +152,11 @@ struct Filler<'a> {
     min_end: Vec<(usize, usize, usize)>,
     /// What a step in the skyline costs in the cover's score.
     step_penalty: i64,
+    /// The liveness lower bound: no packing's high-water mark is below it.
+    bound: u64,
+    /// Bytes x operators of every buffer together: the least a packing's
+    /// skyline can cover.
+    area: u128,
 }
 
 /// The best cover of a run's first operators: what it covers, its pits
@@ -217,13 +229,20 @@ impl<'a> Filler<'a> {
             best: vec![Prefix::NONE; ops + 1],
             min_end: vec![(0, 0, 0); ops],
             step_penalty: 0,
+            bound: 0,
+            area: bufs
+                .iter()
+                .map(|b| u128::from(b.size) * (b.last - b.first + 1) as u128)
+                .sum(),
         }
     }
 
     /// Packs every buffer bottom up (see the module comment); returns
-    /// (high-water mark, sum over operators of the top there). Offsets are
-    /// left in `self.off`.
-    fn fill(&mut self, weight: &[u64]) -> (u64, u64) {
+    /// (high-water mark, sum over operators of the top there), or `None`
+    /// as soon as the bytes wasted so far prove that the high-water mark
+    /// times the operators plus that sum will be above `limit`. Offsets
+    /// are left in `self.off`.
+    fn fill(&mut self, weight: &[u64], limit: u128) -> Option<(u64, u64)> {
         let n = self.bufs.len();
         let ops = self.floor.len();
         self.floor.fill(0);
@@ -235,6 +254,8 @@ impl<'a> Filler<'a> {
         self.raised.clear();
         let mut left = n;
         let mut hwm = 0;
+        let ops128 = ops as u128;
+        let mut waste: u128 = 0;
         while left > 0 {
             // The lowest run, leftmost: operators a..b at floor f.
             let (f, a) = self.tree.lowest();
@@ -273,6 +294,10 @@ impl<'a> Filler<'a> {
                 }
                 self.floor[a..b].fill(up);
                 self.raised.push((a, b));
+                waste += u128::from(up - f) * (b - a) as u128;
+                if u128::from(hwm.max(self.bound)) * ops128 + self.area + waste > limit {
+                    return None;
+                }
                 continue;
             }
             let w = b - a;
@@ -374,7 +399,7 @@ impl<'a> Filler<'a> {
                 j = i;
             }
         }
-        (hwm, self.floor.iter().sum())
+        Some((hwm, self.floor.iter().sum()))
     }
 }
 
@@ -382,8 +407,7 @@ impl<'a> Filler<'a> {
 /// `stall / 2` of them without gain (see the module comment); returns the
 /// best packing's high-water mark and offsets.
 pub fn pack(bufs: &[Buffer], moves: u64, stall: u64, seed: u64) -> (u64, Vec<u64>) {
-    let mut d = Filler::new(bufs);
-    let ops = d.floor.len();
+    let ops = bufs.iter().map(|b| b.last + 1).max().unwrap_or(0);
     // No packing goes below the most bytes live at one operator.
     let mut load = vec![0u64; ops + 1];
     for b in bufs {
@@ -398,20 +422,48 @@ pub fn pack(bufs: &[Buffer], moves: u64, stall: u64, seed: u64) -> (u64, Vec<u64
         })
         .max()
         .unwrap_or(0);
+    // The same buffers with time reversed: the same packings, decoded
+    // from the other end.
+    let reversed: Vec<Buffer> = bufs
+        .iter()
+        .map(|b| Buffer {
+            first: ops - 1 - b.last,
+            last: ops - 1 - b.first,
+            ..*b
+        })
+        .collect();
     // Half the moves each: a round mostly stalls well before its end.
     let share = |x: u64| x / 2;
-    let mut best: Option<(u64, Vec<u64>)> = None;
-    for (r, &penalty) in STEP_PENALTIES.iter().enumerate() {
+    let round = |r: usize| {
+        let (penalty, backwards) = ROUNDS[r];
+        let mut d = Filler::new(if backwards { &reversed } else { bufs });
         d.step_penalty = penalty * (ops as i64 + 1) / 10;
-        let round = climb(
+        climb(
             &mut d,
             share(moves),
             share(stall),
             seed.wrapping_add(r as u64),
             bound,
-        );
-        if best.as_ref().is_none_or(|b| round.0 < b.0) {
-            best = Some(round);
+        )
+    };
+    // Rounds in pairs, the second of each on another thread: every round
+    // depends on its arguments alone, and the first of the lowest wins, so
+    // the packing is the one the rounds would give one after the other.
+    let mut best: Option<(u64, Vec<u64>)> = None;
+    for pair in (0..ROUNDS.len()).collect::<Vec<_>>().chunks(2) {
+        let results: Vec<(u64, Vec<u64>)> = std::thread::scope(|s| {
+            let second = pair.get(1).map(|&r| {
+                let round = &round;
+                s.spawn(move || round(r))
+            });
+            let mut out = vec![round(pair[0])];
+            out.extend(second.map(|h| h.join().expect("a round does not panic")));
+            out
+        });
+        for r in results {
+            if best.as_ref().is_none_or(|b| r.0 < b.0) {
+                best = Some(r);
+            }
         }
         if best.as_ref().is_some_and(|b| b.0 <= bound) {
             break;
@@ -431,7 +483,8 @@ fn climb(d: &mut Filler, moves: u64, stall: u64, seed: u64, bound: u64) -> (u64,
     let mut wt: Vec<u64> = bufs.iter().map(|b| (b.last - b.first + 1) as u64).collect();
     let top = ops + 1;
     let cost = |(h, area): (u64, u64)| u128::from(h) * u128::from(ops) + u128::from(area);
-    let first = d.fill(&wt);
+    d.bound = bound;
+    let first = d.fill(&wt, u128::MAX).expect("no limit");
     let mut best = (first.0, d.off.clone());
     let mut cur = cost(first);
     let mut history = [cur; HISTORY];
@@ -458,11 +511,11 @@ fn climb(d: &mut Filler, moves: u64, stall: u64, seed: u64, bound: u64) -> (u64,
         } else {
             wt.swap(k, q);
         }
-        let r = d.fill(&wt);
-        let c = cost(r);
         let h = m as usize % HISTORY;
-        if c <= cur || c <= history[h] {
-            cur = c;
+        let limit = cur.max(history[h]);
+        let r = d.fill(&wt, limit).filter(|&r| cost(r) <= limit);
+        if let Some(r) = r {
+            cur = cost(r);
             if r.0 < best.0 {
                 best = (r.0, d.off.clone());
                 last_gain = m;
@@ -480,6 +533,12 @@ fn climb(d: &mut Filler, moves: u64, stall: u64, seed: u64, bound: u64) -> (u64,
 mod tests {
     use super::*;
     use crate::exact::Instance;
+
+    impl Filler<'_> {
+        fn fill_all(&mut self, weight: &[u64]) {
+            self.fill(weight, u128::MAX).expect("no limit");
+        }
+    }
 
     #[test]
     fn packings_are_valid_and_aligned() {
@@ -518,12 +577,12 @@ mod tests {
         // in; d alone covers the run flat, whatever the weights say.
         let bufs = [buf(0, 0, 8), buf(1, 1, 4), buf(2, 2, 8), buf(0, 2, 8)];
         let mut d = Filler::new(&bufs);
-        d.fill(&[100, 100, 100, 0]);
+        d.fill_all(&[100, 100, 100, 0]);
         assert_eq!(d.off, [8, 8, 8, 0]);
         // With a second buffer for the pit, the weights decide.
         let bufs = [bufs[0], bufs[1], bufs[2], bufs[3], buf(1, 1, 4)];
         let mut d = Filler::new(&bufs);
-        d.fill(&[100, 100, 100, 0, 0]);
+        d.fill_all(&[100, 100, 100, 0, 0]);
         assert_eq!(d.off[..4], [0, 0, 0, 8]);
     }
 
@@ -534,13 +593,13 @@ mod tests {
         let bufs = [buf(0, 0, 8), buf(1, 1, 4), buf(0, 1, 8), buf(1, 1, 4)];
         let mut d = Filler::new(&bufs);
         let weights = [3, 3, 0, 0];
-        d.fill(&weights);
+        d.fill_all(&weights);
         assert_eq!(d.off[2], 8, "a and b first without a penalty");
         d.step_penalty = 10;
-        d.fill(&weights);
+        d.fill_all(&weights);
         assert_eq!(d.off[2], 0, "d first: 0 - 20 beats 6 - 30");
         d.step_penalty = 2;
-        d.fill(&weights);
+        d.fill_all(&weights);
         assert_eq!(d.off[2], 8, "a and b first: 6 - 6 beats 0 - 4");
     }
 }
