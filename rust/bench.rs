@@ -22,7 +22,7 @@ const PAIRS: u32 = 25_000;
 /// so that a drift of a shared host's speed hits both sides alike.
 const ROUNDS: usize = 15;
 
-/// Median of the rounds. An insertion sort: core's sorts carry a panic path
+/// Median of the rounds (every round's value, or its ratio). An insertion sort: core's sorts carry a panic path
 /// (`panic_on_ord_violation`) that objtool does not know never returns.
 fn median(mut v: [i64; ROUNDS]) -> i64 {
     for i in 1..ROUNDS {
@@ -104,26 +104,50 @@ mod reference {
     }
 }
 
-/// Prints a figure, `value` = `a` / `b` in thousandths, in the form
-/// `make bench` reads.
-fn figure(name: &str, a: (&str, i64), b: (&str, i64), op: &str, target_milli: i64) {
-    let milli = a.1 * 1000 / b.1.max(1);
+/// A ratio in thousandths as `x.yyy`.
+struct Milli(i64);
+
+impl kernel::fmt::Display for Milli {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+/// Prints a figure in the form `make bench` reads: the median of the
+/// per-round ratios `a[r]` / `b[r]` (in thousandths) against `target_milli`,
+/// with their spread; `a` and `b` are the two sides' medians.
+fn figure(
+    name: &str,
+    a: (&str, [i64; ROUNDS]),
+    b: (&str, [i64; ROUNDS]),
+    op: &str,
+    target_milli: i64,
+) {
+    let mut ratios = [0i64; ROUNDS];
+    for (r, ratio) in ratios.iter_mut().enumerate() {
+        *ratio = a.1[r] * 1000 / b.1[r].max(1);
+    }
+    let milli = median(ratios);
+    let (lo, hi) = ratios
+        .iter()
+        .fold((i64::MAX, i64::MIN), |(lo, hi), &r| (lo.min(r), hi.max(r)));
     let pass = match op {
         "<=" => milli <= target_milli,
         _ => milli >= target_milli,
     };
     pr_info!(
-        "bench: {}: {}.{:03} ({} {} / {} {}) target {} {}.{:03} {}\n",
+        "bench: {}: {} ({} {} / {} {}) spread {}-{} of {} target {} {} {}\n",
         name,
-        milli / 1000,
-        milli % 1000,
+        Milli(milli),
         a.0,
-        a.1,
+        median(a.1),
         b.0,
-        b.1,
+        median(b.1),
+        Milli(lo),
+        Milli(hi),
+        ROUNDS,
         op,
-        target_milli / 1000,
-        target_milli % 1000,
+        Milli(target_milli),
         if pass { "PASS" } else { "FAIL" }
     );
 }
@@ -214,14 +238,14 @@ fn allocator() -> Result {
             side[r] = t;
         }
     }
-    let [gm, fm, cm, wm] = rounds.map(median);
     figure(
         "allocator",
-        ("grid alloc+free round ns", gm),
-        ("reference mc_alloc+mc_free round ns", fm),
+        ("grid alloc+free median round ns", rounds[0]),
+        ("reference mc_alloc+mc_free median round ns", rounds[1]),
         "<=",
         1000,
     );
+    let [gm, fm, cm, wm] = rounds.map(median);
     pr_info!(
         "# bench: allocator: {} rounds per side of {} alloc+free pairs of 4 KiB\n",
         ROUNDS,

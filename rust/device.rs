@@ -10,7 +10,7 @@ use crate::{
     dmem::Region,
     fault::FaultInjector,
     fw::{self, ResetKind, TaskClock, WaitReport},
-    io::{DeviceIo, XFER_CHUNK},
+    io::{Bounce, DeviceIo, XFER_CHUNK},
     mempool::{Geometry, Grid},
     node_index::NodeIndex,
     resched,
@@ -354,9 +354,11 @@ impl Device {
         res.map(|()| report)
     }
 
-    /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces of at most
-    /// [`XFER_CHUNK`] bytes, each remapped to BAR4 on its own and preceded by
-    /// a preemption point (`EINTR` once the caller is killed); `op` takes
+    /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces that end
+    /// on [`XFER_CHUNK`] boundaries of the device address (so a backend sees
+    /// whole, aligned pieces but at the ends), each remapped to BAR4 on its
+    /// own and preceded by a preemption point (`EINTR` once the caller is
+    /// killed); `op` takes
     /// the reset gate for its BAR4 access ([`Device::transfer_piece`]).
     /// Ends by confirming that the device still answers (`ENODEV` when it
     /// was removed by surprise: its reads were all ones, its writes lost).
@@ -376,20 +378,13 @@ impl Device {
         while done < len {
             resched::checkpoint()?;
             self.fault.point(EIO)?;
-            let n = (len - done).min(XFER_CHUNK as u64);
+            let chunk = XFER_CHUNK as u64;
+            let n = (len - done).min(chunk - (pa + done) % chunk);
             let off = addr::bar4_offset(self.info, pa + done, n)?;
             op(off, n as usize)?;
             done += n;
         }
         self.io().confirm_present()
-    }
-
-    /// A bounce buffer for a user transfer of `len` bytes: one per transfer,
-    /// at most one piece long. User memory is copied to and from it with no
-    /// lock held, so a user buffer that faults slowly stalls only its caller.
-    fn bounce(len: u64) -> Result<KVVec<u8>> {
-        let n = usize::try_from(len.min(XFER_CHUNK as u64))?;
-        Ok(KVVec::zeroed(n, GFP_KERNEL_ACCOUNT)?)
     }
 
     /// Copies `len` bytes from user memory to device PA `pa` through BAR4,
@@ -401,10 +396,12 @@ impl Device {
         src: &mut UserSliceReader,
         len: u64,
     ) -> Result {
-        let mut bounce = Self::bounce(len)?;
-        // The user copy runs outside the gate: a buffer that faults slowly
-        // (userfaultfd) must not hold off a device reset and, behind it,
-        // every other tenant.
+        // User memory is copied with no lock held, through a bounce buffer
+        // (allocated only if the backend needs one) or by the backend into
+        // memory of its own, and outside the gate: a buffer that faults
+        // slowly (userfaultfd) must not hold off a device reset and, behind
+        // it, every other tenant.
+        let mut bounce = Bounce::new(len)?;
         let gate = |op: &mut dyn FnMut() -> Result| self.transfer_piece(staged_at, op);
         self.for_each_piece(pa, len, |off, n| {
             self.io()
@@ -421,10 +418,11 @@ impl Device {
         dst: &mut UserSliceWriter,
         len: u64,
     ) -> Result {
-        let mut bounce = Self::bounce(len)?;
+        let mut bounce = Bounce::new(len)?;
         self.for_each_piece(pa, len, |off, n| {
-            self.transfer_piece(staged_at, || self.io().bar4_read(off, &mut bounce[..n]))?;
-            dst.write_slice(&bounce[..n])
+            let buf = bounce.get(n)?;
+            self.transfer_piece(staged_at, || self.io().bar4_read(off, buf))?;
+            dst.write_slice(buf)
         })
     }
 

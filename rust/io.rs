@@ -18,6 +18,31 @@ pub(crate) type Gate<'a> = &'a dyn Fn(&mut dyn FnMut() -> Result) -> Result;
 /// and the size of the bounce buffer that user transfers go through).
 pub(crate) const XFER_CHUNK: usize = 64 * 1024;
 
+/// The bounce buffer of one user transfer: allocated on first use, as long
+/// as the transfer's largest piece.
+pub(crate) struct Bounce {
+    buf: KVVec<u8>,
+    len: usize,
+}
+
+impl Bounce {
+    /// Room for the pieces of a transfer of `total` bytes, not allocated yet.
+    pub(crate) fn new(total: u64) -> Result<Self> {
+        Ok(Self {
+            buf: KVVec::new(),
+            len: usize::try_from(total.min(XFER_CHUNK as u64))?,
+        })
+    }
+
+    /// The first `n` bytes of the buffer (`EINVAL` past a piece).
+    pub(crate) fn get(&mut self, n: usize) -> Result<&mut [u8]> {
+        if self.buf.len() < self.len {
+            self.buf = KVVec::zeroed(self.len, GFP_KERNEL_ACCOUNT)?;
+        }
+        self.buf.get_mut(..n).ok_or(EINVAL)
+    }
+}
+
 /// Access to one Neuron device's BAR0 registers and BAR4 HBM window.
 pub(crate) trait DeviceIo: Send + Sync {
     /// Calls `f` with the device's MISC RAM registers (`ENODEV` once the
@@ -32,18 +57,17 @@ pub(crate) trait DeviceIo: Send + Sync {
     /// copy runs outside `gate` and outside any lock; each step that touches
     /// the device runs inside `gate` (the reset gate, which a device reset
     /// waits on, so a user buffer that faults slowly must never be read
-    /// there). By default the bytes go through `bounce` (room for at least
-    /// `len`, its contents replaced); a backend that can fill its memory
-    /// without a lock does without.
+    /// there). By default the bytes go through `bounce`; a backend that can
+    /// fill its memory without a lock does without (and never allocates it).
     fn bar4_write_from_user(
         &self,
         off: u64,
         src: &mut UserSliceReader,
         len: usize,
-        bounce: &mut [u8],
+        bounce: &mut Bounce,
         gate: Gate<'_>,
     ) -> Result {
-        let bytes = bounce.get_mut(..len).ok_or(EINVAL)?;
+        let bytes = bounce.get(len)?;
         src.read_slice(bytes)?;
         gate(&mut || self.bar4_write(off, bytes))
     }

@@ -4,7 +4,7 @@
 //! Neuron accelerators.
 //!
 //! Rooms, lowest first: `arch` and `addr` (constants and pure math),
-//! `genpool` and `mempool` (the HBM grid), `io`, `regs`, `sparse`,
+//! `genpool` and `mempool` (the HBM grid), `io`, `regs`, `blank_page`, `sparse`,
 //! `sim`, `pci` and `wc_bar` (device access), `fw` (reset), `device`, `plan`
 //! (parse and stage mem_ref plans) and `chardev` (the ioctl surface).
 
@@ -14,6 +14,7 @@ mod addr;
 mod arch;
 #[cfg(nhbm_bench)]
 mod bench;
+mod blank_page;
 mod capability;
 mod chardev;
 mod device;

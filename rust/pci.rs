@@ -8,7 +8,8 @@
 //!
 //! BAR0 is mapped uncached (registers); BAR4 write-combining ([`WcBar`]),
 //! as the reference driver maps its HBM window. Bulk transfers use 64-bit
-//! MMIO accesses.
+//! MMIO accesses in a loop without calls ([`WcBar::write_words`]); only the
+//! unaligned bytes at their ends go one at a time.
 
 use crate::{
     arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON, V2, V3, V4},
@@ -40,30 +41,16 @@ const BAR_DRAM: u32 = 4;
 /// Bytes of the widest BAR4 access a bulk transfer makes.
 const WIDE: usize = size_of::<u64>();
 
-/// One MMIO access of a bulk transfer.
-#[derive(Clone, Copy)]
-enum Piece {
-    /// [`WIDE`] bytes at an aligned BAR offset.
-    Wide,
-    /// One byte: an unaligned head or a short tail.
-    Narrow,
-}
-
-/// Splits a transfer of `len` bytes at BAR offset `off` into [`Piece`]s,
-/// widest first where alignment and length allow, and calls `f` with each
-/// piece's position in the transfer.
-fn for_each_piece(off: usize, len: usize, mut f: impl FnMut(usize, Piece) -> Result) -> Result {
-    let mut i = 0;
-    while i < len {
-        if (off + i) % WIDE == 0 && len - i >= WIDE {
-            f(i, Piece::Wide)?;
-            i += WIDE;
-        } else {
-            f(i, Piece::Narrow)?;
-            i += 1;
-        }
+/// The word-aligned middle of a transfer of `len` bytes at BAR offset
+/// `off`: bytes before it, and its length (a multiple of [`WIDE`], 0 when
+/// the transfer holds no aligned word). The bytes around it go one at a
+/// time.
+fn aligned_part(off: usize, len: usize) -> (usize, usize) {
+    let head = (WIDE - off % WIDE) % WIDE;
+    if head + WIDE > len {
+        return (len, 0);
     }
-    Ok(())
+    (head, (len - head) / WIDE * WIDE)
 }
 
 /// BAR0 and BAR4 of one bound PCI function.
@@ -107,43 +94,44 @@ impl DeviceIo for PciIo {
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
         check_range(off, src.len() as u64, self.bar4_size)?;
         let off = off as usize;
+        let (head, len) = aligned_part(off, src.len());
         self.with_bar4(|b| {
-            for_each_piece(off, src.len(), |i, piece| match piece {
-                Piece::Wide => {
-                    let mut w = [0u8; WIDE];
-                    w.copy_from_slice(&src[i..i + WIDE]);
-                    b.try_write64(u64::from_le_bytes(w), off + i)
-                }
-                Piece::Narrow => b.try_write8(src[i], off + i),
-            })
+            let narrow = |i: usize| b.try_write8(src[i], off + i);
+            (0..head).try_for_each(narrow)?;
+            if len > 0 {
+                b.write_words(off + head, &src[head..head + len])?;
+            }
+            (head + len..src.len()).try_for_each(narrow)
         })
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {
         check_range(off, dst.len() as u64, self.bar4_size)?;
         let off = off as usize;
+        let (head, len) = aligned_part(off, dst.len());
         self.with_bar4(|b| {
-            for_each_piece(off, dst.len(), |i, piece| {
-                match piece {
-                    Piece::Wide => {
-                        dst[i..i + WIDE].copy_from_slice(&b.try_read64(off + i)?.to_le_bytes())
-                    }
-                    Piece::Narrow => dst[i] = b.try_read8(off + i)?,
-                }
-                Ok(())
-            })
+            for i in Iterator::chain(0..head, head + len..dst.len()) {
+                dst[i] = b.try_read8(off + i)?;
+            }
+            if len > 0 {
+                b.read_words(off + head, &mut dst[head..head + len])?;
+            }
+            Ok(())
         })
     }
 
     fn bar4_zero(&self, off: u64, len: u64) -> Result {
         check_range(off, len, self.bar4_size)?;
-        let off = off as usize;
+        let (off, total) = (off as usize, len as usize);
+        let (head, len) = aligned_part(off, total);
         // Zeros straight from a register: no buffer to allocate or fill.
         self.with_bar4(|b| {
-            for_each_piece(off, len as usize, |i, piece| match piece {
-                Piece::Wide => b.try_write64(0, off + i),
-                Piece::Narrow => b.try_write8(0, off + i),
-            })
+            let narrow = |i: usize| b.try_write8(0, off + i);
+            (0..head).try_for_each(narrow)?;
+            if len > 0 {
+                b.zero_words(off + head, len)?;
+            }
+            (head + len..total).try_for_each(narrow)
         })
     }
 
@@ -296,5 +284,24 @@ impl pci::Driver for PciDriver {
     fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
         // Open files keep the device; from now on they see ENODEV.
         this.io.present.store(false, Relaxed);
+    }
+}
+
+#[kunit_tests(neuron_hbm_pci)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_split_into_bytes_words_and_bytes() {
+        // No aligned word inside: every byte on its own.
+        assert_eq!(aligned_part(0, 2), (2, 0));
+        assert_eq!(aligned_part(1, 1), (1, 0));
+        assert_eq!(aligned_part(7, 8), (8, 0));
+        assert_eq!(aligned_part(0, 0), (0, 0));
+        // Head, words, tail.
+        assert_eq!(aligned_part(0, 16), (0, 16));
+        assert_eq!(aligned_part(3, 20), (5, 8));
+        assert_eq!(aligned_part(7, 9), (1, 8));
+        assert_eq!(aligned_part(8, 65536), (0, 65536));
     }
 }

@@ -17,7 +17,7 @@
 
 use crate::{
     arch::ArchInfo,
-    io::{DeviceIo, Gate},
+    io::{Bounce, DeviceIo, Gate},
     io_view::sys_mem_words,
     regs::{
         MiscRam, DEVICE_ID, FW_IO_BAD_READ, FW_STATUS, GONE, MISC_RAM_SIZE, RESET_REQUEST,
@@ -259,11 +259,11 @@ impl DeviceIo for SimIo {
         off: u64,
         src: &mut UserSliceReader,
         len: usize,
-        bounce: &mut [u8],
+        _bounce: &mut Bounce,
         gate: Gate<'_>,
     ) -> Result {
         self.check_present()?;
-        self.bar4.write_from_user(off, src, len, bounce, gate)
+        self.bar4.write_from_user(off, src, len, gate)
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {

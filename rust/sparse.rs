@@ -4,11 +4,14 @@
 //! write, read as zeros until then, and dropped again when zeroed, so a
 //! 256 GiB BAR costs only what tests touch.
 
-use crate::io::{check_range, Gate};
+use crate::{
+    blank_page::Blank,
+    io::{check_range, Gate, XFER_CHUNK},
+};
 use kernel::{
     new_mutex,
     prelude::*,
-    rbtree::{RBTree, RBTreeNode},
+    rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation},
     sync::Mutex,
     uaccess::UserSliceReader,
 };
@@ -16,13 +19,24 @@ use kernel::{
 /// Bytes copied under one hold of the page lock.
 const LOCK_SPAN: usize = 64 * 1024;
 
-/// Granule of the store: large enough that a bulk copy pays its page lookup
-/// rarely, small enough that tests touching a few bytes stay cheap.
-const SIM_PAGE: usize = 16 * 1024;
+/// Granule of the store: the smallest HBM allocation (`min_alloc`'s
+/// default), so that a payload, which starts on an allocation boundary,
+/// covers every page it touches whole but its last one.
+const SIM_PAGE: usize = 4096;
+
+/// Pages one step of a user write places under one hold of the lock: a
+/// transfer piece.
+const GROUP: usize = XFER_CHUNK / SIM_PAGE;
 
 /// One simulated page.
-#[derive(Zeroable)]
-struct SimPage([u8; SIM_PAGE]);
+type Page = KBox<[u8; SIM_PAGE]>;
+
+/// The resident pages, and pages that writes replaced, kept (at most
+/// [`GROUP`]) for the next write to fill.
+struct Pages {
+    tree: RBTree<usize, Page>,
+    spare: KVec<Page>,
+}
 
 /// A sparse, page-granular byte store of a fixed size. An access holds
 /// `pages` for at most [`LOCK_SPAN`] bytes of copying between kernel buffers;
@@ -32,12 +46,12 @@ struct SimPage([u8; SIM_PAGE]);
 pub(crate) struct SparseMem {
     size: u64,
     #[pin]
-    pages: Mutex<RBTree<usize, KBox<SimPage>>>,
+    pages: Mutex<Pages>,
 }
 
 /// A fresh page of zeros, charged to the memory cgroup of the task whose
 /// write materializes it.
-fn zeroed_page() -> Result<KBox<SimPage>> {
+fn zeroed_page() -> Result<Page> {
     Ok(KBox::zeroed(GFP_KERNEL_ACCOUNT)?)
 }
 
@@ -47,19 +61,31 @@ enum Copy<'a> {
     To(&'a mut [u8]),
 }
 
+/// Page index, offset in the page and bytes in the page of the part of an
+/// access of `len` bytes at `off` that starts `done` bytes in.
+fn page_part(off: u64, done: usize, len: usize) -> Result<(usize, usize, usize)> {
+    let pos = off + done as u64;
+    let idx = usize::try_from(pos / SIM_PAGE as u64)?;
+    let in_page = (pos % SIM_PAGE as u64) as usize;
+    Ok((idx, in_page, (SIM_PAGE - in_page).min(len - done)))
+}
+
 impl SparseMem {
     /// A store of `size` bytes, all zero.
     pub(crate) fn new(size: u64) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             size,
-            pages <- new_mutex!(RBTree::new()),
+            pages <- new_mutex!(Pages {
+                tree: RBTree::new(),
+                spare: KVec::with_capacity(GROUP, GFP_KERNEL)?,
+            }),
         })
     }
 
     /// Number of pages currently materialized.
     #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn resident_pages(&self) -> usize {
-        self.pages.lock().iter().count()
+        self.pages.lock().tree.iter().count()
     }
 
     fn walk(&self, off: u64, len: usize, mut op: Copy<'_>) -> Result {
@@ -75,12 +101,9 @@ impl SparseMem {
                 pages = self.pages.lock();
                 held = 0;
             }
-            let pos = off + done as u64;
-            let idx = usize::try_from(pos / SIM_PAGE as u64)?;
-            let in_page = (pos % SIM_PAGE as u64) as usize;
-            let n = (SIM_PAGE - in_page).min(len - done);
+            let (idx, in_page, n) = page_part(off, done, len)?;
             held += n;
-            if create && pages.get(&idx).is_none() {
+            if create && pages.tree.get(&idx).is_none() {
                 // Allocated with the lock dropped: reclaim in the writer's
                 // memory cgroup never runs while every other user of the
                 // device waits on `pages`.
@@ -88,14 +111,14 @@ impl SparseMem {
                 let node = RBTreeNode::new(idx, zeroed_page()?, GFP_KERNEL_ACCOUNT)?;
                 pages = self.pages.lock();
                 held = n;
-                if pages.get(&idx).is_none() {
+                if pages.tree.get(&idx).is_none() {
                     // Nothing to replace: the slot was just seen empty.
-                    let _ = pages.insert(node);
+                    let _ = pages.tree.insert(node);
                 }
             }
-            match pages.get_mut(&idx) {
+            match pages.tree.get_mut(&idx) {
                 Some(page) => {
-                    let bytes = &mut page.0[in_page..in_page + n];
+                    let bytes = &mut page[in_page..in_page + n];
                     match &mut op {
                         Copy::From(src) => bytes.copy_from_slice(&src[done..done + n]),
                         Copy::To(dst) => dst[done..done + n].copy_from_slice(bytes),
@@ -116,55 +139,120 @@ impl SparseMem {
         self.walk(off, src.len(), Copy::From(src))
     }
 
-    /// Writes `len` bytes read from `src` at `off`, with no lock held while
-    /// user memory is read: a page the write covers whole is filled while it
-    /// is still private, then put in place of the page it replaces (a single
-    /// copy; the page it replaces is filled for the next one); the part of a
-    /// page at either end goes through `bounce` (room for at least `len`
-    /// bytes, its contents replaced). Only the steps that change the store
-    /// run inside `gate`, never a user copy.
+    /// Writes `len` bytes read from `src` at `off`, each byte copied once and
+    /// with no lock held while user memory is read: every page the write
+    /// touches is filled while it is still private (a page replaced earlier,
+    /// or a fresh one, never zeroed first), up to a piece's worth of pages at
+    /// a time, and then put in place of the resident page under one hold of
+    /// the lock. A page the write covers only in part takes the rest of its
+    /// bytes from the page it replaces (zeros where there is none); with
+    /// pages of the smallest allocation, that is only ever the last page of
+    /// a payload, and the rest is padding. Only the steps that change the
+    /// store run inside `gate`, never a user copy.
     pub(crate) fn write_from_user(
         &self,
         off: u64,
         src: &mut UserSliceReader,
         len: usize,
-        bounce: &mut [u8],
         gate: Gate<'_>,
     ) -> Result {
         check_range(off, len as u64, self.size)?;
-        let mut spare: Option<KBox<SimPage>> = None;
         let mut done = 0usize;
         while done < len {
-            let pos = off + done as u64;
-            let idx = usize::try_from(pos / SIM_PAGE as u64)?;
-            let in_page = (pos % SIM_PAGE as u64) as usize;
-            let n = (SIM_PAGE - in_page).min(len - done);
-            if n < SIM_PAGE {
-                let room = bounce.get_mut(..n).ok_or(EINVAL)?;
-                src.read_slice(room)?;
-                gate(&mut || self.write(pos, room))?;
-            } else {
-                // A page of the device's own, replaced whole: zeroed only
-                // when it is new.
-                let mut page = match spare.take() {
-                    Some(page) => page,
-                    None => zeroed_page()?,
+            let mut blanks: [Option<(usize, Blank<SIM_PAGE>)>; GROUP] = [const { None }; GROUP];
+            let mut count = 0;
+            let mut end = done;
+            while end < len && count < GROUP {
+                end += page_part(off, end, len)?.2;
+                count += 1;
+            }
+            let mut reuse: [Option<Page>; GROUP] = [const { None }; GROUP];
+            {
+                let mut pages = self.pages.lock();
+                for slot in reuse.iter_mut().take(count) {
+                    *slot = pages.spare.pop();
+                }
+            }
+            for (slot, page) in blanks.iter_mut().zip(reuse.iter_mut()).take(count) {
+                let (idx, in_page, n) = page_part(off, done, len)?;
+                let mut blank = match page.take() {
+                    Some(p) => Blank::reuse(p),
+                    None => Blank::new(GFP_KERNEL_ACCOUNT)?,
                 };
-                src.read_slice(&mut page.0)?;
-                let mut node = Some(RBTreeNode::new(idx, page, GFP_KERNEL_ACCOUNT)?);
-                let mut old = None;
+                blank.fill_from_user(src, in_page, n)?;
+                *slot = Some((idx, blank));
+                done += n;
+            }
+            // Tree nodes for pages not yet resident, allocated with the lock
+            // dropped as many as the last try missed.
+            let mut nodes: [Option<RBTreeNodeReservation<usize, Page>>; GROUP] =
+                [const { None }; GROUP];
+            loop {
+                let mut missing = 0;
                 gate(&mut || {
-                    if let Some(node) = node.take() {
-                        old = self.pages.lock().insert(node);
-                    }
+                    missing = self.place(&mut blanks, &mut nodes);
                     Ok(())
                 })?;
-                // The page replaced, if any, takes the next page's bytes.
-                spare = old.map(|node| node.to_key_value().1);
+                if missing == 0 {
+                    break;
+                }
+                for slot in nodes.iter_mut().filter(|n| n.is_none()).take(missing) {
+                    *slot = Some(RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?);
+                }
             }
-            done += n;
         }
         Ok(())
+    }
+
+    /// Puts each filled page of `blanks` (in ascending order) in place under
+    /// one hold of the lock: in place of the resident page (which becomes a
+    /// spare), or in a node of `nodes`. Returns how many found neither (left
+    /// in `blanks`). Resident pages are found by walking the tree from the
+    /// first, not by a lookup each.
+    fn place(
+        &self,
+        blanks: &mut [Option<(usize, Blank<SIM_PAGE>)>],
+        nodes: &mut [Option<RBTreeNodeReservation<usize, Page>>],
+    ) -> usize {
+        let mut pages = self.pages.lock();
+        let Pages { tree, spare } = &mut *pages;
+        // Resident pages: one walk of the tree from the first page on.
+        let first = blanks.iter().flatten().map(|(idx, _)| *idx).next();
+        let mut cursor = first.and_then(|idx| tree.cursor_lower_bound_mut(&idx));
+        for slot in blanks.iter_mut() {
+            let Some(idx) = slot.as_ref().map(|(idx, _)| *idx) else {
+                continue;
+            };
+            while cursor.as_ref().is_some_and(|c| *c.current().0 < idx) {
+                cursor = cursor.and_then(|c| c.move_next());
+            }
+            let Some(c) = cursor.as_mut().filter(|c| *c.current().0 == idx) else {
+                continue;
+            };
+            if let Some((_, blank)) = slot.take() {
+                let old = c.current_mut().1;
+                let new = blank.finish(Some(old));
+                let old = core::mem::replace(old, new);
+                // Beyond the spares kept, the page is freed.
+                let _ = spare.push_within_capacity(old);
+            }
+        }
+        // The rest are new: a node each, as far as `nodes` go.
+        let mut missing = 0;
+        for slot in blanks.iter_mut() {
+            if slot.is_none() {
+                continue;
+            }
+            match nodes.iter_mut().find_map(Option::take) {
+                Some(node) => {
+                    if let Some((idx, blank)) = slot.take() {
+                        let _ = tree.insert(node.into_node(idx, blank.finish(None)));
+                    }
+                }
+                None => missing += 1,
+            }
+        }
+        missing
     }
 
     /// Reads `dst.len()` bytes at `off`.
@@ -188,15 +276,15 @@ impl SparseMem {
             let idx = usize::try_from(pos / page)?;
             let first = (idx as u64 * page).max(off);
             let last = ((idx as u64 + 1) * page).min(end);
-            if let Some(p) = pages.get_mut(&idx) {
+            if let Some(p) = pages.tree.get_mut(&idx) {
                 let base = idx as u64 * page;
-                p.0[(first - base) as usize..(last - base) as usize].fill(0);
+                p[(first - base) as usize..(last - base) as usize].fill(0);
             }
         }
         // Whole pages: drop every resident one in [ceil(off), floor(end)).
         let first_whole = usize::try_from(off.div_ceil(page))?;
         let end_whole = usize::try_from(end / page)?;
-        while let Some(cursor) = pages.cursor_lower_bound_mut(&first_whole) {
+        while let Some(cursor) = pages.tree.cursor_lower_bound_mut(&first_whole) {
             if *cursor.current().0 >= end_whole {
                 break;
             }
