@@ -128,13 +128,15 @@ demo:
 		>$(BUILD)/demo-build.log 2>&1 || { tail -30 $(BUILD)/demo-build.log; exit 1; }
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo
 
-# Two guests: the simulated device on the machine's QEMU, then MEM_WRITE
-# into an emulated PCI function against a simulated device on QEMU 11. Both
-# always run; the target fails when a figure of either misses its target
-# (see Documentation/benchmarks.rst). The whole-model staging figure needs
-# room for 3 x 256 MiB beside the kernel.
+# The planner figures on the host, then two guests: the simulated device on
+# the machine's QEMU, then an emulated PCI function (against a simulated
+# device and against its own BAR4 mapping) on QEMU 11. All three always run;
+# the target fails when a figure of any misses its target (see
+# Documentation/benchmarks.rst). The whole-model staging figure needs room
+# for 3 x 256 MiB beside the kernel.
 bench: module bench-module userspace devmodel
 	@rc=0; \
+	NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/testing/bench-planner.sh || rc=1; \
 	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
 		NHBM_KO=$(BENCH_TREE)/neuron_hbm.ko \
 		NHBM_QEMU_MEM=$${NHBM_QEMU_MEM:-1536} $(REPO)/tools/testing/run-qemu.sh bench || rc=1; \

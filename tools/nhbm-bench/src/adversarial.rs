@@ -10,13 +10,14 @@ use nhbm::uapi::*;
 use nhbm::Device;
 
 use crate::device::note;
-use crate::measure::{median, time_ns};
+use crate::measure::{interleave, time_ns, Pairs};
 use crate::report::{Figure, Op, Raw};
 
 /// Records of every plan compared (`NHBM_MAX_PLAN_RECORDS`).
 pub const RECORDS: u32 = 1 << 20;
-/// Rounds per side; the blobs are built one at a time (152 MiB each).
-const ROUNDS: usize = 3;
+/// Repetitions (one load per side each); the blobs are built one at a time
+/// (152 MiB each).
+const ROUNDS: usize = 5;
 /// Target of both figures.
 const TARGET: f64 = 3.0;
 /// Local scratchpad the id plans' windows lie in.
@@ -89,31 +90,30 @@ pub fn benign_id(i: u32) -> u32 {
     i.wrapping_mul(0x9e37_79b1) ^ 0x5bd1_e995
 }
 
-/// Median PLAN_LOAD ns of each blob maker, alternating A B B A.
-fn compare(
-    dev: &Device,
-    a: &dyn Fn() -> Vec<u8>,
-    b: &dyn Fn() -> Vec<u8>,
-) -> io::Result<(f64, f64)> {
-    let mut t = [Vec::new(), Vec::new()];
-    for r in 0..ROUNDS {
-        let order = if r % 2 == 0 { [0, 1] } else { [1, 0] };
-        for side in order {
-            let bytes = if side == 0 { a() } else { b() };
-            let (p, ns) = time_ns(|| dev.plan_load(&bytes, CHANNEL_ANY));
-            dev.plan_unload(p?.plan_id)?;
-            t[side].push(ns);
-        }
-    }
-    Ok((median(&t[0]), median(&t[1])))
+/// PLAN_LOAD ns of each blob maker, alternating A B B A; each blob is
+/// built just before its load, untimed.
+fn compare(dev: &Device, a: &dyn Fn() -> Vec<u8>, b: &dyn Fn() -> Vec<u8>) -> io::Result<Pairs> {
+    let load = |make: &dyn Fn() -> Vec<u8>| -> io::Result<f64> {
+        let bytes = make();
+        let (p, ns) = time_ns(|| dev.plan_load(&bytes, CHANNEL_ANY));
+        dev.plan_unload(p?.plan_id)?;
+        Ok(ns)
+    };
+    interleave(ROUNDS, || load(a), || load(b))
 }
 
-fn figure(name: &str, what_a: &str, what_b: &str, (a, b): (f64, f64)) -> Figure {
-    Figure::new(
+fn figure(name: &str, what_a: &str, what_b: &str, p: &Pairs) -> Figure {
+    Figure::of_ratios(
         name,
-        a / b,
-        Raw::new(format!("PLAN_LOAD {what_a} median ns"), format!("{a:.0}")),
-        Raw::new(format!("PLAN_LOAD {what_b} median ns"), format!("{b:.0}")),
+        &p.ratios(),
+        Raw::new(
+            format!("PLAN_LOAD {what_a} median ns"),
+            format!("{:.0}", p.a_median()),
+        ),
+        Raw::new(
+            format!("PLAN_LOAD {what_b} median ns"),
+            format!("{:.0}", p.b_median()),
+        ),
         Op::AtMost,
         TARGET,
     )
@@ -135,13 +135,13 @@ pub fn adversarial_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
             "pointer_chain",
             "2^20-record pointer chain",
             "2^20 pointers to one buffer",
-            chain,
+            &chain,
         ),
         figure(
             "crafted_ids",
             "2^20 ids sharing their low 12 bits",
             "2^20 random ids",
-            ids,
+            &ids,
         ),
     ))
 }
@@ -162,6 +162,9 @@ mod tests {
             validate(&b, &Limits::default()).unwrap();
         }
     }
+
+    // Both figures are medians of enough repetitions.
+    const _: () = assert!(ROUNDS >= crate::measure::MIN_REPS);
 
     #[test]
     fn id_sets_are_distinct() {

@@ -10,7 +10,10 @@ use std::time::Duration;
 use nhbm::uapi::ResolveQuery;
 use nhbm::{Device, LoadedPlan, Plan, Record, Resolver};
 
-use crate::measure::{calibrate, median, per_op_ns, time_ns, try_time_ns};
+use crate::bar::BarMap;
+use crate::measure::{
+    calibrate, interleave, median, per_op_ns, time_ns, try_time_ns, Pairs, Ratios,
+};
 use crate::report::{Figure, Op, Raw};
 
 /// Variables of the plan that RESOLVE and RESOLVE_BATCH are measured on
@@ -21,13 +24,12 @@ pub const VAR_SIZE: u64 = 4096;
 /// The two staging sizes compared.
 pub const SMALL_PLAN: u32 = 10_000;
 pub const LARGE_PLAN: u32 = 100_000;
-/// Upload: one variable of this size written `UPLOAD_PASSES` times, so the
+/// Upload: one variable of this size written once per repetition, so the
 /// guest never holds more than three such buffers (source, the simulated
 /// device's pages, the memcpy destination).
 pub const UPLOAD_CHUNK: usize = 64 << 20;
-pub const UPLOAD_PASSES: usize = 4;
-/// Sets of UPLOAD_PASSES passes per side; the figure is the median set.
-const UPLOAD_SETS: usize = 3;
+/// Repetitions of the upload comparison (one MEM_WRITE and one memcpy each).
+const UPLOAD_REPS: usize = 9;
 
 /// Every plan goes to HBM channel 0, so that plans staged together share one
 /// pool (NHBM_CHANNEL_ANY would spread them over the channels).
@@ -40,7 +42,7 @@ const RESOLVE_ROUNDS: usize = 11;
 const BATCH_ROUNDS: usize = 7;
 /// Rounds of the staging comparison, and the least time the small loads of
 /// one round add up to.
-const STAGING_ROUNDS: usize = 5;
+const STAGING_ROUNDS: usize = 7;
 const SMALL_LOAD_MIN: Duration = Duration::from_millis(250);
 
 /// Where the module reports the kernel memory of its plans.
@@ -150,26 +152,6 @@ fn library_block(r: &Resolver, n: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// ABBA-interleaved medians of two block functions, `rounds` blocks each:
-/// per-operation ns of `a` and of `b`.
-fn interleaved(
-    rounds: usize,
-    mut a: impl FnMut() -> io::Result<f64>,
-    mut b: impl FnMut() -> io::Result<f64>,
-) -> io::Result<(f64, f64)> {
-    let (mut va, mut vb) = (Vec::new(), Vec::new());
-    for r in 0..rounds {
-        if r % 2 == 0 {
-            va.push(a()?);
-            vb.push(b()?);
-        } else {
-            vb.push(b()?);
-            va.push(a()?);
-        }
-    }
-    Ok((median(&va), median(&vb)))
-}
-
 /// The RESOLVE figures: RESOLVE against DEVICE_INFO (`resolve`), and the
 /// library's in-process resolve against RESOLVE (`library_resolve`). The
 /// RESOLVE_BATCH comparison is printed as a diagnostic.
@@ -188,14 +170,15 @@ pub fn resolve_figures(dev: &Device) -> io::Result<Vec<Figure>> {
 
     let n_res = calibrate(BLOCK, |n| resolve_block(dev, plan.id, n))?;
     let n_info = calibrate(BLOCK, |n| info_block(dev, n))?;
-    let (r, i) = interleaved(
+    let p = interleave(
         RESOLVE_ROUNDS,
         || per_op_ns(n_res, |n| resolve_block(dev, plan.id, n)),
         || per_op_ns(n_info, |n| info_block(dev, n)),
     )?;
-    let resolve = Figure::new(
+    let (r, i) = (p.a_median(), p.b_median());
+    let resolve = Figure::of_ratios(
         "resolve",
-        r / i,
+        &p.ratios(),
         Raw::new("RESOLVE median ns/call", format!("{r:.1}")),
         Raw::new("DEVICE_INFO median ns/call", format!("{i:.1}")),
         Op::AtMost,
@@ -216,14 +199,15 @@ pub fn resolve_figures(dev: &Device) -> io::Result<Vec<Figure>> {
         }
     }
     let n_lib = calibrate(BLOCK, |n| library_block(&lib, n))?;
-    let (l, r2) = interleaved(
+    let p = interleave(
         RESOLVE_ROUNDS,
         || per_op_ns(n_lib, |n| library_block(&lib, n)),
         || per_op_ns(n_res, |n| resolve_block(dev, plan.id, n)),
     )?;
-    let library = Figure::new(
+    let (l, r2) = (p.a_median(), p.b_median());
+    let library = Figure::of_ratios(
         "library_resolve",
-        l / r2,
+        &p.ratios(),
         Raw::new("nhbm::Resolver median ns/call", format!("{l:.2}")),
         Raw::new("RESOLVE median ns/call", format!("{r2:.1}")),
         Op::AtMost,
@@ -265,11 +249,12 @@ fn batch_diagnostic(dev: &Device, plan: u32, n_res: u64) -> io::Result<()> {
         Ok(())
     };
     let n_batch = calibrate(BLOCK, &mut batch_block)?;
-    let (b, r) = interleaved(
+    let p = interleave(
         BATCH_ROUNDS,
         || per_op_ns(n_batch, &mut batch_block),
         || per_op_ns(n_res, |n| resolve_block(dev, plan, n)),
     )?;
+    let (b, r) = (p.a_median(), p.b_median());
     let e = b / f64::from(RESOLVE_VARS);
     // The kernel copies the queries in and out in pieces of 256 (8 KiB).
     let bytes = RESOLVE_VARS as usize * std::mem::size_of::<ResolveQuery>();
@@ -345,45 +330,49 @@ pub fn staging_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
     let probe = try_time_ns(|| Staged::load(dev, &small).map(drop))?;
     let reps = ((SMALL_LOAD_MIN.as_nanos() as f64 / probe.max(1.0)).ceil() as usize).clamp(1, 20);
 
-    let mut small_ns = Vec::new();
-    let mut large_ns = Vec::new();
-    let mut unload_small = Vec::new();
-    let mut unload_large = Vec::new();
-    let mut kmem = None;
+    // Per round: (large, small) load times, (large, small) unload times,
+    // the module's (bytes, vars) and the meminfo growth while the large
+    // plan is staged.
+    let mut times = Pairs::default();
+    let mut unloads = Pairs::default();
+    let mut kmem = Pairs::default();
+    let mut kmem_path = None;
+    let mut meminfo = Vec::new();
+    let round_small = || -> io::Result<(f64, f64)> {
+        let (mut load, mut unload) = (0.0, 0.0);
+        for _ in 0..reps {
+            let (p, ns) = time_ns(|| Staged::load(dev, &small));
+            let p = p?;
+            load += ns;
+            unload += time_ns(|| drop(p)).1;
+        }
+        Ok((load / reps as f64, unload / reps as f64))
+    };
     for r in 0..STAGING_ROUNDS {
-        let mut round_small = || -> io::Result<()> {
-            let (mut load, mut unload) = (0.0, 0.0);
-            for _ in 0..reps {
-                let (p, ns) = time_ns(|| Staged::load(dev, &small));
-                let p = p?;
-                load += ns;
-                unload += time_ns(|| drop(p)).1;
-            }
-            small_ns.push(load / reps as f64);
-            unload_small.push(unload / reps as f64);
-            Ok(())
-        };
-        let mut round_large = |measure_kmem: bool| -> io::Result<()> {
+        let mut round_large = || -> io::Result<(f64, f64)> {
             let before = meminfo_kernel_bytes();
             let (p, ns) = time_ns(|| Staged::load(dev, &large));
             let p = p?;
-            if measure_kmem {
-                let after = meminfo_kernel_bytes();
-                kmem = Some((before, after, read_kmem()));
+            if let (Ok(b), Ok(a)) = (before, meminfo_kernel_bytes()) {
+                meminfo.push(a as f64 - b as f64);
             }
-            large_ns.push(ns);
-            unload_large.push(time_ns(|| drop(p)).1);
-            Ok(())
+            if let Some((path, vars, bytes)) = read_kmem() {
+                kmem_path = Some(path);
+                kmem.push(bytes as f64, vars as f64);
+            }
+            Ok((ns, time_ns(|| drop(p)).1))
         };
-        if r % 2 == 0 {
-            round_small()?;
-            round_large(r == 0)?;
+        let (large_t, small_t) = if r % 2 == 0 {
+            let s = round_small()?;
+            (round_large()?, s)
         } else {
-            round_large(false)?;
-            round_small()?;
-        }
+            let l = round_large()?;
+            (l, round_small()?)
+        };
+        times.push(large_t.0, small_t.0);
+        unloads.push(large_t.1, small_t.1);
     }
-    let (s, l) = (median(&small_ns), median(&large_ns));
+    let (l, s) = (times.a_median(), times.b_median());
     // Where growth beyond linear comes from: the same small load with the
     // rest of the large plan already staged (same grid occupancy, per-plan
     // structures of the small size).
@@ -430,13 +419,13 @@ pub fn staging_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
     note(&format!(
         "staging_scale: {STAGING_ROUNDS} rounds, {reps} x {SMALL_PLAN}-var load(s) per round; \
          PLAN_UNLOAD {LARGE_PLAN} / {SMALL_PLAN} vars = {:.0} ns / {:.0} ns = {:.3}",
-        median(&unload_large),
-        median(&unload_small),
-        median(&unload_large) / median(&unload_small)
+        unloads.a_median(),
+        unloads.b_median(),
+        unloads.ratios().median()
     ));
-    let scale = Figure::new(
+    let scale = Figure::of_ratios(
         "staging_scale",
-        l / s,
+        &times.ratios(),
         Raw::new(
             format!("PLAN_LOAD {LARGE_PLAN} x 4KiB MR_BUFFER median ns"),
             format!("{l:.0}"),
@@ -449,47 +438,50 @@ pub fn staging_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
         12.0,
     );
 
-    let (before, after, debugfs) = kmem.expect("round 0 measures kernel memory");
-    let meminfo = match (before, after) {
-        (Ok(b), Ok(a)) => Some(a as f64 - b as f64),
-        _ => None,
-    };
-    if let Some(d) = meminfo {
+    let growth = median(&meminfo);
+    if !meminfo.is_empty() {
         note(&format!(
-            "kmem_per_var: /proc/meminfo Slab+VmallocUsed grew {d:.0} bytes over the \
-             {LARGE_PLAN}-var load = {:.1} bytes/var",
-            d / f64::from(LARGE_PLAN)
+            "kmem_per_var: /proc/meminfo Slab+VmallocUsed grew {growth:.0} bytes (median of \
+             {}) over the {LARGE_PLAN}-var load = {:.1} bytes/var",
+            meminfo.len(),
+            growth / f64::from(LARGE_PLAN)
         ));
     }
-    let kmem_fig = match (debugfs, meminfo) {
-        (Some((path, vars, bytes)), _) if vars > 0 => Figure::new(
+    let kmem_fig = match kmem_path {
+        Some(path) if kmem.b.iter().all(|&v| v > 0.0) => Figure::of_ratios(
             "kmem_per_var",
-            bytes as f64 / vars as f64,
-            Raw::new(format!("debugfs {path} bytes"), bytes.to_string()),
-            Raw::new("vars", vars.to_string()),
-            Op::AtMost,
-            96.0,
-        ),
-        (_, Some(d)) => Figure::new(
-            "kmem_per_var",
-            d / f64::from(LARGE_PLAN),
+            &kmem.ratios(),
             Raw::new(
-                "/proc/meminfo Slab+VmallocUsed delta bytes",
-                format!("{d:.0}"),
+                format!("debugfs {path} bytes"),
+                format!("{:.0}", kmem.a_median()),
             ),
-            Raw::new("staged vars", LARGE_PLAN.to_string()),
+            Raw::new("vars", format!("{:.0}", kmem.b_median())),
             Op::AtMost,
             96.0,
         ),
+        _ if !meminfo.is_empty() => {
+            let per_var = Ratios(meminfo.iter().map(|d| d / f64::from(LARGE_PLAN)).collect());
+            Figure::of_ratios(
+                "kmem_per_var",
+                &per_var,
+                Raw::new(
+                    "/proc/meminfo Slab+VmallocUsed delta bytes",
+                    format!("{growth:.0}"),
+                ),
+                Raw::new("staged vars", LARGE_PLAN.to_string()),
+                Op::AtMost,
+                96.0,
+            )
+        }
         _ => return Err(invalid("no kmem file and no /proc/meminfo".into())),
     };
     Ok((scale, kmem_fig))
 }
 
-/// Figure 4: MEM_WRITE into a variable against a userspace memcpy, both
-/// UPLOAD_PASSES x UPLOAD_CHUNK bytes (the median of UPLOAD_SETS such runs),
-/// after one untimed pass of each (which materializes the simulated device's
-/// pages and faults in the destination).
+/// Figure 4: MEM_WRITE of UPLOAD_CHUNK bytes into a variable against a
+/// userspace memcpy of the same bytes, UPLOAD_REPS repetitions in ABBA
+/// order after one untimed pass of each (which materializes the simulated
+/// device's pages and faults in the destination); the median ratio.
 pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
     let chunk = UPLOAD_CHUNK;
     let blob = buffers_blob(1, chunk as u64);
@@ -507,24 +499,11 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
     };
     write()?;
     copy(&src);
-    // (MEM_WRITE ns, memcpy ns) of each set.
-    let mut sets = Vec::new();
-    for _ in 0..UPLOAD_SETS {
-        let (mut w_ns, mut c_ns) = (0.0, 0.0);
-        for p in 0..UPLOAD_PASSES {
-            if p % 2 == 0 {
-                w_ns += try_time_ns(write)?;
-                c_ns += time_ns(|| copy(&src)).1;
-            } else {
-                c_ns += time_ns(|| copy(&src)).1;
-                w_ns += try_time_ns(write)?;
-            }
-        }
-        sets.push((w_ns, c_ns));
-    }
-    // Equal bytes on both sides: the bandwidth ratio is memcpy time / MEM_WRITE time.
-    sets.sort_by(|a, b| (a.1 / a.0).total_cmp(&(b.1 / b.0)));
-    let (w_ns, c_ns) = sets[UPLOAD_SETS / 2];
+    let p = interleave(
+        UPLOAD_REPS,
+        || try_time_ns(write),
+        || Ok(time_ns(|| copy(&src)).1),
+    )?;
     // What was written is there.
     let mut back = vec![0u8; 4096];
     for off in [0, chunk / 2 + 12_345, chunk - 4096] {
@@ -545,8 +524,8 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
         m_ns += try_time_ns(|| dev.mem_read(plan.id, 1, 0, &mut dst))?;
     }
     drop(plan);
-    let bytes = (chunk * UPLOAD_PASSES) as f64;
-    let (w_bw, c_bw) = (bytes / w_ns, bytes / c_ns);
+    let bytes = chunk as f64;
+    let (w_bw, c_bw) = (bytes / p.a_median(), bytes / p.b_median());
     let half = (chunk * 2) as f64;
     note(&format!(
         "upload_bandwidth: bytes/ns: MEM_WRITE {w_bw:.4}, MEM_READ {:.4}, memcpy {c_bw:.4}, \
@@ -554,16 +533,18 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
         half / m_ns,
         half / r_ns
     ));
-    let total = format!(
-        "{} MiB ({UPLOAD_PASSES} x {} MiB, median of {UPLOAD_SETS} runs)",
-        (chunk * UPLOAD_PASSES) >> 20,
-        chunk >> 20
-    );
-    Ok(Figure::new(
+    let total = format!("{} MiB", chunk >> 20);
+    Ok(Figure::of_ratios(
         "upload_bandwidth",
-        w_bw / c_bw,
-        Raw::new(format!("MEM_WRITE {total} bytes/ns"), format!("{w_bw:.4}")),
-        Raw::new(format!("memcpy {total} bytes/ns"), format!("{c_bw:.4}")),
+        &p.inverse_ratios(),
+        Raw::new(
+            format!("MEM_WRITE {total} median bytes/ns"),
+            format!("{w_bw:.4}"),
+        ),
+        Raw::new(
+            format!("memcpy {total} median bytes/ns"),
+            format!("{c_bw:.4}"),
+        ),
         Op::AtLeast,
         0.5,
     ))
@@ -572,8 +553,10 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
 /// Whole-model staging: payload bytes and records of the plan.
 pub const MODEL_BYTES: usize = 256 << 20;
 pub const MODEL_RECORDS: u32 = 1000;
-/// Timed loads (and memcpys) of the whole-model figure.
-const MODEL_ROUNDS: usize = 3;
+/// Repetitions of the whole-model figure (one load and one memcpy each).
+const MODEL_REPS: usize = 7;
+/// What `model_staging` must reach (see Documentation/benchmarks.rst).
+pub const MODEL_STAGING_TARGET: f64 = 0.8;
 
 /// Sizes of the whole-model plan's records: varied multiples of 64 (rarely of
 /// 4 KiB) around the mean, adding up to exactly [`MODEL_BYTES`], so that the
@@ -641,35 +624,29 @@ pub fn model_staging_figure(dev: &Device) -> io::Result<Figure> {
         return Err(invalid("the last payload did not arrive".into()));
     }
     drop(first);
-    let mut load = Vec::new();
-    let mut mem = Vec::new();
-    for r in 0..MODEL_ROUNDS {
-        let mut staged = || -> io::Result<()> {
+    let p = interleave(
+        MODEL_REPS,
+        || {
             let (p, ns) = time_ns(|| Staged::load(dev, &blob));
             drop(p?);
-            load.push(ns);
-            Ok(())
-        };
-        if r % 2 == 0 {
-            staged()?;
-            mem.push(time_ns(&mut copy).1);
-        } else {
-            mem.push(time_ns(&mut copy).1);
-            staged()?;
-        }
-    }
-    let (l, m) = (median(&load), median(&mem));
+            Ok(ns)
+        },
+        || Ok(time_ns(&mut copy).1),
+    )?;
     let bytes = MODEL_BYTES as f64;
-    Ok(Figure::new(
+    Ok(Figure::of_ratios(
         "model_staging",
-        m / l,
+        &p.inverse_ratios(),
         Raw::new(
-            format!("PLAN_LOAD {MODEL_RECORDS} records, 256 MiB of payloads, bytes/ns"),
-            format!("{:.4}", bytes / l),
+            format!("PLAN_LOAD {MODEL_RECORDS} records, 256 MiB of payloads, median bytes/ns"),
+            format!("{:.4}", bytes / p.a_median()),
         ),
-        Raw::new("memcpy 256 MiB bytes/ns", format!("{:.4}", bytes / m)),
+        Raw::new(
+            "memcpy 256 MiB median bytes/ns",
+            format!("{:.4}", bytes / p.b_median()),
+        ),
         Op::AtLeast,
-        0.5,
+        MODEL_STAGING_TARGET,
     ))
 }
 
@@ -681,8 +658,8 @@ const PCI_ROUNDS: usize = 6;
 /// an emulated PCI function (64-bit stores into its write-combining BAR4,
 /// which QEMU maps from the device model's memfd) against the same write
 /// into the simulated device (a copy into its sparse kernel pages), after
-/// one untimed write of each, 6 rounds in ABBA order. Figure: PCI bytes/ns
-/// / simulated bytes/ns.
+/// one untimed write of each, 6 repetitions in ABBA order. Figure: the
+/// median of PCI bytes/ns / simulated bytes/ns.
 pub fn pci_write_figure(sim: &Device, pci: &Device) -> io::Result<Figure> {
     let chunk = PCI_CHUNK;
     let blob = buffers_blob(1, chunk as u64);
@@ -696,16 +673,11 @@ pub fn pci_write_figure(sim: &Device, pci: &Device) -> io::Result<Figure> {
     let write_pci = || pci.mem_write(on_pci.id, 1, 0, &src);
     write_sim()?;
     write_pci()?;
-    let (mut s_ns, mut p_ns) = (0.0, 0.0);
-    for r in 0..PCI_ROUNDS {
-        if r % 2 == 0 {
-            s_ns += try_time_ns(write_sim)?;
-            p_ns += try_time_ns(write_pci)?;
-        } else {
-            p_ns += try_time_ns(write_pci)?;
-            s_ns += try_time_ns(write_sim)?;
-        }
-    }
+    let p = interleave(
+        PCI_ROUNDS,
+        || try_time_ns(write_pci),
+        || try_time_ns(write_sim),
+    )?;
     let mut back = vec![0u8; 4096];
     for off in [0, chunk / 2 + 4096, chunk - 4096] {
         pci.mem_read(on_pci.id, 1, off as u64, &mut back)?;
@@ -715,22 +687,18 @@ pub fn pci_write_figure(sim: &Device, pci: &Device) -> io::Result<Figure> {
             )));
         }
     }
-    let bytes = (chunk * PCI_ROUNDS) as f64;
-    let (p_bw, s_bw) = (bytes / p_ns, bytes / s_ns);
-    let total = format!(
-        "{} MiB ({PCI_ROUNDS} x {} MiB)",
-        (chunk * PCI_ROUNDS) >> 20,
-        chunk >> 20
-    );
-    Ok(Figure::new(
+    let bytes = chunk as f64;
+    let (p_bw, s_bw) = (bytes / p.a_median(), bytes / p.b_median());
+    let total = format!("{} MiB", chunk >> 20);
+    Ok(Figure::of_ratios(
         "pci_mem_write",
-        p_bw / s_bw,
+        &p.inverse_ratios(),
         Raw::new(
-            format!("PCI BAR4 MEM_WRITE {total} bytes/ns"),
+            format!("PCI BAR4 MEM_WRITE {total} median bytes/ns"),
             format!("{p_bw:.4}"),
         ),
         Raw::new(
-            format!("simulated MEM_WRITE {total} bytes/ns"),
+            format!("simulated MEM_WRITE {total} median bytes/ns"),
             format!("{s_bw:.4}"),
         ),
         Op::AtLeast,
@@ -740,6 +708,136 @@ pub fn pci_write_figure(sim: &Device, pci: &Device) -> io::Result<Figure> {
 
 /// What `pci_mem_write` must reach (see Documentation/benchmarks.rst).
 pub const PCI_WRITE_TARGET: f64 = 0.02;
+
+/// Bytes of each transfer compared with the BAR mapping, and repetitions.
+pub const BAR_XFER: usize = 64 << 20;
+const BAR_REPS: usize = 5;
+/// Targets of the three figures against the BAR mapping (see
+/// Documentation/benchmarks.rst).
+pub const BAR_WRITE_TARGET: f64 = 0.8;
+pub const BAR_READ_TARGET: f64 = 0.65;
+pub const BAR_SCRUB_TARGET: f64 = 0.65;
+
+/// `pci_write_vs_bar_copy`, `pci_read_vs_bar_copy` and
+/// `pci_scrub_vs_memset`: MEM_WRITE and MEM_READ of [`BAR_XFER`] bytes, and
+/// the PLAN_LOAD of one fresh [`BAR_XFER`]-byte MR_BUFFER (whose HBM the
+/// module scrubs), against a plain `memcpy` into and out of, and a `memset`
+/// of, the same bytes of the function's BAR4 mapped by this process through
+/// `bar4` (sysfs `resource4_wc`), [`BAR_REPS`] repetitions each in ABBA
+/// order after one untimed pass of each. Figures: the module's bytes/ns /
+/// the mapping's.
+pub fn pci_bar_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
+    let info = pci.device_info()?;
+    if info.arch != 2 {
+        // V2's channel 0 starts at device address 0 and BAR4 offset 0.
+        return Err(invalid(format!(
+            "the BAR4 comparison needs a V2 function, not v{}",
+            info.arch
+        )));
+    }
+    let len = BAR_XFER;
+    let file = bar4
+        .file_name()
+        .map_or("BAR4".into(), |f| f.to_string_lossy().into_owned());
+    let blob = buffers_blob(1, len as u64);
+    let plan = Staged::load(pci, &blob)?;
+    let pa = plan.loaded.addrs[0];
+    let map = BarMap::open(bar4, pa, len)?;
+    let mut src = vec![0u8; len];
+    for (i, w) in src.chunks_exact_mut(8).enumerate() {
+        w.copy_from_slice(&(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+    }
+    let write = || pci.mem_write(plan.id, 1, 0, &src);
+    write()?;
+    map.copy_from(&src);
+    let w = interleave(
+        BAR_REPS,
+        || try_time_ns(write),
+        || Ok(time_ns(|| map.copy_from(&src)).1),
+    )?;
+    let (mut via_module, mut via_map) = (vec![0u8; len], vec![0u8; len]);
+    pci.mem_read(plan.id, 1, 0, &mut via_module)?;
+    map.copy_to(&mut via_map);
+    if via_module != src || via_map != src {
+        return Err(invalid(
+            "MEM_READ or the BAR mapping differs from what was written".into(),
+        ));
+    }
+    let r = interleave(
+        BAR_REPS,
+        || try_time_ns(|| pci.mem_read(plan.id, 1, 0, &mut via_module)),
+        || Ok(time_ns(|| map.copy_to(&mut via_map)).1),
+    )?;
+    drop((via_module, via_map));
+    drop(plan);
+    // A fresh allocation of the same size lands where the variable was (an
+    // empty channel, first fit); its scrub zeroes the pattern.
+    let load = || -> io::Result<f64> {
+        let (p, ns) = time_ns(|| Staged::load(pci, &blob));
+        let p = p?;
+        if p.loaded.addrs[0] != pa {
+            return Err(invalid(format!(
+                "the scrubbed buffer moved from {pa:#x} to {:#x}",
+                p.loaded.addrs[0]
+            )));
+        }
+        Ok(ns)
+    };
+    load()?;
+    let mut head = vec![0xffu8; 4096];
+    map.copy_to(&mut head);
+    if head.iter().any(|&b| b != 0) {
+        return Err(invalid("PLAN_LOAD left the fresh buffer unscrubbed".into()));
+    }
+    map.zero();
+    let z = interleave(BAR_REPS, load, || Ok(time_ns(|| map.zero()).1))?;
+    let mib = len >> 20;
+    let bw = |ns: f64| format!("{:.4}", len as f64 / ns);
+    Ok(vec![
+        Figure::of_ratios(
+            "pci_write_vs_bar_copy",
+            &w.inverse_ratios(),
+            Raw::new(
+                format!("MEM_WRITE {mib} MiB median bytes/ns"),
+                bw(w.a_median()),
+            ),
+            Raw::new(
+                format!("memcpy into {file} {mib} MiB median bytes/ns"),
+                bw(w.b_median()),
+            ),
+            Op::AtLeast,
+            BAR_WRITE_TARGET,
+        ),
+        Figure::of_ratios(
+            "pci_read_vs_bar_copy",
+            &r.inverse_ratios(),
+            Raw::new(
+                format!("MEM_READ {mib} MiB median bytes/ns"),
+                bw(r.a_median()),
+            ),
+            Raw::new(
+                format!("memcpy out of {file} {mib} MiB median bytes/ns"),
+                bw(r.b_median()),
+            ),
+            Op::AtLeast,
+            BAR_READ_TARGET,
+        ),
+        Figure::of_ratios(
+            "pci_scrub_vs_memset",
+            &z.inverse_ratios(),
+            Raw::new(
+                format!("PLAN_LOAD of a fresh {mib} MiB buffer (scrub) median bytes/ns"),
+                bw(z.a_median()),
+            ),
+            Raw::new(
+                format!("memset of {file} {mib} MiB median bytes/ns"),
+                bw(z.b_median()),
+            ),
+            Op::AtLeast,
+            BAR_SCRUB_TARGET,
+        ),
+    ])
+}
 
 /// `dst.copy_from_slice(src)` with the string instruction the guest
 /// kernel's user copies use, eight bytes at a time.
@@ -768,6 +866,14 @@ fn rep_movsq(dst: &mut [u8], src: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Every timed figure is the median of enough repetitions.
+    const _: () = {
+        use crate::measure::MIN_REPS;
+        assert!(RESOLVE_ROUNDS >= MIN_REPS && STAGING_ROUNDS >= MIN_REPS);
+        assert!(UPLOAD_REPS >= MIN_REPS && MODEL_REPS >= MIN_REPS);
+        assert!(PCI_ROUNDS >= MIN_REPS && BAR_REPS >= MIN_REPS);
+    };
 
     #[test]
     fn staging_blobs_are_valid_plans_of_buffers() {

@@ -2,19 +2,21 @@
 //!
 //! ```text
 //! nhbm-bench [DEVICE] [--models DIR] [--no-device] [--no-planner]
-//! nhbm-bench DEVICE --pci-write PCI_DEVICE
+//! nhbm-bench DEVICE --pci-write PCI_DEVICE [--bar4 FILE]
 //! ```
 //!
-//! With `--pci-write` only figure 9 runs, DEVICE being a simulated device
-//! and PCI_DEVICE an emulated PCI function.
+//! With `--pci-write` only the figures of 9 run, DEVICE being a simulated
+//! device and PCI_DEVICE an emulated PCI function.
 //!
 //! DEVICE defaults to `/dev/neuron_hbm0`, DIR (the model descriptions) to
 //! `/tests`. Every figure is a ratio of two things measured in the same run,
 //! interleaved where they are timed, so the speed of an emulated CPU cancels
-//! out; one line per figure:
+//! out. A timed figure is the median of at least 5 repetitions, each a
+//! measurement of A and one of B made back to back (ABBA order), and prints
+//! the smallest and largest ratio of its repetitions; one line per figure:
 //!
 //! ```text
-//! bench: <name>: <value> (<what A> <A> / <what B> <B>) target <op> <t> <PASS|FAIL>
+//! bench: <name>: <value> (<what A> <A> / <what B> <B>) [spread <min>-<max> of <n>] target <op> <t> <PASS|FAIL>
 //! ```
 //!
 //! Lines starting with `#` are diagnostics. Times come from
@@ -35,24 +37,23 @@
 //! 3. `staging_scale`: NHBM_IOC_PLAN_LOAD of 100,000 MR_BUFFER records of
 //!    4 KiB (no payload, no names, so every record is a real HBM allocation:
 //!    400 MB of a 16 GiB V2 channel) / of 10,000 such records, each load from
-//!    an empty device and unloaded after, 5 alternating rounds (each round
-//!    averages enough 10,000-record loads to last 250 ms). Figure: median
-//!    large / median small. Target <= 12 (10 is linear).
+//!    an empty device and unloaded after, 7 alternating rounds (each round
+//!    averages enough 10,000-record loads to last 250 ms). Figure: median of
+//!    the rounds' large / small. Target <= 12 (10 is linear).
 //! 4. `upload_bandwidth`: NHBM_IOC_MEM_WRITE of a 64 MiB buffer into a 64 MiB
-//!    variable, 4 times (256 MiB), against a userspace memcpy of the same
-//!    64 MiB buffer into another, 4 times, alternating, after one untimed pass
-//!    of each (which materializes the simulated device's pages and faults in
-//!    the destination). 64 MiB buffers keep source, simulated device and
-//!    destination inside the 512 MiB guest. Three such runs; the figure is
-//!    the run with the median MEM_WRITE bytes/ns / memcpy bytes/ns. Target
-//!    >= 0.5.
+//!    variable against a userspace memcpy of the same 64 MiB buffer into
+//!    another, 9 repetitions in ABBA order after one untimed pass of each
+//!    (which materializes the simulated device's pages and faults in the
+//!    destination). 64 MiB buffers keep source, simulated device and
+//!    destination inside the 512 MiB guest. Figure: median MEM_WRITE
+//!    bytes/ns / memcpy bytes/ns. Target >= 0.5.
 //! 5. `kmem_per_var`: while the first 100,000-variable plan of figure 3 is
 //!    staged (and nothing else), the module's own accounting in debugfs
 //!    (`neuron_hbm/neuron_hbm0/kmem` or `neuron_hbm0/kmem`: `plans <n> vars
 //!    <n> bytes <n>`, figure bytes / vars); without that file, the growth of
 //!    `Slab:` + `VmallocUsed:` in /proc/meminfo over the load / 100,000. The
 //!    line names its source; the meminfo growth is always printed as a
-//!    diagnostic. Target <= 96 bytes.
+//!    diagnostic. Read at every large load of figure 3. Target <= 96 bytes.
 //! 6. `planner_<model>_<planner>`: for each model description in DIR (a
 //!    `*.json` with `tensors` and `operators`; plans are skipped) and each
 //!    planner, the scratch high-water mark / the liveness lower bound (the
@@ -66,24 +67,39 @@
 //!    Target <= 1.000. `exact` (1 s budget on generated graphs) must never be
 //!    above hill_climb or greedy_by_size. `planner_hard_<planner>`: the worst
 //!    ratio over hard instances of 50..500 buffers (a time x capacity
-//!    rectangle cut into buffers, so the bound is the optimum; default
-//!    options, exact's 10 s budget): exact 1.000, hill_climb <= 1.05, and
-//!    neither above greedy_by_size on any instance.
+//!    rectangle cut into buffers, so the bound is the optimum; exact with
+//!    the comparison's node budget below): exact 1.000, hill_climb <= 1.05,
+//!    and neither above greedy_by_size on any instance.
+//!    With `--minimalloc PROGRAM`, `planner_vs_minimalloc`: exact (a node
+//!    budget of 100,000 per search thread, 60 s as an outer cap) and MiniMalloc
+//!    (10 s per capacity asked: the lower bound, then, where it found
+//!    nothing and exact is above the bound, exact's peak) on hard
+//!    instances of 100..500 buffers, seeds 1..3, and the example models;
+//!    the worst exact peak / MiniMalloc peak where MiniMalloc packed,
+//!    target <= 1.000; `planner_vs_minimalloc_bound`: instances where
+//!    MiniMalloc reached the lower bound and exact did not, target 0.
 //!
 //! 7. `model_staging`: NHBM_IOC_PLAN_LOAD of a plan of 1,000 MR_BUFFER_STAGED
 //!    records carrying 256 MiB of payloads (upload, scrub, placement) against
-//!    a userspace memcpy of the same 256 MiB, 3 alternating rounds after one
-//!    untimed pass of each. Figure: memcpy time / PLAN_LOAD time. Target
-//!    >= 0.5.
+//!    a userspace memcpy of the same 256 MiB, 7 repetitions in ABBA order
+//!    after one untimed pass of each. Figure: median memcpy time / PLAN_LOAD
+//!    time. Target >= 0.8.
 //! 8. `pointer_chain` and `crafted_ids`: PLAN_LOAD of 2^20 records whose
 //!    pointers form one chain / whose pointers all name one buffer, and of
 //!    variable ids sharing their low bits / random ids (tools/nhbm-bench/src/
-//!    adversarial.rs). Target <= 3 each.
-//! 9. `pci_mem_write`: NHBM_IOC_MEM_WRITE of 16 MiB into an emulated PCI
-//!    function's write-combining BAR4 / into the simulated device, 6 rounds
-//!    each in ABBA order after one untimed write of each; both in one guest
-//!    (`make bench`'s second run, QEMU 11 with tools/nhbm-devmodel). Target
-//!    >= 0.02.
+//!    adversarial.rs), 5 repetitions each. Target <= 3 each.
+//! 9. In `make bench`'s second guest (QEMU 11 with tools/nhbm-devmodel):
+//!    `pci_mem_write`, NHBM_IOC_MEM_WRITE of 16 MiB into an emulated PCI
+//!    function's write-combining BAR4 / into the simulated device, 6
+//!    repetitions after one untimed write of each, target >= 0.02; and the
+//!    function against its own BAR4, mapped by this process through sysfs
+//!    (`resource4_wc`, or `resource4` where the BAR is not prefetchable, which
+//!    a diagnostic then says; `--bar4` names another file):
+//!    `pci_write_vs_bar_copy` (MEM_WRITE of 64 MiB / a memcpy into the
+//!    mapping), `pci_read_vs_bar_copy` (MEM_READ / a memcpy out of it) and
+//!    `pci_scrub_vs_memset` (PLAN_LOAD of a fresh 64 MiB buffer, which the
+//!    module scrubs / a memset of the mapping), 5 repetitions each, bytes/ns
+//!    over bytes/ns. Targets >= 0.8 (write), >= 0.65 (read, scrub).
 //!
 //! Diagnostics (`#` lines) that locate a cost without being figures: a
 //! 1-entry RESOLVE_BATCH (fixed against per-entry cost); a 10,000-variable
@@ -99,6 +115,7 @@
 //! every figure passes, 1 when one fails, 2 on a usage error.
 
 mod adversarial;
+mod bar;
 mod device;
 mod measure;
 mod planner;
@@ -111,7 +128,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use nhbm::cli::{DeviceArg, DeviceNode};
 use nhbm::{io_errno_name, Device};
-use nhbm_planner::{Model, PlannerOptions};
+use nhbm_planner::Model;
 
 use device::note;
 use report::{error_line, Figure};
@@ -135,9 +152,19 @@ struct Args {
     /// Skip the planner figures
     #[arg(long)]
     no_planner: bool,
-    /// Only MEM_WRITE into this emulated PCI function's node against DEVICE
+    /// Also compare the exact planner with MiniMalloc, run as PROGRAM
+    /// (`--input= --output= --capacity= --timeout=`), on hard instances and
+    /// the example models
+    #[arg(long, value_name = "PROGRAM")]
+    minimalloc: Option<PathBuf>,
+    /// Only the PCI figures: this emulated PCI function's node against
+    /// DEVICE and against its own BAR4 mapping
     #[arg(long, value_name = "PCI_DEVICE")]
     pci_write: Option<PathBuf>,
+    /// The PCI function's BAR4 resource file in sysfs (default: resource4_wc,
+    /// else resource4, of the one function bound to neuron_hbm)
+    #[arg(long, value_name = "FILE")]
+    bar4: Option<PathBuf>,
 }
 
 impl Args {
@@ -239,14 +266,36 @@ fn device_figures(path: &Path, out: &mut Out) {
     }
 }
 
-fn pci_figure(sim: &Path, pci: &Path, out: &mut Out) {
+fn pci_figures(sim: &Path, pci: &Path, bar4: Option<&Path>, out: &mut Out) {
+    let bar_names = [
+        "pci_write_vs_bar_copy",
+        "pci_read_vs_bar_copy",
+        "pci_scrub_vs_memset",
+    ];
     let opened = Device::open_path(sim)
         .and_then(|s| Ok((s, Device::open_path(pci)?)))
         .map_err(std::io::Error::from);
-    let r = opened.and_then(|(s, p)| device::pci_write_figure(&s, &p));
-    match r {
+    let (s, p) = match opened {
+        Ok(d) => d,
+        Err(e) => return out.error(&[&["pci_mem_write"][..], &bar_names].concat(), &e),
+    };
+    match device::pci_write_figure(&s, &p) {
         Ok(f) => out.figure(&f),
         Err(e) => out.error(&["pci_mem_write"], &e),
+    }
+    let file = bar4.map_or_else(bar::find_bar4, |f| Ok(f.to_path_buf()));
+    if let Ok(f) = &file {
+        if !f.ends_with("resource4_wc") {
+            note(&format!(
+                "{}: BAR4 is not prefetchable, so it has no resource4_wc; compared with the \
+                 uncached mapping",
+                f.display()
+            ));
+        }
+    }
+    match file.and_then(|f| device::pci_bar_figures(&p, &f)) {
+        Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
+        Err(e) => out.error(&bar_names, &e),
     }
 }
 
@@ -302,7 +351,7 @@ fn planner_figures(dir: &Path, out: &mut Out) {
     let mut hard = Vec::new();
     for n in planner::HARD_SIZES {
         let (name, m) = planner::hard(n);
-        match planner::evaluate(&name, &m, &PlannerOptions::default()) {
+        match planner::evaluate(&name, &m, &planner::peer_options()) {
             Ok(o) => {
                 note(&format!(
                     "{name}: greedy {:.3} greedy_by_size {:.3} hill_climb {:.3} exact {:.3}",
@@ -326,19 +375,69 @@ fn planner_figures(dir: &Path, out: &mut Out) {
     }
 }
 
+/// exact side by side with MiniMalloc (`program`) on the hard instances of
+/// [`planner::peer_instances`] and the example models in `dir`.
+fn peer_figures(program: &Path, dir: &Path, out: &mut Out) {
+    let names = ["planner_vs_minimalloc", "planner_vs_minimalloc_bound"];
+    let work = std::env::temp_dir().join(format!("nhbm-bench-minimalloc-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&work) {
+        return out.error(&names, &e);
+    }
+    let peer = planner::Peer {
+        program: program.to_path_buf(),
+        dir: work.clone(),
+    };
+    let mut models = planner::peer_instances();
+    for f in planner::model_files(dir).unwrap_or_default() {
+        let stem = f
+            .file_stem()
+            .map_or("model".into(), |s| s.to_string_lossy().into_owned());
+        match Model::load(&f) {
+            Ok(m) => models.push((report::sanitize(&stem), m)),
+            Err(e) => note(&format!("{}: {e}", f.display())),
+        }
+    }
+    let mut duels = Vec::new();
+    for (name, m) in &models {
+        match planner::duel(&peer, name, m) {
+            Ok(d) => {
+                for x in &d {
+                    note(&format!("vs MiniMalloc {}", x.line()));
+                }
+                duels.extend(d);
+            }
+            Err(e) => note(&format!("{name}: {e}")),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    if duels.len() < models.len() {
+        let e = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "an instance failed to plan",
+        );
+        return out.error(&names, &e);
+    }
+    for fig in planner::peer_figures(&duels) {
+        out.figure(&fig);
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let device = args.device();
     let mut out = Out::default();
     let (_, ns) = measure::time_ns(|| {
         if let Some(pci) = &args.pci_write {
-            return pci_figure(&device, pci, &mut out);
+            return pci_figures(&device, pci, args.bar4.as_deref(), &mut out);
         }
         if !args.no_device {
             device_figures(&device, &mut out);
         }
         if !args.no_planner {
             planner_figures(&args.models, &mut out);
+            if let Some(program) = &args.minimalloc {
+                peer_figures(program, &args.models, &mut out);
+            }
         }
     });
     note(&format!(

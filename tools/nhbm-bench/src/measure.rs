@@ -36,6 +36,95 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// Repetitions every timed figure takes at least: it is the median of that
+/// many ratios, each of two measurements made back to back (the tests hold
+/// every figure to it).
+#[cfg(test)]
+pub const MIN_REPS: usize = 5;
+
+/// The two sides of a comparison, measured `n` times each in ABBA order
+/// (side A first in even repetitions, B first in odd ones), so that a drift
+/// of the emulator's speed hits both.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pairs {
+    pub a: Vec<f64>,
+    pub b: Vec<f64>,
+}
+
+impl Pairs {
+    /// Adds one repetition.
+    pub fn push(&mut self, a: f64, b: f64) {
+        self.a.push(a);
+        self.b.push(b);
+    }
+
+    /// Median of side A.
+    pub fn a_median(&self) -> f64 {
+        median(&self.a)
+    }
+
+    /// Median of side B.
+    pub fn b_median(&self) -> f64 {
+        median(&self.b)
+    }
+
+    /// The ratio `a / b` of each repetition.
+    pub fn ratios(&self) -> Ratios {
+        Ratios(self.a.iter().zip(&self.b).map(|(a, b)| a / b).collect())
+    }
+
+    /// The ratio `b / a` of each repetition (for times of equal work, the
+    /// bandwidth of A over that of B).
+    pub fn inverse_ratios(&self) -> Ratios {
+        Ratios(self.a.iter().zip(&self.b).map(|(a, b)| b / a).collect())
+    }
+}
+
+/// The ratio of each repetition of a comparison.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Ratios(pub Vec<f64>);
+
+impl Ratios {
+    /// The figure: the median ratio.
+    pub fn median(&self) -> f64 {
+        median(&self.0)
+    }
+
+    /// The spread: smallest and largest ratio.
+    pub fn min_max(&self) -> (f64, f64) {
+        self.0
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| {
+                (lo.min(r), hi.max(r))
+            })
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// `reps` repetitions of `a` and `b` in ABBA order; each closure returns
+/// the value of one measurement.
+pub fn interleave(
+    reps: usize,
+    mut a: impl FnMut() -> io::Result<f64>,
+    mut b: impl FnMut() -> io::Result<f64>,
+) -> io::Result<Pairs> {
+    let mut p = Pairs::default();
+    for r in 0..reps {
+        let (x, y) = if r % 2 == 0 {
+            let x = a()?;
+            (x, b()?)
+        } else {
+            let y = b()?;
+            (a()?, y)
+        };
+        p.push(x, y);
+    }
+    Ok(p)
+}
+
 /// Shortest time a calibration probe must take before it is trusted: four
 /// ticks of a 250 Hz jiffy clock.
 const PROBE_MIN: Duration = Duration::from_millis(16);
@@ -76,6 +165,29 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn interleave_alternates_and_pairs() {
+        let order = std::cell::RefCell::new(Vec::new());
+        let p = interleave(
+            4,
+            || {
+                order.borrow_mut().push('a');
+                Ok(2.0)
+            },
+            || {
+                order.borrow_mut().push('b');
+                Ok(order.borrow().len() as f64)
+            },
+        )
+        .unwrap();
+        assert_eq!(order.into_inner(), ['a', 'b', 'b', 'a', 'a', 'b', 'b', 'a']);
+        assert_eq!(p.b, [2.0, 3.0, 6.0, 7.0]);
+        let r = p.ratios();
+        assert_eq!(r.min_max(), (2.0 / 7.0, 1.0));
+        assert_eq!(r.median(), (2.0 / 3.0 + 2.0 / 6.0) / 2.0);
+        assert_eq!(p.inverse_ratios().0, [1.0, 1.5, 3.0, 3.5]);
     }
 
     #[test]

@@ -1,13 +1,20 @@
 //! Figure 6: the planners' scratch high-water mark against the liveness
-//! lower bound, on the example models and on generated graphs.
+//! lower bound, on the example models and on generated graphs, and the
+//! exact planner side by side with MiniMalloc.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
 
 use nhbm_planner::desc::{Io, ModelDesc, OperatorDesc, Platform, TensorDesc};
+use nhbm_planner::exact::{Buffer, Instance};
 use nhbm_planner::rng::SplitMix64;
-use nhbm_planner::{plan, MemoryPlannerType, Model, PlannerError, PlannerOptions};
+use nhbm_planner::{
+    plan, plan_with_outcome, ExactOutcome, MemoryPlannerType, Model, PlannerError, PlannerOptions,
+    Stop,
+};
 
 use crate::report::{sanitize, Figure, Op, Raw};
 
@@ -378,6 +385,365 @@ pub fn generated(seed: u64) -> (String, Model) {
     (name, model)
 }
 
+/// Sizes (buffers) of the hard instances exact and MiniMalloc are compared
+/// on, each with every seed of [`PEER_SEEDS`].
+pub const PEER_SIZES: [usize; 5] = [100, 200, 300, 400, 500];
+/// Seeds of the hard instances of the comparison.
+pub const PEER_SEEDS: [u64; 3] = [1, 2, 3];
+/// Wall-clock seconds MiniMalloc gets per capacity asked.
+pub const PEER_SECONDS: u64 = 10;
+/// exact's node budget in the comparison (per search thread): what decides
+/// its result, chosen so that the largest instance plans within
+/// [`PEER_SECONDS`] on an idle host.
+pub const PEER_NODE_BUDGET: u64 = 100_000;
+/// exact's wall-clock cap in the comparison, a safety net only: six times
+/// [`PEER_SECONDS`], so that a busy host slows exact down without changing
+/// its plan. A search it cuts fails the figure.
+pub const PEER_EXACT_CAP_SECONDS: u64 = 6 * PEER_SECONDS;
+
+/// exact's options in the comparison.
+pub fn peer_options() -> PlannerOptions {
+    PlannerOptions {
+        node_budget: PEER_NODE_BUDGET,
+        time_budget_ms: PEER_EXACT_CAP_SECONDS * 1000,
+        ..PlannerOptions::default()
+    }
+}
+
+/// The hard instances of the comparison, named `hard<n>_s<seed>`.
+pub fn peer_instances() -> Vec<(String, Model)> {
+    PEER_SIZES
+        .iter()
+        .flat_map(|&n| {
+            PEER_SEEDS.iter().map(move |&seed| {
+                let (m, _) = nhbm_planner::hard::instance(n, seed);
+                (format!("hard{n}_s{seed}"), m)
+            })
+        })
+        .collect()
+}
+
+/// What MiniMalloc answered for one capacity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerAnswer {
+    /// A packing (checked) whose peak is this many bytes.
+    Packed(u64),
+    /// It proved that nothing fits.
+    NotFound,
+    /// Its time ran out.
+    Timeout,
+    /// It failed otherwise (or its packing was wrong): why.
+    Failed(String),
+}
+
+impl std::fmt::Display for PeerAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerAnswer::Packed(p) => write!(f, "packed {p}"),
+            PeerAnswer::NotFound => f.write_str("proved none fits"),
+            PeerAnswer::Timeout => f.write_str("time ran out"),
+            PeerAnswer::Failed(e) => write!(f, "failed ({e})"),
+        }
+    }
+}
+
+/// MiniMalloc, run as `program --input=X.csv --output=Y.csv
+/// --capacity=UNITS --timeout=Ns` on files in `dir`.
+pub struct Peer {
+    /// The program.
+    pub program: PathBuf,
+    /// Where instance and answer files go.
+    pub dir: PathBuf,
+}
+
+impl Peer {
+    /// Asks whether `bufs` fit in `cap` units of `unit` bytes (sizes are
+    /// rounded up to units, MiniMalloc knowing no alignment; `unit` is a
+    /// multiple of every buffer's alignment, so its offsets times `unit` are
+    /// aligned). Returns the answer, checked, and the seconds it took.
+    pub fn ask(&self, name: &str, bufs: &[Buffer], unit: u64, cap: u64) -> (PeerAnswer, f64) {
+        let input = self.dir.join(format!("{name}.csv"));
+        let output = self.dir.join(format!("{name}.out.csv"));
+        let mut csv = String::from("id,lower,upper,size\n");
+        for (i, b) in bufs.iter().enumerate() {
+            csv += &format!("{i},{},{},{}\n", b.first, b.last + 1, b.size.div_ceil(unit));
+        }
+        let _ = fs::remove_file(&output);
+        if let Err(e) = fs::write(&input, csv) {
+            return (PeerAnswer::Failed(format!("{}: {e}", input.display())), 0.0);
+        }
+        let t0 = Instant::now();
+        let run = Command::new(&self.program)
+            .arg(format!("--input={}", input.display()))
+            .arg(format!("--output={}", output.display()))
+            .arg(format!("--capacity={cap}"))
+            .arg(format!("--timeout={PEER_SECONDS}s"))
+            .output();
+        let secs = t0.elapsed().as_secs_f64();
+        let out = match run {
+            Ok(o) => o,
+            Err(e) => {
+                return (
+                    PeerAnswer::Failed(format!("{}: {e}", self.program.display())),
+                    secs,
+                )
+            }
+        };
+        let said = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            return (
+                if said.contains("NOT_FOUND") {
+                    PeerAnswer::NotFound
+                } else if said.contains("DEADLINE_EXCEEDED") {
+                    PeerAnswer::Timeout
+                } else {
+                    PeerAnswer::Failed(said.trim().replace('\n', " "))
+                },
+                secs,
+            );
+        }
+        (read_packing(&output, bufs, unit, cap), secs)
+    }
+}
+
+/// The packing MiniMalloc wrote to `path` for `bufs` in units of `unit`,
+/// checked: every buffer once, within `cap` units, no two live at once
+/// sharing a byte.
+fn read_packing(path: &Path, bufs: &[Buffer], unit: u64, cap: u64) -> PeerAnswer {
+    let text = match fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => return PeerAnswer::Failed(format!("{}: {e}", path.display())),
+    };
+    let mut offsets = vec![u64::MAX; bufs.len()];
+    for line in text.lines().skip(1).filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split(',').map(str::trim).collect();
+        let (Some(Ok(id)), Some(Ok(off))) = (
+            f.first().map(|x| x.parse::<usize>()),
+            f.get(4).map(|x| x.parse::<u64>()),
+        ) else {
+            return PeerAnswer::Failed(format!("unreadable line {line:?}"));
+        };
+        match offsets.get_mut(id) {
+            Some(o) if *o == u64::MAX => *o = off * unit,
+            _ => return PeerAnswer::Failed(format!("buffer {id} unknown or twice")),
+        }
+    }
+    if offsets.contains(&u64::MAX) {
+        return PeerAnswer::Failed("a buffer without an offset".into());
+    }
+    if !Instance::new(bufs).is_packing(&offsets) {
+        return PeerAnswer::Failed("its packing overlaps".into());
+    }
+    let peak = offsets
+        .iter()
+        .zip(bufs)
+        .map(|(o, b)| o + b.size)
+        .max()
+        .unwrap_or(0);
+    if peak > cap * unit {
+        return PeerAnswer::Failed(format!("peak {peak} over the capacity"));
+    }
+    PeerAnswer::Packed(peak)
+}
+
+/// One memory of one instance, planned by exact and asked of MiniMalloc.
+#[derive(Clone, Debug)]
+pub struct Duel {
+    /// The instance (and memory, where a model has several).
+    pub name: String,
+    /// exact's outcome in that memory.
+    pub exact: ExactOutcome,
+    /// Seconds exact's plan of the whole model took.
+    pub exact_secs: f64,
+    /// MiniMalloc asked for the lower bound: its answer and seconds.
+    pub at_bound: (PeerAnswer, f64),
+    /// Where that found nothing and exact is above the bound, MiniMalloc
+    /// asked for exact's peak: its answer and seconds.
+    pub at_exact: Option<(PeerAnswer, f64)>,
+}
+
+impl Duel {
+    /// The lowest peak MiniMalloc packed.
+    pub fn peer_peak(&self) -> Option<u64> {
+        [Some(&self.at_bound), self.at_exact.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(|(a, _)| match a {
+                PeerAnswer::Packed(p) => Some(*p),
+                _ => None,
+            })
+            .min()
+    }
+    /// exact's peak / MiniMalloc's, where MiniMalloc packed.
+    pub fn ratio(&self) -> Option<f64> {
+        self.peer_peak()
+            .map(|p| self.exact.high_water as f64 / p.max(1) as f64)
+    }
+    /// Whether MiniMalloc reached the lower bound.
+    pub fn peer_at_bound(&self) -> bool {
+        self.peer_peak() == Some(self.exact.lower_bound)
+    }
+    /// Whether exact's search ran into the wall-clock cap (a result that
+    /// depends on the machine).
+    pub fn timed_out(&self) -> bool {
+        self.exact.stopped == Some(Stop::TimeLimit)
+    }
+    /// The diagnostic line.
+    pub fn line(&self) -> String {
+        let e = &self.exact;
+        let lb = e.lower_bound.max(1) as f64;
+        let proof = if e.optimal {
+            "proved optimal".to_string()
+        } else {
+            format!(
+                "stopped by its {}",
+                e.stopped.map_or("search".into(), |s| s.to_string())
+            )
+        };
+        let ans = |(a, t): &(PeerAnswer, f64)| match a {
+            PeerAnswer::Packed(p) => format!("{:.4} in {t:.2} s", *p as f64 / lb),
+            other => format!("{other} after {t:.2} s"),
+        };
+        let mut l = format!(
+            "{}: bound {} B; exact {:.4} ({proof}, {} nodes) in {:.2} s; MiniMalloc at the bound: {}",
+            self.name,
+            e.lower_bound,
+            e.high_water as f64 / lb,
+            e.nodes,
+            self.exact_secs,
+            ans(&self.at_bound)
+        );
+        if let Some(a) = &self.at_exact {
+            l += &format!(", at exact's peak: {}", ans(a));
+        }
+        l
+    }
+}
+
+/// Plans `model` with exact ([`peer_options`]) and asks MiniMalloc to pack
+/// each memory's scratch tensors: first at the lower bound, then, where it
+/// found nothing there and exact is above the bound, at exact's peak (the
+/// best packing either side has found).
+pub fn duel(peer: &Peer, name: &str, model: &Model) -> Result<Vec<Duel>, PlannerError> {
+    let t0 = Instant::now();
+    let (mp, outcomes) = plan_with_outcome(model, MemoryPlannerType::Exact, &peer_options())?;
+    let exact_secs = t0.elapsed().as_secs_f64();
+    let several = outcomes.len() > 1;
+    let mut out = Vec::new();
+    for e in outcomes {
+        let bufs: Vec<Buffer> = model
+            .tensors
+            .iter()
+            .filter(|t| t.is_packed_scratch())
+            .filter_map(|t| {
+                let a = mp.tensor_allocs.get(t.id())?;
+                let l = t.lifetime.as_ref()?;
+                (a.memory == e.memory).then_some(Buffer {
+                    first: l.start_op,
+                    last: l.end_op,
+                    size: t.size,
+                    align: a.alignment.max(1),
+                })
+            })
+            .collect();
+        let name = if several {
+            format!("{name}_{}", e.memory)
+        } else {
+            name.to_string()
+        };
+        let unit = bufs.iter().map(|b| b.align).max().unwrap_or(1);
+        let in_units: Vec<Buffer> = bufs
+            .iter()
+            .map(|b| Buffer {
+                size: b.size.div_ceil(unit),
+                align: 1,
+                ..*b
+            })
+            .collect();
+        let bound = Instance::new(&in_units).lower_bound();
+        let at_bound = peer.ask(&name, &bufs, unit, bound);
+        let at_exact = (!matches!(at_bound.0, PeerAnswer::Packed(_))
+            && e.high_water / unit > bound)
+            .then(|| peer.ask(&name, &bufs, unit, e.high_water / unit));
+        out.push(Duel {
+            name,
+            exact: e,
+            exact_secs,
+            at_bound,
+            at_exact,
+        });
+    }
+    Ok(out)
+}
+
+/// The two figures of the comparison: `planner_vs_minimalloc`, the worst
+/// exact peak / MiniMalloc peak over the instances MiniMalloc packed
+/// (target <= 1.000, and exact's search must not have run into its
+/// wall-clock cap); `planner_vs_minimalloc_bound`, the instances where
+/// MiniMalloc reached the lower bound and exact did not (target 0).
+pub fn peer_figures(duels: &[Duel]) -> Vec<Figure> {
+    let n = duels.len();
+    let packed: Vec<&Duel> = duels.iter().filter(|d| d.peer_peak().is_some()).collect();
+    let worst = packed.iter().max_by(|a, b| {
+        a.ratio()
+            .unwrap_or(0.0)
+            .total_cmp(&b.ratio().unwrap_or(0.0))
+    });
+    let timed_out = duels.iter().filter(|d| d.timed_out()).count();
+    let (value, a, b) = match worst {
+        Some(w) => (
+            w.ratio().unwrap_or(0.0),
+            Raw::new(
+                format!(
+                    "worst of {} packed by MiniMalloc (of {n}) [{}, exact cut by time on {timed_out}] exact peak bytes",
+                    packed.len(),
+                    w.name
+                ),
+                w.exact.high_water.to_string(),
+            ),
+            Raw::new(
+                "MiniMalloc peak bytes",
+                w.peer_peak().unwrap_or(0).to_string(),
+            ),
+        ),
+        None => (
+            0.0,
+            Raw::new(
+                format!("none of {n} packed by MiniMalloc [exact cut by time on {timed_out}]"),
+                "-",
+            ),
+            Raw::new("MiniMalloc peak bytes", "-"),
+        ),
+    };
+    let never_worse = packed
+        .iter()
+        .all(|d| d.peer_peak().is_some_and(|p| d.exact.high_water <= p));
+    let ratio = Figure::new("planner_vs_minimalloc", value, a, b, Op::AtMost, 1.0)
+        .with_verdict(n > 0 && never_worse && timed_out == 0);
+    let peer_bound = duels.iter().filter(|d| d.peer_at_bound()).count();
+    let missed: Vec<&Duel> = duels
+        .iter()
+        .filter(|d| d.peer_at_bound() && d.exact.high_water > d.exact.lower_bound)
+        .collect();
+    let names: Vec<&str> = missed.iter().map(|d| d.name.as_str()).collect();
+    let bound = Figure::new(
+        "planner_vs_minimalloc_bound",
+        missed.len() as f64,
+        Raw::new(
+            format!(
+                "instances at the bound by MiniMalloc, not by exact [{}]",
+                names.join(" ")
+            ),
+            missed.len().to_string(),
+        ),
+        Raw::new("at the bound by MiniMalloc", peer_bound.to_string()),
+        Op::AtMost,
+        0.0,
+    )
+    .with_verdict(n > 0 && missed.is_empty());
+    vec![ratio, bound]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -446,6 +812,77 @@ mod tests {
         let files = model_files(&dir).unwrap();
         fs::remove_dir_all(&dir).unwrap();
         assert_eq!(files, vec![dir.join("m.json")]);
+    }
+
+    fn outcome(high_water: u64, lower_bound: u64) -> ExactOutcome {
+        ExactOutcome {
+            memory: nhbm_planner::MemoryType::Hbm(0),
+            high_water,
+            lower_bound,
+            optimal: high_water == lower_bound,
+            nodes: 1,
+            stopped: None,
+        }
+    }
+
+    #[test]
+    fn minimalloc_packings_are_checked_and_judged() {
+        let bufs = [
+            Buffer {
+                first: 0,
+                last: 1,
+                size: 100,
+                align: 64,
+            },
+            Buffer {
+                first: 1,
+                last: 2,
+                size: 64,
+                align: 64,
+            },
+        ];
+        let dir = std::env::temp_dir().join(format!("nhbm-bench-peer-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("p.csv");
+        // Units of 64 bytes: 0..2 and 2..3.
+        fs::write(&f, "id,lower,upper,size,offset\n0,0,2,2,0\n1,1,3,1,2\n").unwrap();
+        assert_eq!(read_packing(&f, &bufs, 64, 3), PeerAnswer::Packed(192));
+        assert!(matches!(
+            read_packing(&f, &bufs, 64, 2),
+            PeerAnswer::Failed(_)
+        ));
+        fs::write(&f, "id,lower,upper,size,offset\n0,0,2,2,0\n1,1,3,1,1\n").unwrap();
+        assert!(matches!(
+            read_packing(&f, &bufs, 64, 3),
+            PeerAnswer::Failed(_)
+        ));
+        fs::remove_dir_all(&dir).unwrap();
+
+        let duel = |name: &str, exact: u64, peer: PeerAnswer| Duel {
+            name: name.into(),
+            exact: outcome(exact, 100),
+            exact_secs: 0.1,
+            at_bound: (PeerAnswer::Timeout, 10.0),
+            at_exact: Some((peer, 1.0)),
+        };
+        let tie = duel("a", 104, PeerAnswer::Packed(104));
+        let none = duel("b", 103, PeerAnswer::Timeout);
+        let f = peer_figures(&[tie.clone(), none.clone()]);
+        assert!(f[0].pass() && f[1].pass(), "{}", f[0].line());
+        assert!(f[0]
+            .line()
+            .contains("worst of 1 packed by MiniMalloc (of 2) [a"));
+        let lost = duel("c", 104, PeerAnswer::Packed(102));
+        let f = peer_figures(&[tie.clone(), lost]);
+        assert!(!f[0].pass() && (f[0].value - 104.0 / 102.0).abs() < 1e-9);
+        let mut at_bound = duel("d", 101, PeerAnswer::Timeout);
+        at_bound.at_bound = (PeerAnswer::Packed(100), 1.0);
+        let f = peer_figures(&[tie, at_bound]);
+        assert!(
+            !f[1].pass() && f[1].line().contains("[d]"),
+            "{}",
+            f[1].line()
+        );
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::measure::Ratios;
+
 /// How a figure is compared with its target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -49,6 +51,9 @@ pub struct Figure {
     /// Overrides the comparison of `value` with `target` when the verdict is
     /// decided on exact integers (planner high-water marks).
     pub verdict: Option<bool>,
+    /// Smallest and largest ratio of the repetitions `value` is the median
+    /// of, and how many there were.
+    pub spread: Option<(f64, f64, usize)>,
 }
 
 impl Figure {
@@ -61,6 +66,23 @@ impl Figure {
             op,
             target,
             verdict: None,
+            spread: None,
+        }
+    }
+
+    /// The median of `ratios` against `target`, with their spread.
+    pub fn of_ratios(
+        name: impl Into<String>,
+        ratios: &Ratios,
+        a: Raw,
+        b: Raw,
+        op: Op,
+        target: f64,
+    ) -> Self {
+        let (lo, hi) = ratios.min_max();
+        Figure {
+            spread: Some((lo, hi, ratios.len())),
+            ..Figure::new(name, ratios.median(), a, b, op, target)
         }
     }
 
@@ -85,8 +107,12 @@ impl Figure {
 
     /// The printed line.
     pub fn line(&self) -> String {
+        let spread = match self.spread {
+            Some((lo, hi, n)) => format!(" spread {lo:.3}-{hi:.3} of {n}"),
+            None => String::new(),
+        };
         format!(
-            "bench: {}: {:.3} ({} {} / {} {}) target {} {:.3} {}",
+            "bench: {}: {:.3} ({} {} / {} {}){spread} target {} {:.3} {}",
             self.name,
             self.value,
             self.a.what,
@@ -143,6 +169,20 @@ mod tests {
             ..f.clone()
         };
         assert!(g.line().ends_with("target >= 2.000 FAIL"));
+        let r = Ratios(vec![1.1, 0.9, 1.0, 1.2, 0.95]);
+        let h = Figure::of_ratios(
+            "x",
+            &r,
+            Raw::new("a", "1"),
+            Raw::new("b", "1"),
+            Op::AtMost,
+            1.25,
+        );
+        assert_eq!(h.value, 1.0);
+        assert_eq!(
+            h.line(),
+            "bench: x: 1.000 (a 1 / b 1) spread 0.900-1.200 of 5 target <= 1.250 PASS"
+        );
     }
 
     #[test]

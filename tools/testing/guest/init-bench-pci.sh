@@ -1,7 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0-only
 # `make bench` second guest (QEMU 11): one simulated device and one emulated
-# Neuron PCI function side by side; MEM_WRITE into each, in one run.
+# Neuron PCI function side by side; MEM_WRITE into each, and the function's
+# transfers and scrub against a copy into its own BAR4, mapped through sysfs
+# (nhbm-bench finds the function's resource4_wc).
 . /common.sh
 
 insmod /neuron_hbm.ko sim_devices=1 sim_arch=2
@@ -16,7 +18,9 @@ if [ -n "$sim" ] && [ -n "$pci" ]; then
 	/tests/nhbm-bench "$sim" --pci-write "$pci"
 	echo "NHBM-BENCH-EXIT $?"
 else
-	echo "bench: pci_mem_write: error: no simulated device ($sim) or PCI function ($pci) FAIL"
+	for f in pci_mem_write pci_write_vs_bar_copy pci_read_vs_bar_copy pci_scrub_vs_memset; do
+		echo "bench: $f: error (no simulated device ($sim) or PCI function ($pci)) FAIL"
+	done
 fi
 rmmod neuron_hbm
 finish
