@@ -55,7 +55,12 @@
 //! count of nodes is taken, so the threads' speeds do not change it.
 //! [`minimize`] wraps the decision problem
 //! in a search over `cap` between the liveness lower bound and a known
-//! packing.
+//! packing. It guides the search by the best packing found so far (a
+//! heuristic's at first): one more order, placing that packing's lowest
+//! buffers first, gets the first worker to itself and the static orders
+//! share the second. A near-perfect packing is mostly right at the
+//! bottom, so the search retraces it and spends its nodes where the
+//! packing wasted bytes.
 //!
 //! A [`Budget`] bounds the search by a count of search nodes, so the same
 //! instance and budget give the same answer on any machine, however loaded.
@@ -181,6 +186,9 @@ pub struct Instance {
     section_bufs: Vec<Vec<u32>>,
     /// For every section, the bytes of the buffers live in it.
     section_bytes: Vec<u64>,
+    /// A good packing ([`minimize`]'s best so far), whose order (lowest
+    /// offset first) is raced first, on a worker of its own.
+    guide: Option<Vec<u64>>,
 }
 
 impl Instance {
@@ -222,6 +230,7 @@ impl Instance {
             overlaps,
             section_bufs,
             section_bytes,
+            guide: None,
         }
     }
 
@@ -328,7 +337,11 @@ impl Instance {
                 })
                 .filter(|&(_, _, _, anywhere, _)| anywhere || !full)
                 .enumerate()
-                .filter(|(k, _)| k % 2 == w)
+                .filter(|&(k, (i, ..))| match self.guide {
+                    // The guide's runs alone on the first worker.
+                    Some(_) => (i == 0) == (w == 0),
+                    None => k % 2 == w,
+                })
                 .map(|(_, run)| run);
             for (i, rank, cover, anywhere, limit) in runs {
                 let rest = left.saturating_sub(nodes);
@@ -387,16 +400,27 @@ impl Instance {
             [&total, &length, &area],
             [&size, &length, &total],
         ];
-        keys.iter()
-            .map(|k| {
-                let mut order: Vec<u32> = (0..n as u32).collect();
-                order.sort_by(|&a, &b| {
-                    let (a, b) = (a as usize, b as usize);
-                    k.iter()
-                        .map(|v| v[b].cmp(&v[a]))
-                        .find(|o| o.is_ne())
-                        .unwrap_or(a.cmp(&b))
-                });
+        let by_keys = keys.iter().map(|k| {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_by(|&a, &b| {
+                let (a, b) = (a as usize, b as usize);
+                k.iter()
+                    .map(|v| v[b].cmp(&v[a]))
+                    .find(|o| o.is_ne())
+                    .unwrap_or(a.cmp(&b))
+            });
+            order
+        });
+        // The guide's order: lowest offset first, then earliest.
+        let guided = self.guide.as_ref().map(|g| {
+            let mut order: Vec<u32> = (0..n as u32).collect();
+            order.sort_by_key(|&i| (g[i as usize], self.bufs[i as usize].first, i));
+            order
+        });
+        guided
+            .into_iter()
+            .chain(by_keys)
+            .map(|order| {
                 let mut rank = vec![0u32; n];
                 for (r, &i) in order.iter().enumerate() {
                     rank[i as usize] = r as u32;
@@ -410,7 +434,7 @@ impl Instance {
 /// The smallest packing of `bufs` found within `budget`. `known` is a
 /// packing to start from (e.g. a heuristic's); the result is never higher.
 pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, budget: &Budget) -> Solution {
-    let inst = Instance::new(bufs);
+    let mut inst = Instance::new(bufs);
     let height = |o: &[u64]| {
         o.iter()
             .zip(bufs)
@@ -431,6 +455,7 @@ pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, budget: &Budget) -> Solu
             Fit::Impossible => stacked(bufs),
         },
     };
+    inst.guide = Some(best.clone());
     let mut hi = height(&best);
     let mut lo = inst.lower_bound();
     // The lower bound first: where a perfect packing exists it is the
@@ -440,6 +465,7 @@ pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, budget: &Budget) -> Solu
         match inst.fit(cap, budget, &mut nodes) {
             Fit::Packing(p) => {
                 hi = height(&p);
+                inst.guide = Some(p.clone());
                 best = p;
             }
             Fit::Impossible => lo = cap + 1,
