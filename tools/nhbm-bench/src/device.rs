@@ -38,7 +38,7 @@ const CHANNEL: u32 = 0;
 /// Length of one timed block of ioctls.
 const BLOCK: Duration = Duration::from_millis(150);
 /// Blocks per side of an interleaved comparison.
-const RESOLVE_ROUNDS: usize = 11;
+const RESOLVE_ROUNDS: usize = 21;
 const BATCH_ROUNDS: usize = 7;
 /// Rounds of the staging comparison, and the least time the small loads of
 /// one round add up to.
@@ -554,7 +554,7 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
 pub const MODEL_BYTES: usize = 256 << 20;
 pub const MODEL_RECORDS: u32 = 1000;
 /// Repetitions of the whole-model figure (one load and one memcpy each).
-const MODEL_REPS: usize = 7;
+const MODEL_REPS: usize = 15;
 /// What `model_staging` must reach (see Documentation/benchmarks.rst).
 pub const MODEL_STAGING_TARGET: f64 = 0.8;
 
@@ -711,7 +711,7 @@ pub const PCI_WRITE_TARGET: f64 = 0.02;
 
 /// Bytes of each transfer compared with the BAR mapping, and repetitions.
 pub const BAR_XFER: usize = 64 << 20;
-const BAR_REPS: usize = 5;
+const BAR_REPS: usize = 9;
 /// Targets of the three figures against the BAR mapping (see
 /// Documentation/benchmarks.rst).
 pub const BAR_WRITE_TARGET: f64 = 0.8;

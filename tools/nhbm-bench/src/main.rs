@@ -27,12 +27,12 @@
 //! 1. `resolve`: a plan of 4096 4 KiB MR_BUFFER variables is staged; blocks
 //!    of NHBM_IOC_RESOLVE calls (every variable in turn, 64 bytes at varying
 //!    offsets) alternate with blocks of NHBM_IOC_DEVICE_INFO, the cheapest
-//!    ioctl, 11 blocks each in ABBA order. Figure: median ns per RESOLVE /
+//!    ioctl, 21 blocks each in ABBA order. Figure: median ns per RESOLVE /
 //!    median ns per DEVICE_INFO. Target <= 1.25.
 //! 2. `library_resolve`: on the same plan, `nhbm::Resolver` (the library's
 //!    in-process resolve from the address table PLAN_LOAD returned; its
 //!    answers are first checked against RESOLVE for every variable) in blocks
-//!    alternating with RESOLVE blocks, 11 each. Figure: median ns per library
+//!    alternating with RESOLVE blocks, 21 each. Figure: median ns per library
 //!    resolve / median ns per RESOLVE. Target <= 0.02.
 //! 3. `staging_scale`: NHBM_IOC_PLAN_LOAD of 100,000 MR_BUFFER records of
 //!    4 KiB (no payload, no names, so every record is a real HBM allocation:
@@ -81,7 +81,7 @@
 //!
 //! 7. `model_staging`: NHBM_IOC_PLAN_LOAD of a plan of 1,000 MR_BUFFER_STAGED
 //!    records carrying 256 MiB of payloads (upload, scrub, placement) against
-//!    a userspace memcpy of the same 256 MiB, 7 repetitions in ABBA order
+//!    a userspace memcpy of the same 256 MiB, 15 repetitions in ABBA order
 //!    after one untimed pass of each. Figure: median memcpy time / PLAN_LOAD
 //!    time. Target >= 0.8.
 //! 8. `pointer_chain` and `crafted_ids`: PLAN_LOAD of 2^20 records whose
@@ -98,7 +98,7 @@
 //!    `pci_write_vs_bar_copy` (MEM_WRITE of 64 MiB / a memcpy into the
 //!    mapping), `pci_read_vs_bar_copy` (MEM_READ / a memcpy out of it) and
 //!    `pci_scrub_vs_memset` (PLAN_LOAD of a fresh 64 MiB buffer, which the
-//!    module scrubs / a memset of the mapping), 5 repetitions each, bytes/ns
+//!    module scrubs / a memset of the mapping), 9 repetitions each, bytes/ns
 //!    over bytes/ns. Targets >= 0.8 (write), >= 0.65 (read, scrub).
 //!
 //! Diagnostics (`#` lines) that locate a cost without being figures: a
