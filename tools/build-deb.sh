@@ -30,8 +30,7 @@ ROOT_PACKAGES=(build-essential debhelper dh-dkms lintian dpkg-dev)
 say() { echo "build-deb: $*" >&2; }
 die() { say "$*"; exit 1; }
 
-VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$REPO/tools/Cargo.toml")
-[ -n "$VERSION" ] || die "no [workspace.package] version in tools/Cargo.toml"
+VERSION=$("$REPO/tools/version.sh")
 MULTIARCH=x86_64-linux-gnu
 
 ROOT=$(NHBM_CACHE="$CACHE" "$HERE/debian13-root.sh" "${ROOT_PACKAGES[@]}")

@@ -14,7 +14,7 @@ KVER="${KVER:-$(uname -r)}"
 KBUILD="/var/cache/neuron_hbm/kbuild/$KVER"
 [ -f "$KBUILD/rust/libkernel.rmeta" ] || KBUILD="/lib/modules/$KVER/build"
 # The project's version is kept in one place, the userspace workspace.
-VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$REPO/tools/Cargo.toml")
+VERSION=$("$REPO/tools/version.sh")
 SRC="/usr/src/neuron_hbm-$VERSION"
 
 die() { echo "dkms-install: $*" >&2; exit 1; }

@@ -68,7 +68,7 @@ ROOT=$(step "Debian 13 root with both kernel flavors" env NHBM_CACHE="$CACHE" \
 	"$REPO/tools/debian13-root.sh" "${PACKAGES[@]}")
 
 step "make deb" env NHBM_CACHE="$CACHE" "$REPO/tools/build-deb.sh"
-VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$REPO/tools/Cargo.toml")
+VERSION=$("$REPO/tools/version.sh")
 
 # A clean slate: the packages of an earlier run removed (not purged: the
 # prepared metadata of the kernels stays cached), and no DKMS registration
