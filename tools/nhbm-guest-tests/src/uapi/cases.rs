@@ -11,6 +11,7 @@ use nhbm::{Device, Plan, Record};
 use crate::fixtures::*;
 use crate::kinds::{real_kind, REAL_KINDS, REAL_KINDS_ABI_VERSION};
 use crate::ktap::*;
+use crate::mem::{page_size, Mapping};
 
 pub fn device_info_reports_v2_geometry() -> TestResult {
     let i = info(&dev()?)?;
@@ -526,6 +527,62 @@ pub fn mem_xfer_bad_buffer_is_efault() -> TestResult {
         )?;
     }
     Ok(())
+}
+
+/// A MEM_WRITE whose user buffer faults 100 bytes into its second 64 KiB
+/// piece answers EFAULT and publishes nothing of that piece: the faulting
+/// page reads as the zeros it held, not as the bytes its memory held
+/// before. The simulated device fills such pages from ones another
+/// tenant's writes replaced, so another open file's bytes are what would
+/// show through.
+pub fn mem_write_faulting_midway_shows_no_other_bytes() -> TestResult {
+    const VAR: u64 = 256 * 1024;
+    const PIECE: usize = 64 * 1024;
+    let a = dev()?;
+    let b = dev()?;
+    let blob = one_buffer(1, VAR).to_blob().ctx("build")?;
+    let pa = a
+        .plan_load(&blob, CHANNEL_ANY)
+        .ctx("PLAN_LOAD (first file)")?;
+    // Written twice: the pages of the first write are replaced, and kept.
+    let secret = pattern(VAR, 77);
+    a.mem_write(pa.plan_id, 1, 0, &secret)
+        .ctx("MEM_WRITE (first file)")?;
+    a.mem_write(pa.plan_id, 1, 0, &pattern(VAR, 78))
+        .ctx("MEM_WRITE again (first file)")?;
+    let pb = b
+        .plan_load(&blob, CHANNEL_ANY)
+        .ctx("PLAN_LOAD (second file)")?;
+    // Readable for one piece and 100 bytes, then an inaccessible page.
+    let page = page_size();
+    let pages = PIECE / page + 2;
+    let mut map = Mapping::new(pages).ctx("mmap")?;
+    let ours = pattern((pages * page) as u64, 79);
+    map.write(0, &ours);
+    map.protect(pages - 1, 1, libc::PROT_NONE).ctx("mprotect")?;
+    let start = page - 100;
+    let mut arg = MemXfer {
+        plan_id: pb.plan_id,
+        var_id: 1,
+        offset: 0,
+        len: (PIECE + page) as u64,
+        buf: map.addr() + start as u64,
+    };
+    // SAFETY: `[buf, buf + PIECE + 100)` is readable; the rest faults on
+    // purpose, and the kernel must answer EFAULT.
+    let r = unsafe { b.mem_xfer_raw(true, &mut arg) };
+    ensure_errno("MEM_WRITE faulting in its second piece", r, libc::EFAULT)?;
+    let got = read(&b, pb.plan_id, 1, 0, VAR)?;
+    let first = &got[..PIECE];
+    ensure(
+        first == &ours[start..start + PIECE] || first.iter().all(|&x| x == 0),
+        || "the first piece holds neither the bytes written nor zeros".to_string(),
+    )?;
+    ensure_bytes(
+        "the faulting piece and beyond",
+        &got[PIECE..],
+        &vec![0; VAR as usize - PIECE],
+    )
 }
 
 pub fn resolve_bounds_are_checked() -> TestResult {
