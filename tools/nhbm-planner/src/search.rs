@@ -1,6 +1,5 @@
 //! hill_climb's search in one memory: bottom-up packings decoded from a
-//! weight per buffer, improved by late-acceptance hill climbing over the
-//! weights.
+//! weight per buffer, improved by hill climbing over the weights.
 //!
 //! Decoding fills the lowest run of operators that share one floor (the
 //! top of what is placed there): of the buffers whose lifetime lies inside
@@ -14,113 +13,209 @@
 //! A run that nothing fits in is raised to its lower neighbour; the bytes
 //! it skips are wasted.
 //!
-//! The search changes one weight per move (a random value, or swapped with
-//! a buffer live at the same time), preferring buffers live where bytes
-//! were wasted, and keeps the change when the cost (high-water mark, then
-//! the area under the packing's skyline, which counts wasted bytes) is not
-//! above the current one or the one 30 moves back (late acceptance). A
-//! decode stops as soon as the bytes it has wasted prove its cost above
-//! both: the area under the skyline is never below every buffer's bytes x
-//! operators plus the bytes wasted so far. It runs in rounds, one per
-//! entry of `ROUNDS`: a step penalty, and whether operators are taken in
-//! reverse order, so that the skyline is filled from the other end (the
-//! search scatters widely, so a few rounds from the same first weights do
-//! better than one long one); a round stops after half of `moves`, after
-//! half of `stall` moves without a lower high-water mark, or at the
-//! liveness lower bound, and the rounds stop at it too. Rounds run two at
-//! a time, on two threads. The generator is seeded and nothing depends on
-//! timing or on which thread ends first: the same arguments give the same
-//! packing.
+//! The cost of a packing is first how low its first mistake is: the floor
+//! of the first run raised, where bytes start being wasted (every column
+//! of a perfect packing is full, so the longer a packing stays free of
+//! them the better); then its high-water mark times the operators plus the
+//! area under its skyline, which counts the wasted bytes. The search
+//! changes one weight per move (a random value, or swapped with a buffer
+//! live at the same time), half the time of a buffer on top of the walls
+//! of that first mistake, and keeps the change when the cost is not above
+//! the current one. A decode stops as soon as it proves its cost above
+//! that: a mistake lower than its, or wasted bytes that put its high-water
+//! mark (no column ends below its floor plus what is left to place there)
+//! or its area above its.
+//!
+//! A decode after a move takes the current packing's steps again as they
+//! were, choosing a cover anew only where a buffer whose weight changed is
+//! a candidate, until one such cover differs; once no step ahead has them
+//! as candidates, the packing is known to be the current one. Up to
+//! `MAX_FREE` moves in a row that leave the packing as it is do not count
+//! against the budget.
+//!
+//! It runs in rounds, one per entry of `ROUNDS`: a step penalty, and
+//! whether operators are taken in reverse order, so that the skyline is
+//! filled from the other end (the search scatters widely, so a few rounds
+//! from the same first weights do better than one long one); a round stops
+//! after half of `moves`, after half of `stall` moves without a lower
+//! cost, or at the liveness lower bound, and the rounds stop at it too.
+//! Rounds run two at a time, on two threads. The generator is seeded and
+//! nothing depends on timing or on which thread ends first: the same
+//! arguments give the same packing.
 
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use crate::exact::Buffer;
 use crate::rng::SplitMix64;
 
-/// Moves back that late acceptance compares with.
-const HISTORY: usize = 30;
+/// Moves in a row that may leave the packing as it is without counting.
+const MAX_FREE: u32 = 16;
 
 /// Each round's step penalty, in tenths of (operators + 1), the range of a
 /// random weight being twice that, and whether it decodes with time
 /// reversed.
 const ROUNDS: [(i64, bool); 4] = [(10, false), (10, true), (20, false), (20, true)];
 
-/// Per operator floors with range assignment and the lowest, leftmost
-/// floor in O(log ops).
-struct Floors {
-    n: usize,
-    min: Vec<u64>,
-    /// A pending assignment of the whole node's range.
-    set: Vec<Option<u64>>,
+/// The skyline as runs of operators with one floor, and the lowest run,
+/// leftmost, in O(log runs).
+struct Skyline {
+    /// Per run, at its first operator: where it ends (exclusive).
+    end: Vec<usize>,
+    /// Per run, at its first operator: the first operator of the run
+    /// before (`usize::MAX`: none).
+    prev: Vec<usize>,
+    /// Per run, at its first operator: its floor (`u64::MAX` where nothing
+    /// is left to place).
+    floor: Vec<u64>,
+    /// Whether an operator is the first of a run.
+    first: Vec<bool>,
+    /// Runs by floor, then first operator; entries of runs since changed
+    /// are skipped.
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+    /// The runs [`Self::set`] makes.
+    pieces: Vec<(usize, usize, u64)>,
 }
 
-impl Floors {
-    fn new(n: usize) -> Self {
-        let n = n.next_power_of_two();
-        Floors {
-            n,
-            min: vec![0; 2 * n],
-            set: vec![None; 2 * n],
+impl Skyline {
+    fn new(ops: usize) -> Self {
+        Skyline {
+            end: vec![0; ops],
+            prev: vec![usize::MAX; ops],
+            floor: vec![0; ops],
+            first: vec![false; ops],
+            heap: BinaryHeap::new(),
+            pieces: Vec::new(),
         }
     }
 
-    /// Floors `key` (operators past them at `u64::MAX`).
+    /// Floors `key` per operator.
     fn reset(&mut self, key: &[u64]) {
-        self.set.fill(None);
-        for i in 0..self.n {
-            self.min[self.n + i] = key.get(i).copied().unwrap_or(u64::MAX);
-        }
-        for i in (1..self.n).rev() {
-            self.min[i] = self.min[2 * i].min(self.min[2 * i + 1]);
+        self.first.fill(false);
+        self.heap.clear();
+        let mut prev = usize::MAX;
+        let mut a = 0;
+        while a < key.len() {
+            let b = a + key[a..].iter().take_while(|&&x| x == key[a]).count();
+            self.first[a] = true;
+            self.end[a] = b;
+            self.prev[a] = prev;
+            self.floor[a] = key[a];
+            if key[a] != u64::MAX {
+                self.heap.push(Reverse((key[a], a)));
+            }
+            prev = a;
+            a = b;
         }
     }
 
-    fn push(&mut self, i: usize) {
-        if let Some(v) = self.set[i].take() {
-            for c in [2 * i, 2 * i + 1] {
-                self.min[c] = v;
-                if c < self.n {
-                    self.set[c] = Some(v);
-                }
+    /// The lowest run, leftmost: (floor, first operator, end).
+    fn lowest(&mut self) -> Option<(u64, usize, usize)> {
+        while let Some(Reverse((f, a))) = self.heap.pop() {
+            if self.first[a] && self.floor[a] == f {
+                return Some((f, a, self.end[a]));
             }
         }
+        None
     }
 
-    /// Sets operators `l..r` to `v`.
-    fn assign(&mut self, l: usize, r: usize, v: u64) {
-        self.assign_in(1, 0, self.n, l, r, v);
-    }
-
-    fn assign_in(&mut self, i: usize, lo: usize, hi: usize, l: usize, r: usize, v: u64) {
-        if r <= lo || hi <= l {
-            return;
-        }
-        if l <= lo && hi <= r {
-            self.min[i] = v;
-            if i < self.n {
-                self.set[i] = Some(v);
-            }
-            return;
-        }
-        self.push(i);
-        let mid = (lo + hi) / 2;
-        self.assign_in(2 * i, lo, mid, l, r, v);
-        self.assign_in(2 * i + 1, mid, hi, l, r, v);
-        self.min[i] = self.min[2 * i].min(self.min[2 * i + 1]);
-    }
-
-    /// The lowest floor and its leftmost operator.
-    fn lowest(&mut self) -> (u64, usize) {
-        let mut i = 1;
-        while i < self.n {
-            self.push(i);
-            i = if self.min[2 * i] <= self.min[2 * i + 1] {
-                2 * i
+    /// The floors left and right of the run starting at `a`.
+    fn walls(&self, a: usize) -> (u64, u64) {
+        let left = self.prev[a];
+        let b = self.end[a];
+        (
+            if left == usize::MAX {
+                u64::MAX
             } else {
-                2 * i + 1
-            };
+                self.floor[left]
+            },
+            if b < self.first.len() {
+                self.floor[b]
+            } else {
+                u64::MAX
+            },
+        )
+    }
+
+    /// Replaces the run starting at `a` by `pieces` (operators `x..y` at
+    /// a floor, in order, covering it), joining equal neighbours.
+    fn set(&mut self, a: usize, pieces: &[(usize, usize, u64)]) {
+        let b = self.end[a];
+        let before = self.prev[a];
+        self.pieces.clear();
+        if before != usize::MAX && self.floor[before] == pieces[0].2 {
+            self.first[a] = false;
+            self.pieces.push((before, a, pieces[0].2));
         }
-        (self.min[i], i - self.n)
+        for &(x, y, v) in pieces {
+            match self.pieces.last_mut() {
+                Some(last) if last.2 == v => last.1 = y,
+                _ => self.pieces.push((x, y, v)),
+            }
+        }
+        if let Some(last) = self.pieces.last_mut() {
+            if b < self.first.len() && self.floor[b] == last.2 {
+                last.1 = self.end[b];
+                self.first[b] = false;
+            }
+        }
+        let mut prev = self.pieces.first().map_or(before, |p| {
+            if p.0 == before {
+                self.prev[before]
+            } else {
+                before
+            }
+        });
+        for &(x, y, v) in &self.pieces {
+            self.first[x] = true;
+            self.end[x] = y;
+            self.prev[x] = prev;
+            self.floor[x] = v;
+            if v != u64::MAX {
+                self.heap.push(Reverse((v, x)));
+            }
+            prev = x;
+        }
+        if let Some(&(_, y, _)) = self.pieces.last() {
+            if y < self.first.len() {
+                self.prev[y] = prev;
+            }
+        }
+    }
+}
+
+/// What a decode is ranked by, lowest first: the floor its first mistake
+/// is at (higher first), then high-water mark times operators plus the
+/// area under the skyline.
+type Cost = (Reverse<u64>, u128);
+
+/// One step of a decode (the run it took follows from the steps before):
+/// the candidates its cover was chosen from (at
+/// `cands` of [`Trace::cands`]; none where the run was raised instead), the
+/// buffers chosen (at `chosen` of [`Trace::chosen`]) and the runs it left
+/// in its place (at `pieces` of [`Trace::pieces`]).
+#[derive(Clone, Copy)]
+struct Step {
+    cands: (usize, usize),
+    chosen: (usize, usize),
+    pieces: (usize, usize),
+}
+
+/// The steps of a decode, in order.
+#[derive(Default)]
+struct Trace {
+    steps: Vec<Step>,
+    cands: Vec<usize>,
+    chosen: Vec<usize>,
+    pieces: Vec<(usize, usize, u64)>,
+}
+
+impl Trace {
+    fn clear(&mut self) {
+        self.steps.clear();
+        self.cands.clear();
+        self.chosen.clear();
+        self.pieces.clear();
     }
 }
 
@@ -129,27 +224,63 @@ struct Filler<'a> {
     bufs: &'a [Buffer],
     /// Buffers live at each operator.
     live: Vec<Vec<u32>>,
-    /// Per operator: the top of the highest buffer placed there.
-    floor: Vec<u64>,
-    /// The floors the next run is chosen by: `u64::MAX` where no buffer
-    /// is left to place.
-    key: Vec<u64>,
-    /// The same, for the lowest one.
-    tree: Floors,
+    /// Per operator: the floor before anything is placed (`u64::MAX`
+    /// where no buffer lives).
+    key0: Vec<u64>,
+    skyline: Skyline,
     /// Buffers by first operator.
-    starting: Vec<Vec<usize>>,
+    by_first: Vec<usize>,
+    /// Their first operators.
+    firsts: Vec<usize>,
+    /// Per operator: where the buffers starting there or later begin in
+    /// `by_first`.
+    from: Vec<usize>,
+    /// Per buffer: its place in `by_first`.
+    rank: Vec<usize>,
+    /// Over `by_first`, the next buffer not placed: a union-find whose
+    /// roots are the unplaced ones (and the end).
+    next: Vec<usize>,
     placed: Vec<bool>,
     off: Vec<u64>,
-    /// Runs raised without a buffer (operators `a..b`) in the last decode.
-    raised: Vec<(usize, usize)>,
+    /// Per operator: the bytes of the unplaced buffers live there.
+    rem: Vec<u64>,
+    /// The same before any is placed.
+    load: Vec<u64>,
+    /// Per operator: the buffer placed there last (`usize::MAX`: none).
+    top: Vec<usize>,
+    /// The buffers on top of the walls of the last decode's first mistake.
+    suspects: Vec<usize>,
     /// Candidates of the run being filled, by first operator.
-    starts: Vec<Vec<usize>>,
-    /// Per operator of the run: the best cover of the run up to it.
+    cands: Vec<usize>,
+    /// The next offset a buffer of the run that is not aligned at its
+    /// floor could take.
+    aligned: u64,
+    /// Operators of the run (from its start) where a candidate starts or
+    /// ends, and its start and end: where the covers' segments meet.
+    pos: Vec<usize>,
+    /// Per operator of the run (from its start) in `pos`: its place there.
+    at: Vec<usize>,
+    /// The operators of `pos`, one bit each.
+    marks: Vec<u64>,
+    /// Per place in `pos`: the best cover of the run up to it.
     best: Vec<Prefix>,
-    /// Per operator of the run: the earliest end (exclusive, from the
-    /// run's start) of a candidate starting there, that candidate, and the
-    /// earliest end of another.
+    /// Per operator of the run in `pos`: the earliest end (exclusive, from
+    /// the run's start) of a candidate starting there, that candidate, and
+    /// the earliest end of another.
     min_end: Vec<(usize, usize, usize)>,
+    /// The buffers of the last cover, from the right.
+    chosen: Vec<usize>,
+    /// The runs the last cover leaves.
+    pieces: Vec<(usize, usize, u64)>,
+    /// The steps of the last decode.
+    trial: Trace,
+    /// The steps of the packing the search is at.
+    kept: Trace,
+    /// Per buffer: the steps of `kept` it is a candidate of, in order.
+    runs_of: Vec<Vec<usize>>,
+    /// The cost and high-water mark of the packing the search is at.
+    kept_cost: Cost,
+    kept_hwm: u64,
     /// What a step in the skyline costs in the cover's score.
     step_penalty: i64,
     /// The liveness lower bound: no packing's high-water mark is below it.
@@ -173,9 +304,10 @@ struct Prefix {
     /// The buffer the last segment starts with (`usize::MAX`: none).
     first: usize,
     down: bool,
-    /// The prefix this one extends (`usize::MAX`: none reached yet).
+    /// The place in `pos` of the prefix this one extends (`usize::MAX`:
+    /// none reached yet).
     prev: usize,
-    /// The buffer placed last, plus one (0: an operator left uncovered).
+    /// The buffer placed last, plus one (0: operators left uncovered).
     buf: usize,
 }
 
@@ -204,30 +336,55 @@ impl<'a> Filler<'a> {
     fn new(bufs: &'a [Buffer]) -> Self {
         let ops = bufs.iter().map(|b| b.last + 1).max().unwrap_or(0);
         let mut live = vec![Vec::new(); ops];
+        let mut load = vec![0; ops];
         for (k, b) in bufs.iter().enumerate() {
-            for l in &mut live[b.first..=b.last] {
+            for (l, x) in live[b.first..=b.last].iter_mut().zip(&mut load[b.first..]) {
                 l.push(k as u32);
+                *x += b.size;
             }
         }
+        let mut by_first: Vec<usize> = (0..bufs.len()).collect();
+        by_first.sort_by_key(|&k| bufs[k].first);
+        let mut rank = vec![0; bufs.len()];
+        for (i, &k) in by_first.iter().enumerate() {
+            rank[k] = i;
+        }
+        let from = (0..=ops)
+            .map(|t| by_first.partition_point(|&k| bufs[k].first < t))
+            .collect();
         Filler {
             bufs,
+            firsts: by_first.iter().map(|&k| bufs[k].first).collect(),
+            key0: live
+                .iter()
+                .map(|l| if l.is_empty() { u64::MAX } else { 0 })
+                .collect(),
             live,
-            floor: vec![0; ops],
-            key: vec![0; ops],
-            tree: Floors::new(ops),
-            starting: {
-                let mut st = vec![Vec::new(); ops];
-                for (k, b) in bufs.iter().enumerate() {
-                    st[b.first].push(k);
-                }
-                st
-            },
+            skyline: Skyline::new(ops),
+            by_first,
+            from,
+            rank,
+            next: (0..=bufs.len()).collect(),
             placed: vec![false; bufs.len()],
             off: vec![0; bufs.len()],
-            raised: Vec::new(),
-            starts: vec![Vec::new(); ops],
-            best: vec![Prefix::NONE; ops + 1],
-            min_end: vec![(0, 0, 0); ops],
+            rem: load.clone(),
+            load,
+            top: vec![usize::MAX; ops],
+            suspects: Vec::new(),
+            cands: Vec::new(),
+            aligned: u64::MAX,
+            pos: Vec::new(),
+            at: vec![0; ops + 1],
+            marks: vec![0; ops / 64 + 1],
+            best: Vec::new(),
+            min_end: vec![(0, 0, 0); ops + 1],
+            chosen: Vec::new(),
+            pieces: Vec::new(),
+            trial: Trace::default(),
+            kept: Trace::default(),
+            runs_of: vec![Vec::new(); bufs.len()],
+            kept_cost: (Reverse(0), 0),
+            kept_hwm: 0,
             step_penalty: 0,
             bound: 0,
             area: bufs
@@ -237,169 +394,354 @@ impl<'a> Filler<'a> {
         }
     }
 
-    /// Packs every buffer bottom up (see the module comment); returns
-    /// (high-water mark, sum over operators of the top there), or `None`
-    /// as soon as the bytes wasted so far prove that the high-water mark
-    /// times the operators plus that sum will be above `limit`. Offsets
-    /// are left in `self.off`.
-    fn fill(&mut self, weight: &[u64], limit: u128) -> Option<(u64, u64)> {
-        let n = self.bufs.len();
-        let ops = self.floor.len();
-        self.floor.fill(0);
-        for (k, l) in self.key.iter_mut().zip(&self.live) {
-            *k = if l.is_empty() { u64::MAX } else { 0 };
+    /// The first unplaced buffer from place `i` of `by_first` on (its
+    /// length: none).
+    fn find(&mut self, i: usize) -> usize {
+        let mut r = i;
+        while self.next[r] != r {
+            r = self.next[r];
         }
-        self.tree.reset(&self.key);
+        let mut x = i;
+        while self.next[x] != r {
+            let y = self.next[x];
+            self.next[x] = r;
+            x = y;
+        }
+        r
+    }
+
+    /// Takes the last decode as the packing the search is at.
+    fn keep(&mut self, cost: Cost, hwm: u64) {
+        std::mem::swap(&mut self.trial, &mut self.kept);
+        (self.kept_cost, self.kept_hwm) = (cost, hwm);
+        for r in &mut self.runs_of {
+            r.clear();
+        }
+        for (i, s) in self.kept.steps.iter().enumerate() {
+            for &k in &self.kept.cands[s.cands.0..s.cands.1] {
+                self.runs_of[k].push(i);
+            }
+        }
+    }
+
+    /// Packs every buffer bottom up (see the module comment); returns its
+    /// cost, its high-water mark and whether it differs from the packing
+    /// the search is at, or `None` as soon as its cost is proven above
+    /// `limit`. Offsets are left in `self.off`.
+    ///
+    /// With `changed`, `weight` differs from the weights of the packing
+    /// the search is at only for those buffers, and that packing's steps
+    /// are taken again as they were up to the first whose cover one of
+    /// them changes: a step where neither is a candidate has the same
+    /// inputs, so it chooses the same cover without choosing again.
+    fn fill(
+        &mut self,
+        weight: &[u64],
+        limit: Cost,
+        changed: Option<[usize; 2]>,
+    ) -> Option<(Cost, u64, bool)> {
+        let n = self.bufs.len();
+        let ops = self.top.len();
+        self.skyline.reset(&self.key0);
+        for (i, x) in self.next.iter_mut().enumerate() {
+            *x = i;
+        }
         self.placed.fill(false);
-        self.raised.clear();
+        self.rem.copy_from_slice(&self.load);
+        self.top.fill(usize::MAX);
+        self.suspects.clear();
+        self.trial.clear();
         let mut left = n;
         let mut hwm = 0;
-        let ops128 = ops as u128;
+        // The sum over operators of the floor there.
+        let mut floors: u128 = 0;
+        // The bytes wasted, and the least high-water mark they leave.
         let mut waste: u128 = 0;
+        let mut least = 0;
+        let mut mistake = u64::MAX;
+        let ops128 = ops as u128;
+        // While the kept packing is taken again: the changed buffers, and
+        // how far through their steps the decode is.
+        let mut replay = changed.filter(|_| !self.kept.steps.is_empty());
+        let mut seen = [0usize; 2];
         while left > 0 {
             // The lowest run, leftmost: operators a..b at floor f.
-            let (f, a) = self.tree.lowest();
-            let b = a + self.key[a..].iter().take_while(|&&x| x == f).count();
-            let mut any = false;
-            // The next offset an unaligned buffer of the run could take.
-            let mut aligned = u64::MAX;
-            for t in a..b {
-                self.starts[t].clear();
-            }
-            for t in a..b {
-                for &k in &self.starting[t] {
-                    let bf = self.bufs[k];
-                    if self.placed[k] || bf.last >= b {
-                        continue;
+            let Some((f, a, b)) = self.skyline.lowest() else {
+                break;
+            };
+            let tops = self.skyline.walls(a);
+            let s = self.trial.steps.len();
+            match (replay, self.kept.steps.get(s).copied()) {
+                (Some(ks), Some(st)) => {
+                    // Where one of the changed buffers is a candidate, the
+                    // cover is chosen again; the rest of the step is the
+                    // kept one.
+                    let mut involved = false;
+                    let mut later = false;
+                    for (x, &k) in seen.iter_mut().zip(&ks) {
+                        let r = &self.runs_of[k];
+                        while r.get(*x).is_some_and(|&i| i < s) {
+                            *x += 1;
+                        }
+                        involved |= r.get(*x) == Some(&s);
+                        later |= *x < r.len();
                     }
-                    if f % bf.align == 0 {
-                        self.starts[t].push(k);
-                        any = true;
+                    if !later {
+                        // No step from here on has them as candidates: the
+                        // rest, and so the packing, is the kept one.
+                        return Some((self.kept_cost, self.kept_hwm, false));
+                    }
+                    self.cands.clear();
+                    self.cands
+                        .extend_from_slice(&self.kept.cands[st.cands.0..st.cands.1]);
+                    let chosen = st.chosen.0..st.chosen.1;
+                    if involved {
+                        self.cover(weight, f, a, b, tops);
+                        if self.chosen[..] != self.kept.chosen[chosen] {
+                            replay = None;
+                        }
                     } else {
-                        aligned = aligned.min(f.next_multiple_of(bf.align));
+                        self.chosen.clear();
+                        self.chosen.extend_from_slice(&self.kept.chosen[chosen]);
+                        self.pieces.clear();
+                        self.pieces
+                            .extend_from_slice(&self.kept.pieces[st.pieces.0..st.pieces.1]);
+                    }
+                }
+                _ => {
+                    replay = None;
+                    self.candidates(f, a, b);
+                    if self.cands.is_empty() {
+                        // Up to the lower neighbour (wasting the bytes
+                        // between), or where a buffer of the run is
+                        // aligned; a run with no buffer left in it is done.
+                        let up = tops.0.min(tops.1).min(self.aligned);
+                        self.chosen.clear();
+                        self.pieces.clear();
+                        self.pieces.push((a, b, up));
+                    } else {
+                        self.cover(weight, f, a, b, tops);
                     }
                 }
             }
-            if !any {
-                // Up to the lower neighbour (wasting the bytes between),
-                // or where a buffer of the run is aligned; a run with no
-                // buffer left in it is done.
-                let l = if a > 0 { self.key[a - 1] } else { u64::MAX };
-                let r = if b < ops { self.key[b] } else { u64::MAX };
-                let up = l.min(r).min(aligned);
-                self.key[a..b].fill(up);
-                self.tree.assign(a, b, up);
+            let t = &mut self.trial;
+            t.steps.push(Step {
+                cands: (t.cands.len(), t.cands.len() + self.cands.len()),
+                chosen: (t.chosen.len(), t.chosen.len() + self.chosen.len()),
+                pieces: (t.pieces.len(), t.pieces.len() + self.pieces.len()),
+            });
+            t.cands.extend_from_slice(&self.cands);
+            t.chosen.extend_from_slice(&self.chosen);
+            t.pieces.extend_from_slice(&self.pieces);
+            self.skyline.set(a, &self.pieces);
+            let mut failed = false;
+            if self.cands.is_empty() {
+                let up = self.pieces[0].2;
                 if up == u64::MAX {
                     continue;
                 }
-                self.floor[a..b].fill(up);
-                self.raised.push((a, b));
-                waste += u128::from(up - f) * (b - a) as u128;
-                if u128::from(hwm.max(self.bound)) * ops128 + self.area + waste > limit {
-                    return None;
-                }
-                continue;
-            }
-            let w = b - a;
-            for (t, e) in (a..b).zip(&mut self.min_end) {
-                *e = (usize::MAX, usize::MAX, usize::MAX);
-                for &k in &self.starts[t] {
-                    let end = self.bufs[k].last + 1 - a;
-                    if end < e.0 {
-                        *e = (end, k, e.0);
-                    } else if end < e.2 {
-                        e.2 = end;
+                let wasted = u128::from(up - f) * (b - a) as u128;
+                floors += wasted;
+                waste += wasted;
+                for &r in &self.rem[a..b] {
+                    if r > 0 {
+                        least = least.max(up + r);
                     }
                 }
-            }
-            // The floors left and right of the run: walls the new skyline
-            // meets.
-            let left_top = if a > 0 { self.key[a - 1] } else { u64::MAX };
-            let right_top = if b < ops { self.key[b] } else { u64::MAX };
-            self.best[0] = Prefix {
-                top: left_top,
-                prev: 0,
-                ..Prefix::NONE
-            };
-            self.best[1..=w].fill(Prefix::NONE);
-            for i in 0..w {
-                let p = self.best[i];
-                if p.prev == usize::MAX {
-                    continue;
-                }
-                // Operators i..j topped at `top` after prefix p (buffer
-                // `buf` + 1, or 0).
-                let extend = |j: usize, top: u64, buf: usize, weight: u64| {
-                    let mut q = Prefix {
-                        covered: p.covered,
-                        pits: p.pits,
-                        score: p.score + weight as i64,
-                        top,
-                        segment: p.segment,
-                        first: p.first,
-                        down: p.down,
-                        prev: i,
-                        buf,
-                    };
-                    if buf > 0 {
-                        q.covered += (j - i) as u64;
-                    }
-                    // No other buffer starts at the segment's start and
-                    // ends inside it.
-                    let unfillable = |start: usize, first: usize, end: usize| {
-                        let (e1, k1, e2) = self.min_end[start];
-                        (if k1 == first { e2 } else { e1 }) > end
-                    };
-                    if top != p.top {
-                        q.score -= self.step_penalty;
-                        if p.down && top > p.top && unfillable(p.segment, p.first, i) {
-                            q.pits += 1;
-                        }
-                        q.segment = i;
-                        q.first = buf.wrapping_sub(1);
-                        q.down = top < p.top;
-                    }
-                    if j == w && top != right_top {
-                        q.score -= self.step_penalty;
-                        if q.down && right_top > top && unfillable(q.segment, q.first, j) {
-                            q.pits += 1;
-                        }
-                    }
-                    q
-                };
-                let q = extend(i + 1, f, 0, 0);
-                if q.beats(&self.best[i + 1]) {
-                    self.best[i + 1] = q;
-                }
-                for &k in &self.starts[a + i] {
+                failed = true;
+            } else {
+                for &k in &self.chosen {
                     let bk = self.bufs[k];
-                    let j = bk.last + 1 - a;
-                    let q = extend(j, f + bk.size, k + 1, weight[k]);
-                    if q.beats(&self.best[j]) {
-                        self.best[j] = q;
-                    }
-                }
-            }
-            let mut j = w;
-            while j > 0 {
-                let Prefix {
-                    prev: i, buf: kk, ..
-                } = self.best[j];
-                if kk > 0 {
-                    let k = kk - 1;
-                    let bf = self.bufs[k];
                     self.placed[k] = true;
                     self.off[k] = f;
-                    self.floor[bf.first..=bf.last].fill(f + bf.size);
-                    self.key[bf.first..=bf.last].fill(f + bf.size);
-                    self.tree.assign(bf.first, bf.last + 1, f + bf.size);
-                    hwm = hwm.max(f + bf.size);
+                    self.next[self.rank[k]] = self.rank[k] + 1;
+                    for r in &mut self.rem[bk.first..=bk.last] {
+                        *r -= bk.size;
+                    }
+                    self.top[bk.first..=bk.last].fill(k);
+                    floors += u128::from(bk.size) * (bk.last - bk.first + 1) as u128;
+                    hwm = hwm.max(f + bk.size);
                     left -= 1;
                 }
-                j = i;
+            }
+            if failed && mistake == u64::MAX {
+                mistake = f;
+                for c in [a.wrapping_sub(1), b] {
+                    if let Some(&k) = self.top.get(c).filter(|&&k| k != usize::MAX) {
+                        self.suspects.push(k);
+                    }
+                }
+                if Reverse(f) > limit.0 {
+                    return None;
+                }
+            }
+            let high = u128::from(hwm.max(self.bound).max(least));
+            if mistake != u64::MAX && (Reverse(mistake), high * ops128 + self.area + waste) > limit
+            {
+                return None;
             }
         }
-        Some((hwm, self.floor.iter().sum()))
+        let differs = replay.is_none() || self.trial.steps.len() != self.kept.steps.len();
+        Some((
+            (Reverse(mistake), u128::from(hwm) * ops128 + floors),
+            hwm,
+            differs,
+        ))
+    }
+
+    /// The buffers not yet placed whose lifetimes lie inside the run `a..b`
+    /// and that can start at `f`, by first operator, into `self.cands`;
+    /// the next offset one that cannot could take into `self.aligned`.
+    fn candidates(&mut self, f: u64, a: usize, b: usize) {
+        let n = self.bufs.len();
+        self.aligned = u64::MAX;
+        self.cands.clear();
+        let mut i = self.find(self.from[a]);
+        while i < n && self.firsts[i] < b {
+            let k = self.by_first[i];
+            let bf = self.bufs[k];
+            if bf.last < b {
+                // Alignments are powers of two.
+                if f & (bf.align - 1) == 0 {
+                    self.cands.push(k);
+                } else {
+                    self.aligned = self.aligned.min(f.next_multiple_of(bf.align));
+                }
+            }
+            i = self.find(i + 1);
+        }
+    }
+
+    /// Chooses the cover of the run `a..b` at floor `f`, between walls at
+    /// `tops` (see the module comment), from `self.cands`: its buffers in
+    /// `self.chosen`, the runs it leaves in `self.pieces`.
+    fn cover(&mut self, weight: &[u64], f: u64, a: usize, b: usize, tops: (u64, u64)) {
+        let (left_top, right_top) = tops;
+        let w = b - a;
+        let words = w / 64 + 1;
+        self.marks[..words].fill(0);
+        let mut mark = |x: usize| self.marks[x / 64] |= 1 << (x % 64);
+        mark(0);
+        mark(w);
+        for &k in &self.cands {
+            let bk = self.bufs[k];
+            mark(bk.first - a);
+            mark(bk.last + 1 - a);
+        }
+        self.pos.clear();
+        for (i, &m) in self.marks[..words].iter().enumerate() {
+            let mut m = m;
+            while m != 0 {
+                self.pos.push(i * 64 + m.trailing_zeros() as usize);
+                m &= m - 1;
+            }
+        }
+        for (j, &x) in self.pos.iter().enumerate() {
+            self.at[x] = j;
+            self.min_end[x] = (usize::MAX, usize::MAX, usize::MAX);
+        }
+        for &k in &self.cands {
+            let bk = self.bufs[k];
+            let e = &mut self.min_end[bk.first - a];
+            let end = bk.last + 1 - a;
+            if end < e.0 {
+                *e = (end, k, e.0);
+            } else if end < e.2 {
+                e.2 = end;
+            }
+        }
+        let np = self.pos.len();
+        self.best.clear();
+        self.best.resize(np, Prefix::NONE);
+        self.best[0] = Prefix {
+            top: left_top,
+            prev: 0,
+            ..Prefix::NONE
+        };
+        let mut c = 0;
+        for pi in 0..np - 1 {
+            let i = self.pos[pi];
+            let p = self.best[pi];
+            // Operators i..j topped at `top` after prefix p (buffer `buf`
+            // + 1, or 0).
+            let extend = |j: usize, top: u64, buf: usize, weight: u64| {
+                let mut q = Prefix {
+                    covered: p.covered,
+                    pits: p.pits,
+                    score: p.score + weight as i64,
+                    top,
+                    segment: p.segment,
+                    first: p.first,
+                    down: p.down,
+                    prev: pi,
+                    buf,
+                };
+                if buf > 0 {
+                    q.covered += (j - i) as u64;
+                }
+                // No other buffer starts at the segment's start and ends
+                // inside it.
+                let unfillable = |start: usize, first: usize, end: usize| {
+                    let (e1, k1, e2) = self.min_end[start];
+                    (if k1 == first { e2 } else { e1 }) > end
+                };
+                if top != p.top {
+                    q.score -= self.step_penalty;
+                    if p.down && top > p.top && unfillable(p.segment, p.first, i) {
+                        q.pits += 1;
+                    }
+                    q.segment = i;
+                    q.first = buf.wrapping_sub(1);
+                    q.down = top < p.top;
+                }
+                if j == w && top != right_top {
+                    q.score -= self.step_penalty;
+                    if q.down && right_top > top && unfillable(q.segment, q.first, j) {
+                        q.pits += 1;
+                    }
+                }
+                q
+            };
+            // Operators left uncovered up to the next place: where that is
+            // the next operator, before the buffers starting here, else
+            // after them (the order one operator at a time gives).
+            let next = self.pos[pi + 1];
+            let uncovered = extend(next, f, 0, 0);
+            let relax = |best: &mut [Prefix], j: usize, q: Prefix| {
+                if q.beats(&best[j]) {
+                    best[j] = q;
+                }
+            };
+            if next == i + 1 {
+                relax(&mut self.best, pi + 1, uncovered);
+            }
+            while let Some(&k) = self.cands.get(c).filter(|&&k| self.bufs[k].first == a + i) {
+                let bk = self.bufs[k];
+                let j = bk.last + 1 - a;
+                let q = extend(j, f + bk.size, k + 1, weight[k]);
+                relax(&mut self.best, self.at[j], q);
+                c += 1;
+            }
+            if next > i + 1 {
+                relax(&mut self.best, pi + 1, uncovered);
+            }
+        }
+        self.pieces.clear();
+        self.chosen.clear();
+        let mut j = np - 1;
+        while j > 0 {
+            let p = self.best[j];
+            let (x, y) = (a + self.pos[p.prev], a + self.pos[j]);
+            let v = if p.buf > 0 {
+                self.chosen.push(p.buf - 1);
+                f + self.bufs[p.buf - 1].size
+            } else {
+                f
+            };
+            self.pieces.push((x, y, v));
+            j = p.prev;
+        }
+        self.pieces.reverse();
     }
 }
 
@@ -477,54 +819,62 @@ pub fn pack(bufs: &[Buffer], moves: u64, stall: u64, seed: u64) -> (u64, Vec<u64
 fn climb(d: &mut Filler, moves: u64, stall: u64, seed: u64, bound: u64) -> (u64, Vec<u64>) {
     let bufs = d.bufs;
     let n = bufs.len();
-    let ops = d.floor.len() as u64;
+    let ops = d.top.len() as u64;
     // Longer-lived buffers first among equals: they are the hardest to
     // fit once the floor is uneven.
     let mut wt: Vec<u64> = bufs.iter().map(|b| (b.last - b.first + 1) as u64).collect();
     let top = ops + 1;
-    let cost = |(h, area): (u64, u64)| u128::from(h) * u128::from(ops) + u128::from(area);
     d.bound = bound;
-    let first = d.fill(&wt, u128::MAX).expect("no limit");
-    let mut best = (first.0, d.off.clone());
-    let mut cur = cost(first);
-    let mut history = [cur; HISTORY];
+    let (mut cur, hwm, _) = d
+        .fill(&wt, (Reverse(0), u128::MAX), None)
+        .expect("no limit");
+    let mut best = (hwm, d.off.clone());
+    let mut sus = d.suspects.clone();
     let mut rng = SplitMix64(seed);
     let mut last_gain = 0;
-    for m in 0..moves {
+    d.keep(cur, hwm);
+    let mut m = 0;
+    let mut free = 0;
+    while m < moves {
         if best.0 <= bound || m - last_gain > stall {
             break;
         }
         let mut k = rng.below(n);
-        if !d.raised.is_empty() && rng.below(2) == 0 {
-            let (a, b) = d.raised[rng.below(d.raised.len())];
-            let t = a + rng.below(b - a);
-            if !d.live[t].is_empty() {
-                k = d.live[t][rng.below(d.live[t].len())] as usize;
-            }
+        if !sus.is_empty() && rng.below(2) == 0 {
+            k = sus[rng.below(sus.len())];
         }
         let b = bufs[k];
         let t = b.first + rng.below(b.last - b.first + 1);
         let q = d.live[t][rng.below(d.live[t].len())] as usize;
         let (wk, wq) = (wt[k], wt[q]);
-        if rng.below(2) == 0 {
+        if rng.below(4) == 0 {
             wt[k] = rng.next_u64() % (2 * top);
         } else {
             wt.swap(k, q);
         }
-        let h = m as usize % HISTORY;
-        let limit = cur.max(history[h]);
-        let r = d.fill(&wt, limit).filter(|&r| cost(r) <= limit);
-        if let Some(r) = r {
-            cur = cost(r);
-            if r.0 < best.0 {
-                best = (r.0, d.off.clone());
+        let r = d.fill(&wt, cur, Some([k, q]));
+        if free < MAX_FREE && r.is_some_and(|r| !r.2) {
+            free += 1;
+            continue;
+        }
+        free = 0;
+        if let Some((c, hwm, differs)) = r.filter(|r| r.0 <= cur) {
+            if c < cur {
                 last_gain = m;
+            }
+            cur = c;
+            if differs {
+                d.keep(c, hwm);
+                sus.clone_from(&d.suspects);
+            }
+            if hwm < best.0 {
+                best = (hwm, d.off.clone());
             }
         } else {
             wt[k] = wk;
             wt[q] = wq;
         }
-        history[h] = cur;
+        m += 1;
     }
     best
 }
@@ -536,7 +886,8 @@ mod tests {
 
     impl Filler<'_> {
         fn fill_all(&mut self, weight: &[u64]) {
-            self.fill(weight, u128::MAX).expect("no limit");
+            self.fill(weight, (Reverse(0), u128::MAX), None)
+                .expect("no limit");
         }
     }
 
@@ -560,6 +911,56 @@ mod tests {
             let top = bufs.iter().zip(&offsets).map(|(b, o)| o + b.size).max();
             assert_eq!(Some(hwm), top);
         }
+    }
+
+    #[test]
+    fn decodes_after_a_move_match_decodes_from_scratch() {
+        let mut rng = SplitMix64(11);
+        let no_limit = (Reverse(0), u128::MAX);
+        let (mut kept, mut changed) = (0, 0);
+        for round in 0..8 {
+            let bufs: Vec<Buffer> = (0..60)
+                .map(|_| {
+                    let first = rng.below(40);
+                    Buffer {
+                        first,
+                        last: first + rng.below(12),
+                        size: 1 + rng.next_u64() % 64,
+                        align: 1 << rng.below(3),
+                    }
+                })
+                .collect();
+            let mut d = Filler::new(&bufs);
+            let mut fresh = Filler::new(&bufs);
+            d.step_penalty = 5 * round;
+            fresh.step_penalty = d.step_penalty;
+            let mut wt: Vec<u64> = (0..bufs.len()).map(|_| rng.next_u64() % 50).collect();
+            let (c, h, _) = d.fill(&wt, no_limit, None).expect("no limit");
+            d.keep(c, h);
+            let mut at = d.off.clone();
+            for _ in 0..200 {
+                let (k, q) = (rng.below(bufs.len()), rng.below(bufs.len()));
+                if rng.below(2) == 0 {
+                    wt[k] = rng.next_u64() % 50;
+                } else {
+                    wt.swap(k, q);
+                }
+                let (c, h, differs) = d.fill(&wt, no_limit, Some([k, q])).expect("no limit");
+                let (fc, fh, _) = fresh.fill(&wt, no_limit, None).expect("no limit");
+                assert_eq!((c, h), (fc, fh), "round {round}");
+                if differs {
+                    assert_eq!(d.off, fresh.off, "round {round}");
+                    d.keep(c, h);
+                    at.clone_from(&d.off);
+                    changed += 1;
+                } else {
+                    assert_eq!(at, fresh.off, "round {round}");
+                    kept += 1;
+                }
+            }
+        }
+        // Both ways a decode after a move ends were taken.
+        assert!(kept > 100 && changed > 50, "{kept} kept, {changed} changed");
     }
 
     fn buf(first: usize, last: usize, size: u64) -> Buffer {
