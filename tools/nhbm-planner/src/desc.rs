@@ -7,7 +7,7 @@
 //!   "memories": [{"name": "hbm0", "max_size": 1048576, "arena_alignment": 64}],
 //!   "platform": {"min_alignment": 64},
 //!   "planner": "greedy",
-//!   "planner_options": {"iterations": 500, "seed": 1, "max_stall_iterations": 200},
+//!   "planner_options": {"iterations": 1000, "seed": 1, "max_stall_iterations": 200},
 //!   "tensors": [
 //!     {"id": "x", "dtype": "float32", "shape": [1, 256], "io": "input"},
 //!     {"id": "w", "dtype": "bfloat16", "shape": [256, 256], "role": "constant",

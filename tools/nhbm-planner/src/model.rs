@@ -337,7 +337,7 @@ pub const DEFAULT_NODE_BUDGET: u64 = 20_000;
 impl Default for PlannerOptions {
     fn default() -> Self {
         PlannerOptions {
-            iterations: 500,
+            iterations: 1000,
             seed: 1,
             max_stall_iterations: 200,
             node_budget: DEFAULT_NODE_BUDGET,

@@ -29,8 +29,9 @@ fn ratio(n: usize, seed: u64) -> (f64, f64) {
     (mp.scratch_high_water_mark() as f64 / optimum as f64, secs)
 }
 
-/// (buffers, seed) of held-out instances cheap enough for a debug build.
-const CHEAP: [(usize, u64); 4] = [(150, 4), (200, 5), (250, 5), (300, 3)];
+/// (buffers, seed) of held-out instances cheap enough for a debug build
+/// (hill_climb once stopped at 1.117 on the last).
+const CHEAP: [(usize, u64); 5] = [(150, 4), (200, 5), (250, 5), (300, 3), (350, 2)];
 
 /// The held-out instances cheap enough for a debug build.
 #[test]
@@ -44,7 +45,7 @@ fn hill_climb_packs_cheap_held_out_instances_within_five_percent() {
 /// Every held-out instance, with its time: `cargo test --release --test
 /// heldout -- --ignored --nocapture`.
 #[test]
-#[ignore = "about a minute in a release build"]
+#[ignore = "some ten seconds in a release build"]
 fn hill_climb_packs_every_held_out_instance_within_five_percent() {
     let mut worst = (0.0, 0, 0);
     for n in SIZES {
