@@ -70,6 +70,10 @@
 //!    rectangle cut into buffers, so the bound is the optimum; exact with
 //!    the comparison's node budget below): exact 1.000, hill_climb <= 1.05,
 //!    and neither above greedy_by_size on any instance.
+//!    `planner_heldout_hill_climb`: hill_climb's worst ratio with default
+//!    options over the held-out hard instances (150..450 buffers in steps
+//!    of 50, seeds 1..5), target <= 1.05; the slowest plan's wall-clock
+//!    time is printed beside it, not judged.
 //!    With `--minimalloc PROGRAM`, `planner_vs_minimalloc`: exact (a node
 //!    budget of 100,000 per search thread, 60 s as an outer cap) and MiniMalloc
 //!    (10 s per capacity asked: the lower bound, then, where it found
@@ -372,6 +376,16 @@ fn planner_figures(dir: &Path, out: &mut Out) {
         for fig in planner::hard_figures(&hard) {
             out.figure(&fig);
         }
+    }
+    match planner::heldout_figure() {
+        Ok((fig, slowest)) => {
+            note(&slowest);
+            out.figure(&fig);
+        }
+        Err(e) => out.error(
+            &["planner_heldout_hill_climb"],
+            &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        ),
     }
 }
 

@@ -220,6 +220,56 @@ pub fn hard_figures(outcomes: &[Outcome]) -> Vec<Figure> {
         .collect()
 }
 
+/// Sizes (buffers) of hill_climb's held-out hard instances, which no other
+/// figure plans (`nhbm-planner`'s `tests/heldout.rs` checks the same).
+pub const HELDOUT_SIZES: [usize; 7] = [150, 200, 250, 300, 350, 400, 450];
+/// Seeds of the held-out instances, for each size.
+pub const HELDOUT_SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
+
+/// `planner_heldout_hill_climb`: hill_climb with default options on every
+/// held-out instance, the worst ratio to the optimum (target <= 1.05); and
+/// a line naming the slowest plan and its wall-clock time (a diagnostic:
+/// times are not judged).
+pub fn heldout_figure() -> Result<(Figure, String), PlannerError> {
+    let mut worst: Option<(f64, String, u64, u64)> = None;
+    let mut slowest = (0.0, String::new());
+    for n in HELDOUT_SIZES {
+        for seed in HELDOUT_SEEDS {
+            let (m, optimum) = nhbm_planner::hard::instance(n, seed);
+            let t0 = Instant::now();
+            let hwm = plan(&m, MemoryPlannerType::HillClimb, &PlannerOptions::default())?
+                .scratch_high_water_mark();
+            let secs = t0.elapsed().as_secs_f64();
+            let name = format!("hard{n}_s{seed}");
+            let r = hwm as f64 / optimum as f64;
+            if worst.as_ref().is_none_or(|w| r > w.0) {
+                worst = Some((r, name.clone(), hwm, optimum));
+            }
+            if secs > slowest.0 {
+                slowest = (secs, name);
+            }
+        }
+    }
+    let (r, name, hwm, optimum) = worst.expect("held-out instances");
+    let count = HELDOUT_SIZES.len() * HELDOUT_SEEDS.len();
+    let figure = Figure::new(
+        "planner_heldout_hill_climb",
+        r,
+        Raw::new(
+            format!("worst of {count} instances [{name}] scratch hwm bytes"),
+            hwm.to_string(),
+        ),
+        Raw::new("optimum bytes", optimum.to_string()),
+        Op::AtMost,
+        HILL_CLIMB_TARGET,
+    );
+    let slow = format!(
+        "heldout: the slowest hill_climb plan took {:.3} s ({})",
+        slowest.0, slowest.1
+    );
+    Ok((figure, slow))
+}
+
 /// Hard instance of `n` buffers (seeded by `n`), named for the figures.
 pub fn hard(n: usize) -> (String, Model) {
     let (m, _) = nhbm_planner::hard::instance(n, n as u64);
