@@ -190,10 +190,10 @@ impl Skyline {
 type Cost = (Reverse<u64>, u128);
 
 /// One step of a decode (the run it took follows from the steps before):
-/// the candidates its cover was chosen from (at
-/// `cands` of [`Trace::cands`]; none where the run was raised instead), the
-/// buffers chosen (at `chosen` of [`Trace::chosen`]) and the runs it left
-/// in its place (at `pieces` of [`Trace::pieces`]).
+/// the candidates its cover was chosen from (at `cands` of
+/// [`Trace::cands`]; none where the run was raised instead), the buffers
+/// chosen (at `chosen` of [`Trace::chosen`]) and the runs it left in its
+/// place (at `pieces` of [`Trace::pieces`]).
 #[derive(Clone, Copy)]
 struct Step {
     cands: (usize, usize),
