@@ -22,10 +22,24 @@ const SOLVED: [(usize, u64, u64); 3] = [
     (300, 300, 40_000),
 ];
 
+/// Plans `hard::instance(n, seed)` with exact and `opts`, checks that the
+/// plan is a packing at the optimum, proven, and returns how exact ended.
+fn assert_optimal(n: usize, seed: u64, opts: &PlannerOptions) -> ExactOutcome {
+    let (m, optimum) = hard::instance(n, seed);
+    let (mp, mut out) = plan_with_outcome(&m, MemoryPlannerType::Exact, opts).unwrap();
+    assert!(overlapping_pairs(&m, &mp).is_empty());
+    let out = out.remove(0);
+    assert_eq!(
+        (mp.scratch_high_water_mark(), out.optimal),
+        (optimum, true),
+        "hard {n} seed {seed}: {out:?}"
+    );
+    out
+}
+
 #[test]
 fn exact_reaches_and_proves_the_optimum_of_hard_instances() {
     for (n, seed, budget) in SOLVED {
-        let (m, optimum) = hard::instance(n, seed);
         let opts = PlannerOptions {
             iterations: 0,
             node_budget: budget,
@@ -33,15 +47,8 @@ fn exact_reaches_and_proves_the_optimum_of_hard_instances() {
             time_budget_ms: 600_000,
             ..PlannerOptions::default()
         };
-        let (mp, out) = plan_with_outcome(&m, MemoryPlannerType::Exact, &opts).unwrap();
-        assert!(overlapping_pairs(&m, &mp).is_empty());
-        assert_eq!(
-            (mp.scratch_high_water_mark(), out[0].optimal),
-            (optimum, true),
-            "hard {n} seed {seed}: {:?}",
-            out[0]
-        );
-        assert!(out[0].nodes <= budget + 1, "{:?}", out[0]);
+        let out = assert_optimal(n, seed, &opts);
+        assert!(out.nodes <= budget + 1, "{out:?}");
     }
 }
 
@@ -54,15 +61,6 @@ const DEFAULT_SOLVED: [(usize, u64); 4] = [(200, 2), (100, 4), (300, 300), (400,
 #[test]
 fn default_options_reach_the_optimum_of_hard_instances() {
     for (n, seed) in DEFAULT_SOLVED {
-        let (m, optimum) = hard::instance(n, seed);
-        let (mp, out) =
-            plan_with_outcome(&m, MemoryPlannerType::Exact, &PlannerOptions::default()).unwrap();
-        assert!(overlapping_pairs(&m, &mp).is_empty());
-        assert_eq!(
-            (mp.scratch_high_water_mark(), out[0].optimal),
-            (optimum, true),
-            "hard {n} seed {seed}: {:?}",
-            out[0]
-        );
+        assert_optimal(n, seed, &PlannerOptions::default());
     }
 }
