@@ -240,7 +240,6 @@ struct Filler<'a> {
     /// Over `by_first`, the next buffer not placed: a union-find whose
     /// roots are the unplaced ones (and the end).
     next: Vec<usize>,
-    placed: Vec<bool>,
     off: Vec<u64>,
     /// Per operator: the bytes of the unplaced buffers live there.
     rem: Vec<u64>,
@@ -365,7 +364,6 @@ impl<'a> Filler<'a> {
             from,
             rank,
             next: (0..=bufs.len()).collect(),
-            placed: vec![false; bufs.len()],
             off: vec![0; bufs.len()],
             rem: load.clone(),
             load,
@@ -446,7 +444,6 @@ impl<'a> Filler<'a> {
         for (i, x) in self.next.iter_mut().enumerate() {
             *x = i;
         }
-        self.placed.fill(false);
         self.rem.copy_from_slice(&self.load);
         self.top.fill(usize::MAX);
         self.suspects.clear();
@@ -534,7 +531,6 @@ impl<'a> Filler<'a> {
             t.chosen.extend_from_slice(&self.chosen);
             t.pieces.extend_from_slice(&self.pieces);
             self.skyline.set(a, &self.pieces);
-            let mut failed = false;
             if self.cands.is_empty() {
                 let up = self.pieces[0].2;
                 if up == u64::MAX {
@@ -548,11 +544,20 @@ impl<'a> Filler<'a> {
                         least = least.max(up + r);
                     }
                 }
-                failed = true;
+                if mistake == u64::MAX {
+                    mistake = f;
+                    for c in [a.wrapping_sub(1), b] {
+                        if let Some(&k) = self.top.get(c).filter(|&&k| k != usize::MAX) {
+                            self.suspects.push(k);
+                        }
+                    }
+                    if Reverse(f) > limit.0 {
+                        return None;
+                    }
+                }
             } else {
                 for &k in &self.chosen {
                     let bk = self.bufs[k];
-                    self.placed[k] = true;
                     self.off[k] = f;
                     self.next[self.rank[k]] = self.rank[k] + 1;
                     for r in &mut self.rem[bk.first..=bk.last] {
@@ -562,17 +567,6 @@ impl<'a> Filler<'a> {
                     floors += u128::from(bk.size) * (bk.last - bk.first + 1) as u128;
                     hwm = hwm.max(f + bk.size);
                     left -= 1;
-                }
-            }
-            if failed && mistake == u64::MAX {
-                mistake = f;
-                for c in [a.wrapping_sub(1), b] {
-                    if let Some(&k) = self.top.get(c).filter(|&&k| k != usize::MAX) {
-                        self.suspects.push(k);
-                    }
-                }
-                if Reverse(f) > limit.0 {
-                    return None;
                 }
             }
             let high = u128::from(hwm.max(self.bound).max(least));
