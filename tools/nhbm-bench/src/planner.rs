@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use nhbm_planner::desc::{Io, ModelDesc, OperatorDesc, Platform, TensorDesc};
 use nhbm_planner::exact::{Buffer, Instance};
+use nhbm_planner::hard::{HELDOUT_SEEDS, HELDOUT_SIZES};
 use nhbm_planner::rng::SplitMix64;
 use nhbm_planner::{
     plan, plan_with_outcome, ExactOutcome, MemoryPlannerType, Model, PlannerError, PlannerOptions,
@@ -220,16 +221,11 @@ pub fn hard_figures(outcomes: &[Outcome]) -> Vec<Figure> {
         .collect()
 }
 
-/// Sizes (buffers) of hill_climb's held-out hard instances, which no other
-/// figure plans (`nhbm-planner`'s `tests/heldout.rs` checks the same).
-pub const HELDOUT_SIZES: [usize; 7] = [150, 200, 250, 300, 350, 400, 450];
-/// Seeds of the held-out instances, for each size.
-pub const HELDOUT_SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
-
 /// `planner_heldout_hill_climb`: hill_climb with default options on every
-/// held-out instance, the worst ratio to the optimum (target <= 1.05); and
-/// a line naming the slowest plan and its wall-clock time (a diagnostic:
-/// times are not judged).
+/// held-out instance ([`HELDOUT_SIZES`] x [`HELDOUT_SEEDS`], which
+/// `nhbm-planner`'s `tests/heldout.rs` checks too), the worst ratio to the
+/// optimum (target <= 1.05); and a line naming the slowest plan and its
+/// wall-clock time (a diagnostic: times are not judged).
 pub fn heldout_figure() -> Result<(Figure, String), PlannerError> {
     let mut worst: Option<(f64, String, u64, u64)> = None;
     let mut slowest = (0.0, String::new());

@@ -11,6 +11,12 @@ use crate::model::*;
 use crate::rng::SplitMix64;
 use crate::Model;
 
+/// Sizes (buffers) of hill_climb's held-out instances: none of them is
+/// planned by the benchmarks' other figures.
+pub const HELDOUT_SIZES: [usize; 7] = [150, 200, 250, 300, 350, 400, 450];
+/// Seeds of the held-out instances, for each size.
+pub const HELDOUT_SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
+
 /// Bytes per capacity unit: every size and cut is a multiple of it, the
 /// platform alignment.
 pub const UNIT: u64 = 64;

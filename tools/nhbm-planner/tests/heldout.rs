@@ -8,10 +8,6 @@ use nhbm_planner::hard;
 use nhbm_planner::planner::overlapping_pairs;
 use nhbm_planner::*;
 
-/// Sizes (buffers) of the held-out range.
-const SIZES: [usize; 7] = [150, 200, 250, 300, 350, 400, 450];
-/// Seeds of the held-out range.
-const SEEDS: [u64; 5] = [1, 2, 3, 4, 5];
 /// hill_climb's target: peak / optimum.
 const TARGET: f64 = 1.05;
 
@@ -48,8 +44,8 @@ fn hill_climb_packs_cheap_held_out_instances_within_five_percent() {
 #[ignore = "some ten seconds in a release build"]
 fn hill_climb_packs_every_held_out_instance_within_five_percent() {
     let mut worst = (0.0, 0, 0);
-    for n in SIZES {
-        for seed in SEEDS {
+    for n in hard::HELDOUT_SIZES {
+        for seed in hard::HELDOUT_SEEDS {
             let (r, secs) = ratio(n, seed);
             println!("hard{n}_s{seed} {r:.4} {secs:.3} s");
             if r > worst.0 {
