@@ -9,6 +9,29 @@ mount -t debugfs debugfs /sys/kernel/debug
 [ -d /sys/fs/cgroup ] && mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mkdir -p /tmp
 
+# settle_console: wait until the kernel has printed its log to the console.
+# The 8250 console prints from its own thread (pr/ttyS0), after printk()
+# returns: what insmod's KUnit suites logged may still be going out when the
+# next command writes to the same serial line, and the two then interleave
+# mid-line. Waits (at most 30 s) until that thread has been asleep at two
+# polls in a row, which it is only with nothing left to print.
+settle_console() {
+	local p pid= quiet=0 n=0
+	for p in /proc/[0-9]*; do
+		[ "$(cat "$p/comm" 2>/dev/null)" = pr/ttyS0 ] && pid=${p#/proc/}
+	done
+	[ -n "$pid" ] || return 0
+	while [ "$quiet" -lt 2 ] && [ "$n" -lt 600 ]; do
+		# Field 3 of stat is the state; the comm has no space in it.
+		set -- $(cat "/proc/$pid/stat")
+		if [ "$3" = S ]; then quiet=$((quiet + 1)); else quiet=0; fi
+		n=$((n + 1))
+		sleep 0.05
+	done
+	[ "$n" -gt 2 ] && echo "nhbm: waited $((n * 50)) ms for the kernel's console output"
+	return 0
+}
+
 # run_tests: every /tests/*-test program in turn; each prints its own KTAP.
 run_tests() {
 	for t in /tests/*-test; do

@@ -7,6 +7,7 @@
 . /common.sh
 
 insmod /neuron_hbm.ko sim_devices=1 sim_arch=2
+settle_console
 sim= pci=
 for n in 0 1; do
 	case "$(cat /sys/class/misc/neuron_hbm$n/simulated 2>/dev/null)" in

@@ -8,6 +8,7 @@
 # by nhbm-bench's exit status, printed as NHBM-BENCH-EXIT.
 # This is the module built with its benchmarks (NHBM_BENCH=1): they run at load.
 insmod /neuron_hbm.ko sim_devices=1 sim_arch=2
+settle_console
 if [ -x /tests/nhbm-bench ]; then
 	/tests/nhbm-bench /dev/neuron_hbm0 --no-planner
 	echo "NHBM-BENCH-EXIT $?"

@@ -16,6 +16,7 @@ for d in /sys/bus/pci/devices/*; do
 done
 echo "nhbm: insmod neuron_hbm.ko (no simulated devices)"
 insmod /neuron_hbm.ko fault_injection=1 || echo "not ok 1 nhbm_insmod"
+settle_console
 for n in 1 2; do
 	echo "nhbm: running nhbm-pci-test -d $n"
 	/tests/nhbm-pci-test -d "$n" || echo "nhbm: nhbm-pci-test -d $n exited with $?"

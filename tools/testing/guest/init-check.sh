@@ -29,6 +29,7 @@ load_module() {
 allowed=OE
 grep -q "nhbm_signed=1" /proc/cmdline && allowed=O
 if load_module; then
+	settle_console
 	taint=$(cat /sys/module/neuron_hbm/taint)
 	echo "nhbm: neuron_hbm taints the kernel with '$taint'"
 	case "$taint" in
