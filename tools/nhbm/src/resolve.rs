@@ -176,8 +176,11 @@ impl Resolver {
         }
     }
 
-    /// Sparse ids: out of the dense path's way, which then falls through.
-    #[cold]
+    /// Sparse ids. Inlined: with a call on the cold path, even one never
+    /// taken, a caller's loop must keep what lives across it in callee-saved
+    /// registers, runs out of them, and reloads the table's address and
+    /// length from its stack on every resolve.
+    #[inline(always)]
     fn sorted_entry(&self, var_id: u32) -> Option<&Entry> {
         self.ids
             .binary_search(&var_id)
