@@ -11,8 +11,9 @@
 //! keeps the range that was filled and completes the rest itself before it
 //! gives the page out.
 
+use crate::user_source::UserSource;
 use core::mem::MaybeUninit;
-use kernel::{alloc::Flags, prelude::*, uaccess::UserSliceReader};
+use kernel::{alloc::Flags, prelude::*};
 
 /// `N` bytes, of which `[from, to)` were written.
 ///
@@ -53,12 +54,7 @@ impl<const N: usize> Blank<N> {
 
     /// Fills `[at, at + len)` with `len` bytes read from `src` (`EINVAL` past
     /// the page); the range filled before, if any, no longer counts.
-    pub(crate) fn fill_from_user(
-        &mut self,
-        src: &mut UserSliceReader,
-        at: usize,
-        len: usize,
-    ) -> Result {
+    pub(crate) fn fill_from_user(&mut self, src: &mut UserSource, at: usize, len: usize) -> Result {
         let end = at.checked_add(len).filter(|&e| e <= N).ok_or(EINVAL)?;
         // INVARIANT: the empty range is initialized, whatever the copy does.
         self.to = self.from;
@@ -68,7 +64,7 @@ impl<const N: usize> Blank<N> {
         let room = unsafe {
             core::slice::from_raw_parts_mut(self.bytes().add(at).cast::<MaybeUninit<u8>>(), len)
         };
-        src.read_raw(room)?;
+        src.read_raw_nontemporal(room)?;
         // INVARIANT: `read_raw` succeeded, so it wrote every byte of the range.
         (self.from, self.to) = (at, end);
         Ok(())

@@ -27,6 +27,7 @@ use crate::{
     resched,
     telemetry::Telemetry,
     uapi::{self, *},
+    user_source::UserSource,
 };
 use kernel::{
     fs::File,
@@ -163,9 +164,15 @@ fn writeback<T: kernel::transmute::AsBytes>(arg: usize, v: &T) -> Result {
 }
 
 fn user_slice(addr: u64, len: u64) -> Result<UserSlice> {
+    let (at, len) = user_range(addr, len)?;
+    Ok(UserSlice::new(at, len))
+}
+
+/// The user address and length of a request's buffer.
+fn user_range(addr: u64, len: u64) -> Result<(UserPtr, usize)> {
     let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
     let len = usize::try_from(len).map_err(|_| EINVAL)?;
-    Ok(UserSlice::new(UserPtr::from_addr(addr), len))
+    Ok((UserPtr::from_addr(addr), len))
 }
 
 #[pinned_drop]
@@ -412,15 +419,15 @@ impl OpenFile {
         let plan = self.plan(req.plan_id)?;
         plan.check_live()?;
         let pa = plan.resolve_hbm(req.var_id, req.offset, req.len)?;
-        let user = user_slice(req.buf, req.len)?;
+        let (at, n) = user_range(req.buf, req.len)?;
         self.dev.fault.point(EFAULT)?;
         let staged_at = plan.reset_epoch();
         if write {
             self.dev
-                .write_from_user(staged_at, pa, &mut user.reader(), req.len)
+                .write_from_user(staged_at, pa, &mut UserSource::new(at, n), req.len)
         } else {
-            self.dev
-                .read_to_user(staged_at, pa, &mut user.writer(), req.len)
+            let mut dst = UserSlice::new(at, n).writer();
+            self.dev.read_to_user(staged_at, pa, &mut dst, req.len)
         }
     }
 

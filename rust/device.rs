@@ -17,6 +17,7 @@ use crate::{
     reset_line::{self, ResetLine},
     sim::SimIo,
     tree_batch::{batch_from, Batch},
+    user_source::UserSource,
 };
 use kernel::{
     new_condvar, new_mutex,
@@ -26,7 +27,7 @@ use kernel::{
         atomic::{Acquire, Atomic, Release},
         Arc, CondVar, Mutex,
     },
-    uaccess::{UserSliceReader, UserSliceWriter},
+    uaccess::UserSliceWriter,
 };
 
 /// Where a device's registers and HBM window come from.
@@ -393,7 +394,7 @@ impl Device {
         &self,
         staged_at: u64,
         pa: u64,
-        src: &mut UserSliceReader,
+        src: &mut UserSource,
         len: u64,
     ) -> Result {
         // User memory is copied with no lock held, through a bounce buffer

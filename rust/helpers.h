@@ -24,6 +24,13 @@ void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
 void nhbm_cond_resched(void);
 bool nhbm_fatal_signal_pending(void);
 
+/*
+ * A copy from user memory with non-temporal stores where the architecture
+ * has them (user_copy.c); returns the bytes not copied.
+ */
+unsigned long nhbm_copy_from_user_nontemporal(void *to, const void __user *from,
+					      unsigned long n);
+
 /* The device-memory cgroup controller (dmem_helpers.c). */
 struct dmem_cgroup_region;
 struct dmem_cgroup_pool_state;

@@ -7,7 +7,8 @@
 //! ([`crate::sim`]) implement it; nothing above this file knows which one runs.
 
 use crate::regs::MiscRam;
-use kernel::{prelude::*, uaccess::UserSliceReader};
+use crate::user_source::UserSource;
+use kernel::prelude::*;
 
 /// Runs the device-side step it is given inside the reset gate
 /// ([`crate::device::Device`]): waits out a device reset, refuses data of an
@@ -62,7 +63,7 @@ pub(crate) trait DeviceIo: Send + Sync {
     fn bar4_write_from_user(
         &self,
         off: u64,
-        src: &mut UserSliceReader,
+        src: &mut UserSource,
         len: usize,
         bounce: &mut Bounce,
         gate: Gate<'_>,

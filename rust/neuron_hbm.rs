@@ -38,6 +38,7 @@ mod sparse;
 mod telemetry;
 mod tree_batch;
 mod uapi;
+mod user_source;
 mod wc_bar;
 
 use arch::ArchInfo;

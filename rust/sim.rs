@@ -24,6 +24,7 @@ use crate::{
         RESET_TRIGGER,
     },
     sparse::SparseMem,
+    user_source::UserSource,
 };
 use kernel::{
     io::{Io, IoSysMap},
@@ -33,7 +34,6 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         SpinLock,
     },
-    uaccess::UserSliceReader,
 };
 
 /// How the simulated firmware behaves. Its clock is the driver's looks: one
@@ -257,7 +257,7 @@ impl DeviceIo for SimIo {
     fn bar4_write_from_user(
         &self,
         off: u64,
-        src: &mut UserSliceReader,
+        src: &mut UserSource,
         len: usize,
         _bounce: &mut Bounce,
         gate: Gate<'_>,

@@ -7,13 +7,13 @@
 use crate::{
     blank_page::Blank,
     io::{check_range, Gate, XFER_CHUNK},
+    user_source::UserSource,
 };
 use kernel::{
     new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation},
     sync::Mutex,
-    uaccess::UserSliceReader,
 };
 
 /// Bytes copied under one hold of the page lock.
@@ -152,7 +152,7 @@ impl SparseMem {
     pub(crate) fn write_from_user(
         &self,
         off: u64,
-        src: &mut UserSliceReader,
+        src: &mut UserSource,
         len: usize,
         gate: Gate<'_>,
     ) -> Result {

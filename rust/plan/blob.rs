@@ -3,7 +3,7 @@
 //! Where a plan blob's bytes come from: user memory (the ioctl) or a kernel
 //! buffer (tests). Payloads move straight from the source to the device.
 
-use crate::{device::Device, fault::FaultInjector};
+use crate::{device::Device, fault::FaultInjector, user_source::UserSource};
 use kernel::{
     prelude::*,
     uaccess::{UserPtr, UserSlice},
@@ -48,13 +48,11 @@ impl<'a> UserBlob<'a> {
         Ok(Self { addr, len, fault })
     }
 
-    fn slice(&self, off: u64, len: u64) -> Result<UserSlice> {
+    /// The user address and length of `[off, off + len)` of the blob.
+    fn range(&self, off: u64, len: u64) -> Result<(UserPtr, usize)> {
         self.check(off, len)?;
         let len = usize::try_from(len)?;
-        Ok(UserSlice::new(
-            UserPtr::from_addr(self.addr + off as usize),
-            len,
-        ))
+        Ok((UserPtr::from_addr(self.addr + off as usize), len))
     }
 }
 
@@ -65,13 +63,14 @@ impl BlobSource for UserBlob<'_> {
 
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result {
         self.fault.point(EFAULT)?;
-        self.slice(off, buf.len() as u64)?.reader().read_slice(buf)
+        let (at, len) = self.range(off, buf.len() as u64)?;
+        UserSlice::new(at, len).reader().read_slice(buf)
     }
 
     fn upload(&self, dev: &Device, staged_at: u64, pa: u64, off: u64, len: u64) -> Result {
         self.fault.point(EFAULT)?;
-        let mut reader = self.slice(off, len)?.reader();
-        dev.write_from_user(staged_at, pa, &mut reader, len)
+        let (at, n) = self.range(off, len)?;
+        dev.write_from_user(staged_at, pa, &mut UserSource::new(at, n), len)
     }
 }
 
