@@ -65,7 +65,7 @@ impl<const N: usize> Blank<N> {
             core::slice::from_raw_parts_mut(self.bytes().add(at).cast::<MaybeUninit<u8>>(), len)
         };
         src.read_raw_nontemporal(room)?;
-        // INVARIANT: `read_raw` succeeded, so it wrote every byte of the range.
+        // INVARIANT: `read_raw_nontemporal` succeeded, so it wrote every byte of the range.
         (self.from, self.to) = (at, end);
         Ok(())
     }
