@@ -28,9 +28,9 @@ pub(crate) fn apb_to_bar0(addr: u64) -> Option<u64> {
 /// V2 packs its two 16 GiB stacks into 0..32 GiB (64 GiB appears at 16 GiB);
 /// V3/V4 place channel `i` at `i * 64 GiB`. The range must lie in one channel.
 ///
-/// Known quirk, kept from the reference (`mmap_get_bar4_offset_v2`): on V2 the
-/// end bound is strict, so a range ending exactly at the end of a stack is
-/// rejected. The memory-pool grid never hands out a V2 stack's last granule so
+/// Known quirk, kept from the reference (`mmap_get_bar4_offset_v2`, which
+/// checks the end of both stacks): on V2 the end bound is strict, so a range
+/// ending exactly at the end of a stack is rejected. The memory-pool grid never hands out a V2 stack's last granule so
 /// that every allocation stays reachable.
 pub(crate) fn bar4_offset(info: &ArchInfo, pa: u64, size: u64) -> Result<u64> {
     let end = pa.checked_add(size).ok_or(EINVAL)?;
@@ -115,7 +115,8 @@ mod tests {
         assert_eq!(bar4_offset(&V2, 16 * GIB - 1, 1), Err(EINVAL));
         assert_eq!(bar4_offset(&V2, 80 * GIB - 1, 1), Err(EINVAL));
         assert_eq!(bar4_offset(&V2, 0, 16 * GIB), Err(EINVAL));
-        // Crossing the end is rejected too (the reference did not check HBM1's end).
+        // Crossing the end is rejected too, on either stack, as in the
+        // reference (v2/neuron_dhal_v2.c `mmap_get_bar4_offset_v2`).
         assert_eq!(bar4_offset(&V2, 80 * GIB - 4096, 8192), Err(EINVAL));
     }
 

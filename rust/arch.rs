@@ -53,6 +53,22 @@ pub(crate) const V2_TPB_BASE: u64 = 0x0fff_c000_0000;
 /// the start of each channel x region, v2:476-515, v3:682-721).
 pub(crate) const FW_CARVEOUT: u64 = 16 * MIB;
 
+/// The engines a TPB reset stops beside each NeuronCore `i` (bit `i` of
+/// the map), as the reference's `nr_get_tpb_reset_map` adds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TpbEngines {
+    /// The core's top SPs, `per_core` of them: bits `8 + per_core * i` ..
+    /// `8 + per_core * (i + 1) - 1` (v2/neuron_dhal_v2.c, `V2_TS_PER_DEVICE
+    /// / V2_NC_PER_DEVICE` = 6 / 2 = 3).
+    TopSp {
+        /// Top SPs per core.
+        per_core: u32,
+    },
+    /// The core's SDMA group at bit `i + 8` and TOP_SP group at bit `i + 16`
+    /// (v3/neuron_dhal_v3.c; V4 registers no map of its own).
+    SdmaAndTopSp,
+}
+
 /// Neuron device generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
@@ -109,6 +125,8 @@ pub(crate) struct ArchInfo {
     pub(crate) carveout: u64,
     /// The firmware reset handshake's timing.
     pub(crate) reset: ResetTiming,
+    /// What a TPB reset stops beside each core.
+    pub(crate) tpb_engines: TpbEngines,
 }
 
 /// Trn1 / Inf2 (v2/address_map.h unless noted).
@@ -149,6 +167,7 @@ pub(crate) static V2: ArchInfo = ArchInfo {
         poll_ms: 100,
         initiate_max_ms: 120_000,
     },
+    tpb_engines: TpbEngines::TopSp { per_core: 3 },
 };
 
 /// `V3_NR_RESET_POLL_INTERVAL` and `V3_NR_RESET_INIT_MAX_TOTAL_WAIT_TIME_MS`
@@ -203,6 +222,7 @@ pub(crate) static V3: ArchInfo = ArchInfo {
     tpb_base: V3_TPB_BASES,
     carveout: FW_CARVEOUT,
     reset: V3_RESET,
+    tpb_engines: TpbEngines::SdmaAndTopSp,
 };
 
 /// Trn3: 36 GiB channels (seed 001 §2; `V4_HBM_ACTIVE_SIZE`,
@@ -227,6 +247,7 @@ pub(crate) static V4: ArchInfo = ArchInfo {
     tpb_base: V3_TPB_BASES,
     carveout: FW_CARVEOUT,
     reset: V3_RESET,
+    tpb_engines: TpbEngines::SdmaAndTopSp,
 };
 
 /// Every arch, oldest first.
@@ -236,6 +257,22 @@ impl ArchInfo {
     /// Arch from its generation number (2, 3 or 4).
     pub(crate) fn from_number(number: u32) -> Option<&'static ArchInfo> {
         ARCHS.into_iter().find(|a| a.arch as u32 == number)
+    }
+
+    /// The mailbox map of a TPB reset of the cores in `cores` (one bit per
+    /// core, none past `nr_cores`): each core's bit and its engines' bits.
+    pub(crate) fn tpb_reset_map(&self, cores: u32) -> u32 {
+        (0..self.nr_cores as u32)
+            .filter(|i| cores & (1 << i) != 0)
+            .fold(0, |map, i| {
+                map | 1 << i
+                    | match self.tpb_engines {
+                        TpbEngines::TopSp { per_core } => {
+                            ((1 << per_core) - 1) << (8 + per_core * i)
+                        }
+                        TpbEngines::SdmaAndTopSp => 1 << (i + 8) | 1 << (i + 16),
+                    }
+            })
     }
 }
 
@@ -247,6 +284,12 @@ const _: () = {
         let a = ARCHS[i];
         assert!(a.nr_channels as u64 * a.channel_size <= a.bar4_size);
         assert!(a.nr_channels <= MAX_CHANNELS);
+        // The engine bits of the last core fit the 32-bit mailbox map.
+        let top = match a.tpb_engines {
+            TpbEngines::TopSp { per_core } => 8 + per_core * a.nr_cores as u32,
+            TpbEngines::SdmaAndTopSp => 16 + a.nr_cores as u32,
+        };
+        assert!(top <= 32);
         i += 1;
     }
 };
@@ -265,6 +308,22 @@ mod tests {
         }
         assert!(ArchInfo::from_number(1).is_none());
         assert!(ArchInfo::from_number(5).is_none());
+    }
+
+    #[test]
+    fn tpb_reset_maps_carry_each_cores_engines() {
+        // V2: core bit, then three top SPs per core from bit 8.
+        assert_eq!(V2.tpb_reset_map(0b01), 0x0701);
+        assert_eq!(V2.tpb_reset_map(0b10), 0x3802);
+        assert_eq!(V2.tpb_reset_map(0b11), 0x3f03);
+        // V3 and V4: core bit, SDMA group at +8, TOP_SP group at +16.
+        for a in [&V3, &V4] {
+            assert_eq!(a.tpb_reset_map(0b1), 0x01_0101);
+            assert_eq!(a.tpb_reset_map(0x80), 0x80_8080);
+            assert_eq!(a.tpb_reset_map(0xff), 0xff_ffff);
+        }
+        // Cores the arch does not have add nothing.
+        assert_eq!(V2.tpb_reset_map(0b100), 0);
     }
 
     #[test]

@@ -475,7 +475,7 @@ impl OpenFile {
         // device's only open file (a runtime that owns it) may reset, and
         // anyone the device reset that ends a "reset state unknown"; checked
         // under the lock that opens take.
-        let res = self.dev.reset(kind, req.nc_map, !admin);
+        let res = Device::reset(&self.dev, kind, req.nc_map, !admin);
         req.status = match &res {
             Ok(_) => 0,
             Err(e) => e.to_errno(),

@@ -9,25 +9,28 @@ use crate::{
     arch::ArchInfo,
     dmem::Region,
     fault::FaultInjector,
-    fw::{self, ResetKind, TaskClock, WaitReport},
+    fw::{self, RealClock, ResetKind, WaitReport, SLEEP_SLICE_MS},
     io::{Bounce, DeviceIo, XFER_CHUNK},
     mempool::{Geometry, Grid},
     node_index::NodeIndex,
     resched,
     reset_line::{self, ResetLine},
+    reset_queue,
     sim::SimIo,
     tree_batch::{batch_from, Batch},
     user_source::UserSource,
 };
 use kernel::{
-    new_condvar, new_mutex,
+    impl_has_work, new_condvar, new_mutex, new_spinlock, new_work,
     prelude::*,
     rbtree::RBTree,
     sync::{
         atomic::{Acquire, Atomic, Release},
-        Arc, CondVar, Mutex,
+        Arc, CondVar, Mutex, MutexGuard, SpinLock,
     },
+    time::{delay::fsleep, Delta},
     uaccess::UserSliceWriter,
+    workqueue::{Work, WorkItem},
 };
 
 /// Where a device's registers and HBM window come from.
@@ -93,6 +96,52 @@ struct Gate {
     unknown: bool,
     /// The order in which waiting resets start.
     line: ResetLine,
+}
+
+/// One reset on the module's reset workqueue, the device's reset worker
+/// (the reference's per-device reset thread, `nr_reset_thread_fn` in
+/// neuron_reset.c): it runs to its own end whatever happens to the task
+/// that asked for it.
+#[pin_data]
+struct ResetJob {
+    dev: Arc<Device>,
+    kind: ResetKind,
+    /// RESET_TPB_MAP of the request (0 for a device reset).
+    map: u32,
+    /// How it ended, once it has.
+    #[pin]
+    outcome: SpinLock<Option<Result<WaitReport>>>,
+    #[pin]
+    work: Work<ResetJob>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for ResetJob { self.work }
+}
+
+impl WorkItem for ResetJob {
+    type Pointer = Arc<ResetJob>;
+
+    fn run(job: Arc<ResetJob>) {
+        let dev = &job.dev;
+        // Removal (unbind, unload) ends the handshake at its next poll.
+        let stop = || dev.check_present();
+        let clock = RealClock::new(&stop);
+        let (res, report) = fw::reset(dev.io(), &dev.info.reset, &clock, job.kind, job.map);
+        if let Err(e) = res {
+            pr_warn!(
+                "neuron_hbm{}: {:?} reset failed ({:?}) after {} ms, {} requests\n",
+                dev.index,
+                job.kind,
+                e,
+                report.elapsed_ms,
+                report.sends
+            );
+        }
+        // Published before the gate opens: its waiter wakes on the gate.
+        *job.outcome.lock() = Some(res.map(|()| report));
+        dev.end_reset(job.kind, &res);
+    }
 }
 
 /// Telemetry of one live plan.
@@ -260,12 +309,32 @@ impl Device {
         batch_from(&self.plans.lock(), from, |_, summary| *summary)
     }
 
+    /// Waits for the gate to change, with the gate's lock `g` released
+    /// meanwhile; `EINTR` once a fatal signal is pending, and only then: a
+    /// signal that is not fatal (an interval timer) stays pending for the
+    /// return to user space, and the wait goes on in [`SLEEP_SLICE_MS`]
+    /// naps until it ends.
+    fn wait_killable<'a>(&'a self, mut g: MutexGuard<'a, Gate>) -> (MutexGuard<'a, Gate>, Result) {
+        if let Err(e) = resched::checkpoint() {
+            return (g, Err(e));
+        }
+        if kernel::current!().signal_pending() {
+            drop(g);
+            fsleep(Delta::from_millis(i64::from(SLEEP_SLICE_MS)));
+            return (self.gate.lock(), Ok(()));
+        }
+        // Woken by a change or by a signal (a fatal one included).
+        let _ = self.gate_changed.wait_interruptible(&mut g);
+        (g, Ok(()))
+    }
+
     /// Takes the gate for a reset of `kind`: waits, in line
     /// ([`ResetLine`]), for the resets under way or asked for earlier and,
     /// for a device reset, for the transfers in flight, then moves the
-    /// epoch. With `exclusive`, `EPERM` unless the caller's file is the
-    /// device's only open file or the reset is the device reset that ends a
-    /// "reset state unknown", checked under the lock that opens take.
+    /// epoch. Only a fatal signal ends these waits (`EINTR`). With
+    /// `exclusive`, `EPERM` unless the caller's file is the device's only
+    /// open file or the reset is the device reset that ends a "reset state
+    /// unknown", checked under the lock that opens take.
     fn begin_reset(&self, kind: ResetKind, exclusive: bool) -> Result {
         // A device in "reset state unknown" has no data left to lose: anyone
         // may run the device reset that ends it, or one tenant could fail a
@@ -284,10 +353,10 @@ impl Device {
                 Some(EPERM)
             } else if !g.resetting && g.line.is_first(&ticket) {
                 break;
-            } else if self.gate_changed.wait_interruptible(&mut g) {
-                Some(EINTR)
             } else {
-                None
+                let (back, res) = self.wait_killable(g);
+                g = back;
+                res.err()
             };
             if let Some(e) = refused {
                 g.line.give_up(ticket);
@@ -300,7 +369,9 @@ impl Device {
         if kind == ResetKind::Device {
             g.blocking = true;
             while g.transfers > 0 {
-                if self.gate_changed.wait_interruptible(&mut g) {
+                let (back, res) = self.wait_killable(g);
+                g = back;
+                if res.is_err() {
                     g.resetting = false;
                     g.blocking = false;
                     self.gate_changed.notify_all();
@@ -325,34 +396,90 @@ impl Device {
         self.gate_changed.notify_all();
     }
 
-    /// Resets the device (`nc_map` 0) or the TPBs in `nc_map` and waits for
-    /// the firmware as the reference does ([`fw::reset`]). Resets are
-    /// serialized; a device reset first waits for the BAR4 transfers in
-    /// flight, holds new ones off while it runs, and makes every plan staged
-    /// before it answer `EIO`. One that fails or is interrupted leaves the
-    /// device in "reset state unknown" (loads answer `EIO`) until a device
-    /// reset succeeds. Every wait ends with `EINTR` on a signal; no lock is
-    /// held while the firmware is waited for. With `exclusive`, `EPERM`
-    /// unless the caller's file is the only open file of the device, or the
-    /// device is in "reset state unknown" and this is a device reset.
+    /// The mailbox map of a reset of `kind` of the cores in `cores`:
+    /// `EINVAL` for a device reset that names cores, or a TPB reset that
+    /// names none or one the device does not have.
+    fn reset_map(&self, kind: ResetKind, cores: u32) -> Result<u32> {
+        match kind {
+            ResetKind::Device if cores == 0 => Ok(0),
+            ResetKind::Tpb if cores != 0 && u64::from(cores) >> self.info.nr_cores == 0 => {
+                Ok(self.info.tpb_reset_map(cores))
+            }
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// A reset of `kind` with mailbox map `map`, for the worker.
+    fn new_job(dev: &Arc<Self>, kind: ResetKind, map: u32) -> Result<Arc<ResetJob>> {
+        Arc::pin_init(
+            pin_init!(ResetJob {
+                dev: dev.clone(),
+                kind,
+                map,
+                outcome <- new_spinlock!(None),
+                work <- new_work!("ResetJob::work"),
+            }),
+            GFP_KERNEL_ACCOUNT,
+        )
+    }
+
+    /// Hands `job`, which holds the gate, to the reset worker; if there is
+    /// none (the module is being unloaded) the gate opens again with
+    /// `ENODEV`.
+    fn start(&self, job: Arc<ResetJob>) -> Result {
+        let kind = job.kind;
+        // A job is queued once, when it is made: it cannot be queued already.
+        if let Err(e) = reset_queue::enqueue(job) {
+            self.end_reset(kind, &Err(e));
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Resets the device (`cores` 0) or the TPBs of the cores in `cores`,
+    /// with the engines the reference resets beside each core
+    /// ([`ArchInfo::tpb_reset_map`]), on the device's reset worker, and
+    /// waits for the firmware as the reference does ([`fw::reset`]).
+    /// Resets are serialized and start in the order they were asked for; a
+    /// device reset first waits for the BAR4 transfers in flight, holds new
+    /// ones off while it runs, and makes every plan staged before it answer
+    /// `EIO`. One that fails leaves the device in "reset state unknown"
+    /// (loads answer `EIO`) until a device reset succeeds. Only a fatal
+    /// signal ends the caller's waits (`EINTR`); a reset once started runs
+    /// to its own end regardless, and its outcome alone decides the device's
+    /// state. No lock is held while the firmware is waited for. With
+    /// `exclusive`, `EPERM` unless the caller's file is the only open file
+    /// of the device, or the device is in "reset state unknown" and this is
+    /// a device reset.
     pub(crate) fn reset(
-        &self,
+        dev: &Arc<Self>,
         kind: ResetKind,
-        nc_map: u32,
+        cores: u32,
         exclusive: bool,
     ) -> Result<WaitReport> {
-        self.check_present()?;
-        let map_ok = match kind {
-            ResetKind::Device => nc_map == 0,
-            ResetKind::Tpb => nc_map != 0 && u64::from(nc_map) >> self.info.nr_cores == 0,
-        };
-        if !map_ok {
-            return Err(EINVAL);
+        dev.check_present()?;
+        let map = dev.reset_map(kind, cores)?;
+        let job = Self::new_job(dev, kind, map)?;
+        dev.begin_reset(kind, exclusive)?;
+        dev.start(job.clone())?;
+        let mut g = dev.gate.lock();
+        loop {
+            if let Some(res) = *job.outcome.lock() {
+                return res;
+            }
+            let (back, res) = dev.wait_killable(g);
+            g = back;
+            res?;
         }
-        self.begin_reset(kind, exclusive)?;
-        let (res, report) = fw::reset(self.io(), &self.info.reset, &TaskClock::new(), kind, nc_map);
-        self.end_reset(kind, &res);
-        res.map(|()| report)
+    }
+
+    /// Starts a device reset as the reference's probe ends (`neuron_pci.c`):
+    /// asynchronously, holding loads and transfers off until it ends, as
+    /// every device reset does. Called before the device's node exists.
+    pub(crate) fn reset_at_probe(dev: &Arc<Self>) -> Result {
+        let job = Self::new_job(dev, ResetKind::Device, 0)?;
+        dev.begin_reset(ResetKind::Device, false)?;
+        dev.start(job)
     }
 
     /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces that end
@@ -536,25 +663,64 @@ mod tests {
         let dev = sim_device()?;
         dev.sim().unwrap().unplug();
         assert_eq!(dev.write(0, 0, b"x"), Err(ENODEV));
-        assert_eq!(dev.reset(ResetKind::Device, 0, false).err(), Some(ENODEV));
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Device, 0, false).err(),
+            Some(ENODEV)
+        );
         Ok(())
     }
 
     #[test]
     fn tpb_reset_checks_the_core_map() -> Result {
         let dev = sim_device()?;
-        assert_eq!(dev.reset(ResetKind::Tpb, 0, false).err(), Some(EINVAL));
-        assert_eq!(dev.reset(ResetKind::Tpb, 0b100, false).err(), Some(EINVAL));
-        assert!(dev.reset(ResetKind::Tpb, 0b11, false).is_ok());
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Tpb, 0, false).err(),
+            Some(EINVAL)
+        );
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Tpb, 0b100, false).err(),
+            Some(EINVAL)
+        );
+        assert!(Device::reset(&dev, ResetKind::Tpb, 0b11, false).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn tpb_reset_hands_the_firmware_the_references_map() -> Result {
+        for info in [&crate::arch::V2, &crate::arch::V3, &crate::arch::V4] {
+            let dev = Device::new_test_sim_of(info, 1)?;
+            let sim = dev.sim().ok_or(EINVAL)?;
+            let last = 1u32 << (info.nr_cores - 1);
+            for cores in [0b1, last, last | 1] {
+                Device::reset(&dev, ResetKind::Tpb, cores, false)?;
+                assert_eq!(sim.tpb_map_taken(), info.tpb_reset_map(cores));
+                // Each core's engines are in it, not only the core's bit.
+                assert!(sim.tpb_map_taken() & !cores != 0);
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn probe_reset_holds_loads_off_until_it_ends() -> Result {
+        let dev = sim_device()?;
+        let sim = dev.sim().ok_or(EINVAL)?;
+        Device::reset_at_probe(&dev)?;
+        // Waits for the worker's reset, then stages at the moved epoch.
+        assert_eq!(dev.ready_epoch()?, 1);
+        assert_eq!(sim.resets_taken(), 1);
         Ok(())
     }
 
     #[test]
     fn device_reset_takes_no_core_map() -> Result {
         let dev = sim_device()?;
-        assert_eq!(dev.reset(ResetKind::Device, 0b1, false).err(), Some(EINVAL));
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Device, 0b1, false).err(),
+            Some(EINVAL)
+        );
         assert_eq!(dev.sim().map(|s| s.resets_taken()), Some(0));
-        assert!(dev.reset(ResetKind::Device, 0, false).is_ok());
+        assert!(Device::reset(&dev, ResetKind::Device, 0, false).is_ok());
         Ok(())
     }
 
@@ -563,9 +729,9 @@ mod tests {
         let dev = sim_device()?;
         let before = dev.ready_epoch()?;
         assert!(dev.check_epoch(before).is_ok());
-        dev.reset(ResetKind::Tpb, 0b1, false)?;
+        Device::reset(&dev, ResetKind::Tpb, 0b1, false)?;
         assert!(dev.check_epoch(before).is_ok());
-        dev.reset(ResetKind::Device, 0, false)?;
+        Device::reset(&dev, ResetKind::Device, 0, false)?;
         assert_eq!(dev.check_epoch(before), Err(EIO));
         assert!(dev.check_epoch(dev.ready_epoch()?).is_ok());
         // A transfer of data staged before the reset is refused.
@@ -597,7 +763,7 @@ mod tests {
             ..FwScript::PROMPT
         });
         assert_eq!(
-            dev.reset(ResetKind::Device, 0, false).err(),
+            Device::reset(&dev, ResetKind::Device, 0, false).err(),
             Some(ETIMEDOUT)
         );
         // Every plan and every new load answers EIO ...
@@ -605,10 +771,10 @@ mod tests {
         assert_eq!(dev.ready_epoch(), Err(EIO));
         // ... a TPB reset does not end it ...
         sim.set_fw_script(FwScript::PROMPT);
-        dev.reset(ResetKind::Tpb, 0b1, false)?;
+        Device::reset(&dev, ResetKind::Tpb, 0b1, false)?;
         assert_eq!(dev.ready_epoch(), Err(EIO));
         // ... a device reset that succeeds does.
-        dev.reset(ResetKind::Device, 0, false)?;
+        Device::reset(&dev, ResetKind::Device, 0, false)?;
         let now = dev.ready_epoch()?;
         assert!(dev.write(now, GIB, b"x").is_ok());
         assert_eq!(dev.check_epoch(staged), Err(EIO));
@@ -620,10 +786,13 @@ mod tests {
         let dev = sim_device()?;
         dev.file_opened();
         dev.file_opened();
-        assert_eq!(dev.reset(ResetKind::Device, 0, true).err(), Some(EPERM));
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Device, 0, true).err(),
+            Some(EPERM)
+        );
         assert_eq!(dev.sim().map(|s| s.resets_taken()), Some(0));
         dev.file_closed();
-        assert!(dev.reset(ResetKind::Device, 0, true).is_ok());
+        assert!(Device::reset(&dev, ResetKind::Device, 0, true).is_ok());
         dev.file_closed();
         assert_eq!(dev.open_files(), 0);
         Ok(())
@@ -672,16 +841,25 @@ mod tests {
             ready_on_poll: 0,
             ..FwScript::PROMPT
         });
-        assert_eq!(dev.reset(ResetKind::Device, 0, true).err(), Some(ETIMEDOUT));
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Device, 0, true).err(),
+            Some(ETIMEDOUT)
+        );
         dev.file_opened();
         assert_eq!(dev.ready_epoch(), Err(EIO));
         sim.set_fw_script(FwScript::PROMPT);
         // A TPB reset still needs the only open file; the recovery does not.
-        assert_eq!(dev.reset(ResetKind::Tpb, 0b1, true).err(), Some(EPERM));
-        assert!(dev.reset(ResetKind::Device, 0, true).is_ok());
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Tpb, 0b1, true).err(),
+            Some(EPERM)
+        );
+        assert!(Device::reset(&dev, ResetKind::Device, 0, true).is_ok());
         assert!(dev.ready_epoch().is_ok());
         // Recovered: exclusive again.
-        assert_eq!(dev.reset(ResetKind::Device, 0, true).err(), Some(EPERM));
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Device, 0, true).err(),
+            Some(EPERM)
+        );
         dev.file_closed();
         dev.file_closed();
         Ok(())

@@ -10,19 +10,25 @@
 //!    took it (RESET_REQUEST reads 0), writes it again every
 //!    [`DEVICE_RESEND_MS`] or [`TPB_RESEND_MS`] because the firmware may
 //!    have missed it, and gives up after [`ResetTiming::initiate_max_ms`];
-//! 3. then up to [`RESET_RETRIES`] looks at FW_STATUS, `100 ms * i` apart,
-//!    wait for the reset-in-progress bit to clear.
+//! 3. then up to [`RESET_RETRIES`] looks at FW_STATUS wait for the
+//!    reset-in-progress bit to clear: the driver looks, and sleeps
+//!    `100 ms * i` after look `i` (from 0) that still sees it set.
 //!
 //! Every register read of the handshake is a firmware read: one that answers
 //! `0xdeadbeef` is read again every [`BAD_READ_POLL_MS`] for up to
 //! [`BAD_READ_WINDOW_MS`], and that window is tried [`BAD_READ_TRIES`] times.
+//! A register that reads all ones is an ordinary value while a reset runs
+//! ("not taken yet", "still resetting"), as in the reference: only a
+//! function whose configuration space is gone too ends the handshake with
+//! `ENODEV` ([`DeviceIo::config_present`]).
 //!
-//! Unlike the reference, whose reset runs in a kernel thread that signals do
-//! not reach, the wait runs in the caller's ioctl: every sleep ends with
-//! `EINTR` within [`SLEEP_SLICE_MS`] of a signal, so no wait outlasts a kill.
-//! Time comes from a [`Clock`], the monotonic clock on a real device, a
-//! counter in the KUnit tests, so the reference's 30 s re-send and 480 s
-//! deadline are tested without waiting for them.
+//! The handshake runs on the device's reset worker, as the reference's runs
+//! on its per-device reset thread (`nr_reset_thread_fn`, neuron_reset.c):
+//! signals never reach it; every sleep is cut into [`SLEEP_SLICE_MS`]
+//! slices, and before each the [`RealClock`]'s stop check may end it (the
+//! device was removed). Time comes from a [`Clock`], the monotonic clock on
+//! a real device, a counter in the KUnit tests, so the reference's 30 s
+//! re-send and 480 s deadline are tested without waiting for them.
 
 use crate::{
     arch::ResetTiming,
@@ -57,8 +63,9 @@ pub(crate) const BAD_READ_POLL_MS: u32 = 1;
 pub(crate) const BAD_READ_WINDOW_MS: u64 = 1_000;
 /// Windows of re-reads before a read fails (`FW_IO_RD_RETRY`, neuron_fw_io.h:118).
 pub(crate) const BAD_READ_TRIES: u32 = 15;
-/// Longest uninterrupted sleep: a signal ends a wait within this many ms.
-const SLEEP_SLICE_MS: u32 = 10;
+/// Longest sleep between two stop checks: a removal ends a reset within
+/// this many ms.
+pub(crate) const SLEEP_SLICE_MS: u32 = 10;
 
 /// Kind of reset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,32 +100,37 @@ impl ResetKind {
 pub(crate) trait Clock {
     /// Milliseconds since some fixed point.
     fn now_ms(&self) -> u64;
-    /// Sleeps `ms` milliseconds; `EINTR` when a signal is pending.
+    /// Sleeps `ms` milliseconds; an error when the wait must end early.
     fn sleep_ms(&self, ms: u32) -> Result;
 }
 
-/// The monotonic clock and real sleeps of the calling task, cut into
-/// [`SLEEP_SLICE_MS`] slices with a signal check before each.
-pub(crate) struct TaskClock(Instant<Monotonic>);
+/// The monotonic clock and real sleeps, cut into [`SLEEP_SLICE_MS`] slices
+/// with a call of `stop` before each: the wait ends with the error `stop`
+/// returns.
+pub(crate) struct RealClock<'a> {
+    start: Instant<Monotonic>,
+    stop: &'a dyn Fn() -> Result,
+}
 
-impl TaskClock {
-    /// A clock that counts from now.
-    pub(crate) fn new() -> Self {
-        Self(Instant::now())
+impl<'a> RealClock<'a> {
+    /// A clock that counts from now and stops when `stop` fails.
+    pub(crate) fn new(stop: &'a dyn Fn() -> Result) -> Self {
+        Self {
+            start: Instant::now(),
+            stop,
+        }
     }
 }
 
-impl Clock for TaskClock {
+impl Clock for RealClock<'_> {
     fn now_ms(&self) -> u64 {
-        self.0.elapsed().as_millis().max(0) as u64
+        self.start.elapsed().as_millis().max(0) as u64
     }
 
     fn sleep_ms(&self, ms: u32) -> Result {
         let mut left = ms;
         loop {
-            if kernel::current!().signal_pending() {
-                return Err(EINTR);
-            }
+            (self.stop)()?;
             if left == 0 {
                 return Ok(());
             }
@@ -140,18 +152,10 @@ pub(crate) struct WaitReport {
     pub(crate) elapsed_ms: u64,
 }
 
-/// `ENODEV` for a register that reads all ones: the device is gone.
-fn present(value: u32) -> Result<u32> {
-    if value == GONE {
-        Err(ENODEV)
-    } else {
-        Ok(value)
-    }
-}
-
 /// A firmware read of one register (`fw_io_read_csr_array_direct`, not
 /// operational): `None` when every read of every window answered
-/// `0xdeadbeef`, `ENODEV` as soon as one reads all ones.
+/// `0xdeadbeef`. All ones is a value like any other unless the function's
+/// configuration space is gone too: then `ENODEV`.
 fn fw_read(
     io: &dyn DeviceIo,
     clock: &dyn Clock,
@@ -160,7 +164,10 @@ fn fw_read(
     for _ in 0..BAD_READ_TRIES {
         let start = clock.now_ms();
         loop {
-            let value = present(io.misc_ram(|mb| read(&mb))?)?;
+            let value = io.misc_ram(|mb| read(&mb))?;
+            if value == GONE && !io.config_present() {
+                return Err(ENODEV);
+            }
             if value != FW_IO_BAD_READ {
                 return Ok(Some(value));
             }
@@ -222,17 +229,18 @@ fn initiate(
     }
 }
 
-/// Waits for the firmware to finish a reset: up to [`RESET_RETRIES`] looks
-/// at FW_STATUS, look `i` (from 0) after `i * RESET_STEP_MS` more ms; done
-/// when the in-progress bit is clear, `ETIMEDOUT` when the last look still
-/// sees it set (or reads `0xdeadbeef` throughout).
+/// Waits for the firmware to finish a reset as
+/// `nr_wait_for_reset_completion_v2/_v3` do: up to [`RESET_RETRIES`] looks
+/// at FW_STATUS, done when the in-progress bit is clear; after look `i`
+/// (from 0) that still sees it set (or reads `0xdeadbeef` throughout), a
+/// sleep of `i * RESET_STEP_MS` ms, so looks come at +0, 0, 100, 300 and
+/// 600 ms and `ETIMEDOUT` at +1000 ms.
 pub(crate) fn wait_for_reset_completion(
     io: &dyn DeviceIo,
     clock: &dyn Clock,
     report: &mut WaitReport,
 ) -> Result {
     for i in 0..RESET_RETRIES {
-        clock.sleep_ms(RESET_STEP_MS * i)?;
         report.tries += 1;
         let status = fw_read(io, clock, &|mb| u32::from(mb.read(FW_STATUS)))?;
         if let Some(st) = status {
@@ -240,6 +248,7 @@ pub(crate) fn wait_for_reset_completion(
                 return Ok(());
             }
         }
+        clock.sleep_ms(RESET_STEP_MS * i)?;
     }
     Err(ETIMEDOUT)
 }
@@ -295,22 +304,22 @@ mod tests {
     };
     use core::cell::Cell;
 
-    /// Time that passes only when slept, and a signal that arrives at a
+    /// Time that passes only when slept, and a removal that comes at a
     /// given time.
     struct FakeClock {
         now: Cell<u64>,
-        signal_at: u64,
+        stop_at: u64,
     }
 
     impl FakeClock {
         fn new() -> Self {
-            Self::signalled_at(u64::MAX)
+            Self::stopped_at(u64::MAX)
         }
 
-        fn signalled_at(ms: u64) -> Self {
+        fn stopped_at(ms: u64) -> Self {
             Self {
                 now: Cell::new(0),
-                signal_at: ms,
+                stop_at: ms,
             }
         }
     }
@@ -321,8 +330,8 @@ mod tests {
         }
 
         fn sleep_ms(&self, ms: u32) -> Result {
-            if self.now.get() >= self.signal_at {
-                return Err(EINTR);
+            if self.now.get() >= self.stop_at {
+                return Err(ENODEV);
             }
             self.now.set(self.now.get() + u64::from(ms));
             Ok(())
@@ -367,13 +376,21 @@ mod tests {
             ready_on_poll: 3,
             ..FwScript::PROMPT
         };
-        // Looks at +0, +100 and +200 ms after the take at 100 ms.
-        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 3, 400)));
+        // Look first, then sleep 100 ms * i: looks at +0, +0 and +100 ms
+        // after the take seen at 100 ms.
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 3, 200)));
+        let c = FakeClock::new();
+        let script = FwScript {
+            ready_on_poll: 5,
+            ..FwScript::PROMPT
+        };
+        // The fifth look, at +600 ms.
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 5, 700)));
         let never = FwScript {
             ready_on_poll: 0,
             ..FwScript::PROMPT
         };
-        // Five looks, 0 + 100 + 200 + 300 + 400 ms apart.
+        // Five looks at +0, 0, 100, 300, 600, and a last sleep of 400 ms.
         let c = FakeClock::new();
         assert_eq!(
             device_reset(never, &c)?,
@@ -477,21 +494,36 @@ mod tests {
     }
 
     #[test]
-    fn a_signal_ends_every_wait() -> Result {
+    fn a_stop_ends_every_wait() -> Result {
         let never_taken = FwScript {
             ignore_requests: u32::MAX,
             ..FwScript::PROMPT
         };
-        let c = FakeClock::signalled_at(45_000);
+        let c = FakeClock::stopped_at(45_000);
         let (res, rep) = device_reset(never_taken, &c)?;
-        assert_eq!((res, rep.sends), (Err(EINTR), 2));
+        assert_eq!((res, rep.sends), (Err(ENODEV), 2));
         assert_eq!(rep.elapsed_ms, 45_000);
         let bad = FwScript {
             bad_reads: u32::MAX,
             ..FwScript::PROMPT
         };
-        let c = FakeClock::signalled_at(3_000);
-        assert_eq!(device_reset(bad, &c)?.0, Err(EINTR));
+        let c = FakeClock::stopped_at(3_000);
+        assert_eq!(device_reset(bad, &c)?.0, Err(ENODEV));
+        Ok(())
+    }
+
+    #[test]
+    fn all_ones_is_polled_on_while_config_space_answers() -> Result {
+        // BAR0 reads all ones for the first three looks after the take;
+        // the function is still there: the fourth look, at +300 ms, sees
+        // the reset done.
+        let s = sim(FwScript {
+            all_ones: 3,
+            ..FwScript::PROMPT
+        })?;
+        let c = FakeClock::new();
+        let (res, rep) = reset(&*s, &V2.reset, &c, ResetKind::Device, 0);
+        assert_eq!((res, rep), (Ok(()), report(1, 4, 400)));
         Ok(())
     }
 

@@ -25,6 +25,14 @@ void nhbm_cond_resched(void);
 bool nhbm_fatal_signal_pending(void);
 
 /*
+ * The module's reset workqueue (sched.c): alloc_workqueue() is a variadic
+ * macro, out of reach of Rust.
+ */
+struct workqueue_struct;
+struct workqueue_struct *nhbm_reset_wq_alloc(void);
+void nhbm_reset_wq_destroy(struct workqueue_struct *wq);
+
+/*
  * A copy from user memory with non-temporal stores where the architecture
  * has them (user_copy.c); returns the bytes not copied.
  */

@@ -82,9 +82,14 @@ pub(crate) trait DeviceIo: Send + Sync {
     /// Whether the device is still there (false after surprise removal).
     fn is_present(&self) -> bool;
 
+    /// Whether the function still answers in configuration space: a
+    /// register that reads all ones means "gone" only when this is false.
+    fn config_present(&self) -> bool;
+
     /// `ENODEV` unless the device still answers: unlike
     /// [`DeviceIo::is_present`], this may read a register, so that a device
-    /// removed by surprise (reads all ones) is noticed after a transfer.
+    /// removed by surprise (reads all ones, and so does its configuration
+    /// space) is noticed after a transfer.
     fn confirm_present(&self) -> Result {
         if self.is_present() {
             Ok(())

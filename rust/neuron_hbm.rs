@@ -29,10 +29,12 @@ mod mempool;
 mod miscdev;
 mod node_index;
 mod pci;
+mod pci_presence;
 mod plan;
 mod regs;
 mod resched;
 mod reset_line;
+mod reset_queue;
 mod sim;
 mod sparse;
 mod telemetry;
@@ -80,6 +82,10 @@ module! {
             default: true,
             description: "Keep the 16 MiB firmware carve-out at the start of every region",
         },
+        reset_on_probe: bool {
+            default: true,
+            description: "Reset each device when it is bound, as the reference driver does",
+        },
     },
 }
 
@@ -87,6 +93,12 @@ module! {
 /// on real devices.
 pub(crate) fn fault_injection_asked() -> bool {
     module_parameters::fault_injection.value()
+}
+
+/// Whether each device is reset when it is bound or created
+/// (`reset_on_probe`).
+pub(crate) fn reset_on_probe() -> bool {
+    module_parameters::reset_on_probe.value()
 }
 
 /// The grid geometry the module parameters ask for.
@@ -99,16 +111,33 @@ fn geometry(info: &'static ArchInfo) -> Geometry {
     }
 }
 
-/// The module: the PCI driver and the simulated devices' nodes.
+/// The module: the PCI driver, the simulated devices' nodes and the reset
+/// workqueue, dropped in that order: the queue, last, waits for the resets
+/// still running, which removal ends at their next poll.
 #[pin_data]
 pub struct NeuronHbm {
     #[pin]
     _pci: kernel::driver::Registration<kernel::pci::Adapter<pci::PciDriver>>,
-    sim_nodes: KVec<Pin<KBox<Node>>>,
+    sim_nodes: KVec<SimNode>,
+    _resets: reset_queue::ResetQueue,
 }
 
-/// Creates the simulated devices `sim_devices` and `sim_arch` ask for.
-fn sim_devices() -> Result<KVec<Pin<KBox<Node>>>> {
+/// A simulated device's node; unplugged when the module goes, so that a
+/// reset still running on it ends at its next poll.
+struct SimNode {
+    _node: Pin<KBox<Node>>,
+    sim: Arc<SimIo>,
+}
+
+impl Drop for SimNode {
+    fn drop(&mut self) {
+        self.sim.unplug();
+    }
+}
+
+/// Creates the simulated devices `sim_devices` and `sim_arch` ask for,
+/// each reset at creation as a bound PCI function is (`reset_on_probe`).
+fn sim_devices() -> Result<KVec<SimNode>> {
     let mut nodes = KVec::new();
     let count = module_parameters::sim_devices.value() as usize;
     if count == 0 {
@@ -127,11 +156,20 @@ fn sim_devices() -> Result<KVec<Pin<KBox<Node>>>> {
         let sim = Arc::pin_init(SimIo::new(info), GFP_KERNEL)?;
         let dev = Device::new(
             (arch::PCI_VENDOR_AMAZON, info.sim_pci_device),
-            Backend::Sim(sim),
+            Backend::Sim(sim.clone()),
             geometry(info),
         )?;
         pr_info!("neuron_hbm{}: simulated {} device\n", dev.index, info.name);
-        nodes.push(Node::new(dev)?, GFP_KERNEL)?;
+        if reset_on_probe() {
+            Device::reset_at_probe(&dev)?;
+        }
+        nodes.push(
+            SimNode {
+                _node: Node::new(dev)?,
+                sim,
+            },
+            GFP_KERNEL,
+        )?;
     }
     Ok(nodes)
 }
@@ -160,10 +198,11 @@ impl kernel::InPlaceModule for NeuronHbm {
         #[cfg(nhbm_bench)]
         bench::run();
         try_pin_init!(Self {
-            sim_nodes: {
+            _resets: {
                 check_params()?;
-                sim_devices()?
+                reset_queue::ResetQueue::new()?
             },
+            sim_nodes: sim_devices()?,
             _pci <- kernel::driver::Registration::new(c"neuron_hbm", module),
         })
     }

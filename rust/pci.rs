@@ -15,11 +15,13 @@ use crate::{
     arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON, V2, V3, V4},
     chardev::Node,
     device::{Backend, Device},
-    fw::{self, Clock, TaskClock},
+    fw::{self, Clock, RealClock},
     geometry,
     io::{check_range, DeviceIo},
     io_view::mmio_window,
+    pci_presence,
     regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
+    resched,
     wc_bar::WcBar,
 };
 use kernel::{
@@ -29,6 +31,7 @@ use kernel::{
     pci::{self, Bar, DevresBar},
     prelude::*,
     sync::{
+        aref::ARef,
         atomic::{Atomic, Relaxed},
         Arc,
     },
@@ -55,6 +58,8 @@ fn aligned_part(off: usize, len: usize) -> (usize, usize) {
 
 /// BAR0 and BAR4 of one bound PCI function.
 pub(crate) struct PciIo {
+    /// The function, for its configuration space.
+    pdev: ARef<pci::Device>,
     bar0: DevresBar,
     bar4: Devres<WcBar>,
     /// BAR0 offset of the MISC RAM; `MISC_RAM_SIZE` bytes from there are in BAR0.
@@ -139,10 +144,16 @@ impl DeviceIo for PciIo {
         self.present.load(Relaxed) && self.bar0.try_access().is_some()
     }
 
+    fn config_present(&self) -> bool {
+        pci_presence::is_present(&self.pdev)
+    }
+
     fn confirm_present(&self) -> Result {
         let io: &dyn DeviceIo = self;
         let id = io.misc_ram(|mb| u32::from(mb.read(DEVICE_ID)))?;
-        if id == GONE {
+        // All ones alone may be a transient (a link retraining): the
+        // function is gone only when its configuration space is too.
+        if id == GONE && !self.config_present() {
             // Removed by surprise: no read answers any more, and none will.
             self.present.store(false, Relaxed);
             return Err(ENODEV);
@@ -211,6 +222,7 @@ impl PciDriver {
     ) -> Result<Arc<PciIo>> {
         Ok(Arc::new(
             PciIo {
+                pdev: pdev.into(),
                 bar0: pdev.iomap_region(BAR_APB, c"neuron_hbm")?.into_devres()?,
                 bar4: WcBar::map(pdev, BAR_DRAM, c"neuron_hbm")?,
                 misc_ram: usize::try_from(info.bar0_misc_ram)?,
@@ -224,7 +236,9 @@ impl PciDriver {
     /// Waits for the firmware to answer, as the reference's probe does before
     /// it uses a device (`neuron_pci_get_device_id`).
     fn wait_for_firmware(pdev: &pci::Device<Core<'_>>, io: &PciIo) -> Result {
-        let clock = TaskClock::new();
+        // A probe run from a sysfs write or insmod stops once its task is killed.
+        let killed = resched::checkpoint;
+        let clock = RealClock::new(&killed);
         fw::wait_for_firmware(io, &clock).inspect_err(|e| {
             dev_err!(pdev, "firmware does not answer ({:?})\n", e);
         })?;
@@ -235,7 +249,9 @@ impl PciDriver {
     }
 
     /// Binds `pdev` of arch `info`: checks and maps its BARs, waits for its
-    /// firmware, then creates its device and node.
+    /// firmware, creates its device, starts the device reset the reference's
+    /// probe ends with (unless `reset_on_probe` is off), and registers its
+    /// node.
     fn bind(pdev: &pci::Device<Core<'_>>, info: &'static ArchInfo) -> Result<PciBinding> {
         let device_id = pdev.device_id();
         pdev.enable_device_mem()?;
@@ -258,6 +274,9 @@ impl PciDriver {
             bar0_size / MIB,
             bar4_size / crate::arch::GIB
         );
+        if crate::reset_on_probe() {
+            Device::reset_at_probe(&dev)?;
+        }
         Ok(PciBinding {
             _node: Node::new(dev)?,
             io,

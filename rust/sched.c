@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * cond_resched() and fatal_signal_pending() are macros or static inlines,
- * out of reach of Rust: these two wrappers make them callable.
+ * and alloc_workqueue() a variadic macro, out of reach of Rust: these
+ * wrappers make them callable.
  */
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
+#include <linux/workqueue.h>
 
 #include "helpers.h"
 
@@ -16,4 +18,15 @@ void nhbm_cond_resched(void)
 bool nhbm_fatal_signal_pending(void)
 {
 	return fatal_signal_pending(current);
+}
+
+struct workqueue_struct *nhbm_reset_wq_alloc(void)
+{
+	/* Unbound: a reset sleeps for up to minutes and ties no CPU down. */
+	return alloc_workqueue("neuron_hbm_reset", WQ_UNBOUND, 0);
+}
+
+void nhbm_reset_wq_destroy(struct workqueue_struct *wq)
+{
+	destroy_workqueue(wq);
 }

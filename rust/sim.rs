@@ -12,8 +12,11 @@
 //! RESET_TRIGGER with a request pending is heeded or missed; a heeded one is
 //! taken (RESET_REQUEST cleared, a reset begins) some steps later; while a
 //! reset runs, FW_STATUS shows bad reads, then the reset in progress, then
-//! done, as [`FwScript`] says. After surprise removal every register reads all
-//! ones and writes are lost, as on a PCI function that is gone.
+//! done, as [`FwScript`] says; it may also read all ones for a while after
+//! the take while the function stays present (a link retraining), and it
+//! keeps the TPB map of the last TPB reset it took. After surprise removal
+//! every register reads all ones and writes are lost, and the function's
+//! configuration space is gone too, as on a PCI function that is gone.
 
 use crate::{
     arch::ArchInfo,
@@ -21,7 +24,7 @@ use crate::{
     io_view::sys_mem_words,
     regs::{
         MiscRam, DEVICE_ID, FW_IO_BAD_READ, FW_STATUS, GONE, MISC_RAM_SIZE, RESET_REQUEST,
-        RESET_TRIGGER,
+        RESET_TPB_MAP, RESET_TRIGGER,
     },
     sparse::SparseMem,
     user_source::UserSource,
@@ -54,6 +57,9 @@ pub(crate) struct FwScript {
     /// Steps from now during which DEVICE_ID reads `0xdeadbeef` (a firmware
     /// still booting).
     pub(crate) booting: u32,
+    /// Steps after the take during which every register reads all ones
+    /// while the function stays present (a link retraining during reset).
+    pub(crate) all_ones: u32,
 }
 
 impl FwScript {
@@ -65,6 +71,7 @@ impl FwScript {
         bad_reads: 0,
         ready_on_poll: 1,
         booting: 0,
+        all_ones: 0,
     };
 }
 
@@ -83,8 +90,12 @@ struct FwState {
     bad_left: u32,
     /// Steps DEVICE_ID still reads bad.
     booting_left: u32,
+    /// Steps every register still reads all ones.
+    ones_left: u32,
     /// Resets the firmware has taken.
     resets: u32,
+    /// RESET_TPB_MAP as the last TPB reset taken found it.
+    tpb_map_taken: u32,
 }
 
 impl FwState {
@@ -97,15 +108,28 @@ impl FwState {
             polls: 0,
             bad_left: 0,
             booting_left: script.booting,
+            ones_left: 0,
             resets: 0,
+            tpb_map_taken: 0,
         }
     }
 
-    fn begin_reset(&mut self) {
+    fn begin_reset(&mut self, regs: &MiscRam<'_>) {
         self.busy = true;
         self.polls = 0;
         self.bad_left = self.script.bad_reads;
+        self.ones_left = self.script.all_ones;
         self.resets += 1;
+        if regs.read(RESET_REQUEST).kind().get() == crate::fw::ResetKind::Tpb as u32 {
+            self.tpb_map_taken = regs.read(RESET_TPB_MAP).map().get();
+        }
+    }
+
+    /// Whether this step's reads all answer all ones.
+    fn reads_all_ones(&mut self) -> bool {
+        let ones = self.ones_left > 0;
+        self.ones_left = self.ones_left.saturating_sub(1);
+        ones
     }
 
     /// The doorbell: heeded (the take starts counting down) or missed.
@@ -135,15 +159,15 @@ impl FwState {
         match self.taking {
             Some(0) => {
                 self.taking = None;
+                self.begin_reset(&regs);
                 regs.write_reg(RESET_REQUEST::zeroed());
-                self.begin_reset();
                 regs.write_reg(FW_STATUS::zeroed().with_reset_in_progress(true));
                 return;
             }
             Some(n) => self.taking = Some(n - 1),
             None => {}
         }
-        if !self.busy {
+        if !self.busy || self.ones_left > 0 {
             return;
         }
         let status = if self.bad_left > 0 {
@@ -164,6 +188,8 @@ type RegFile = [u32; MISC_RAM_SIZE / 4];
 /// The MISC RAM and the firmware behind it, only ever reached together.
 struct MiscRamModel {
     file: KBox<RegFile>,
+    /// What the driver reads of a function that answers all ones.
+    ones: KBox<RegFile>,
     fw: FwState,
 }
 
@@ -190,6 +216,7 @@ impl SimIo {
             bar4 <- SparseMem::new(info.bar4_size),
             misc <- new_spinlock!(MiscRamModel {
                 file: KBox::zeroed(GFP_KERNEL)?,
+                ones: KBox::zeroed(GFP_KERNEL)?,
                 fw: FwState::new(FwScript::PROMPT),
             }),
             present: Atomic::new(true),
@@ -209,6 +236,12 @@ impl SimIo {
     #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn resets_taken(&self) -> u32 {
         self.misc.lock().fw.resets
+    }
+
+    /// RESET_TPB_MAP as the last TPB reset the firmware took found it.
+    #[cfg(CONFIG_KUNIT = "y")]
+    pub(crate) fn tpb_map_taken(&self) -> u32 {
+        self.misc.lock().fw.tpb_map_taken
     }
 
     /// Simulates surprise removal: registers read all ones and bulk
@@ -236,16 +269,21 @@ impl SimIo {
 impl DeviceIo for SimIo {
     fn with_misc_ram(&self, f: &mut dyn FnMut(MiscRam<'_>)) -> Result {
         let mut guard = self.misc.lock();
-        let MiscRamModel { file, fw } = &mut *guard;
-        let regs = sys_mem(file)?;
-        if self.present.load(Relaxed) {
-            fw.step(regs);
-        } else {
-            for i in 0..MISC_RAM_SIZE / 4 {
-                regs.write(i * 4, GONE);
-            }
+        let MiscRamModel { file, ones, fw } = &mut *guard;
+        let present = self.present.load(Relaxed);
+        // Counted before the step: the read that sees a take sees it.
+        let all_ones = !present || fw.reads_all_ones();
+        if present {
+            fw.step(sys_mem(file)?);
         }
-        f(regs);
+        if all_ones {
+            // What the driver sees: all ones, its writes lost; the
+            // firmware's own registers stay as they are.
+            ones.fill(GONE);
+            f(sys_mem(ones)?);
+        } else {
+            f(sys_mem(file)?);
+        }
         Ok(())
     }
 
@@ -277,6 +315,10 @@ impl DeviceIo for SimIo {
     }
 
     fn is_present(&self) -> bool {
+        self.present.load(Relaxed)
+    }
+
+    fn config_present(&self) -> bool {
         self.present.load(Relaxed)
     }
 }
