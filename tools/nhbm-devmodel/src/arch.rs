@@ -35,7 +35,29 @@ pub struct Arch {
     pub misc_ram: u64,
     /// The HBM stacks.
     pub stacks: &'static [Stack],
+    /// What a TPB reset of NeuronCore `i` covers: entry `i` holds the bits
+    /// of RESET_TPB_MAP that stand for the core and the engines it owns.
+    pub tpb_units: &'static [u32],
 }
+
+/// V2's two cores, each with its three top SPs (`V2_TS_PER_DEVICE` 6 over
+/// `V2_NC_PER_DEVICE` 2) at bits 8.. of the map (`nr_get_tpb_reset_map`,
+/// v2/neuron_dhal_v2.c): core 0 = bit 0 + bits 8-10, core 1 = bit 1 + bits
+/// 11-13.
+static V2_TPB_UNITS: [u32; 2] = [0b111 << 8 | 1, 0b111 << 11 | 1 << 1];
+
+/// V3's eight cores, each with its SDMA group at bit `8 + i` and its TOP_SP
+/// group at bit `16 + i` (`nr_get_tpb_reset_map`, v3/neuron_dhal_v3.c);
+/// V4 registers no map of its own (v4/neuron_dhal_v4.c keeps V3's).
+static V3_TPB_UNITS: [u32; 8] = {
+    let mut u = [0; 8];
+    let mut i = 0;
+    while i < 8 {
+        u[i] = 0x01_0101 << i;
+        i += 1;
+    }
+    u
+};
 
 /// Trn1 / Inf2: two 16 GiB stacks at device PA 0 and 64 GiB, packed into a
 /// 32 GiB BAR4 (64 GiB appears at 16 GiB).
@@ -58,6 +80,7 @@ pub static V2: Arch = Arch {
             size: 16 * GIB,
         },
     ],
+    tpb_units: &V2_TPB_UNITS,
 };
 
 /// Device-physical bases of the four HBM stacks of V3 and V4
@@ -96,6 +119,7 @@ pub static V3: Arch = Arch {
     bar4_size: 4 * V3_BAR4_STRIDE,
     misc_ram: V3_MISC_RAM,
     stacks: &V3_STACKS,
+    tpb_units: &V3_TPB_UNITS,
 };
 
 /// Trn3: V3's map with 36 GiB stacks (`V4_HBM_ACTIVE_SIZE`,
@@ -108,12 +132,28 @@ pub static V4: Arch = Arch {
     bar4_size: 4 * V3_BAR4_STRIDE,
     misc_ram: V3_MISC_RAM,
     stacks: &V4_STACKS,
+    tpb_units: &V3_TPB_UNITS,
 };
 
 impl Arch {
     /// The arch named `name`.
     pub fn by_name(name: &str) -> Option<&'static Arch> {
         [&V2, &V3, &V4].into_iter().find(|a| a.name == name)
+    }
+
+    /// The RESET_TPB_MAP a TPB reset of the cores in `cores` must carry:
+    /// `None` when it names no core or one the arch does not have.
+    pub fn tpb_reset_map(&self, cores: u32) -> Option<u32> {
+        if cores == 0 || u64::from(cores) >> self.tpb_units.len() != 0 {
+            return None;
+        }
+        Some(
+            self.tpb_units
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| cores >> i & 1 == 1)
+                .fold(0, |map, (_, u)| map | u),
+        )
     }
 
     /// BAR4 offset of the device-physical range `[pa, pa + len)`, `None` when
@@ -165,6 +205,15 @@ mod tests {
                 Some(a.device_id)
             );
         }
+    }
+
+    #[test]
+    fn tpb_maps_carry_the_cores_engines() {
+        assert_eq!(V2.tpb_reset_map(0b11), Some(0x3f03));
+        assert_eq!(V2.tpb_reset_map(0b100), None);
+        assert_eq!(V3.tpb_reset_map(0b101), Some(0x05_0505));
+        assert_eq!(V4.tpb_reset_map(0xff), Some(0xff_ffff));
+        assert_eq!(V3.tpb_reset_map(0), None);
     }
 
     #[test]

@@ -19,10 +19,18 @@
 //!   reference re-reads such a value for up to 15 s, neuron_fw_io.c:375-383),
 //!   then shows bit 3 (reset in progress, v2/neuron_dhal_v2.c:202) until
 //!   `delay` after the take, or forever;
+//! - a TPB reset is taken with the RESET_TPB_MAP it finds; the firmware
+//!   counts a map that is not the reference's for the cores it names (each
+//!   core's bit with the bits of the engines it owns, `nr_get_tpb_reset_map`
+//!   in v2/neuron_dhal_v2.c and v3/neuron_dhal_v3.c) and shows the last map
+//!   taken, i.e. which engines it reset;
+//! - from a take on, MISC RAM may read all ones for a window while the
+//!   function stays present (configuration space answers), as during a
+//!   link retrain; the reference polls such a value like any other;
 //! - once removed by surprise, every BAR0 read outside the control port
-//!   answers all ones and every write is lost: what PCIe does for a
-//!   function that is gone (a read nobody completes returns all ones), not
-//!   something the reference driver models.
+//!   answers all ones and every write is lost, and configuration space
+//!   reads all ones too (vendor id 0xffff): what PCIe does for a function
+//!   that is gone (a read nobody completes returns all ones).
 //!
 //! The control port (last page of BAR0, no register of the arch lives there)
 //! lets a test in the guest script the firmware and look at HBM by device
@@ -94,6 +102,18 @@ pub mod ctrl {
     /// RESET_REQUEST reads since the last heeded doorbell: the driver's
     /// looks at the mailbox while it waits for the take (read-only).
     pub const REQUEST_READS: u64 = 0x40;
+    /// Milliseconds from each take during which every MISC RAM read
+    /// answers all ones while the function stays present.
+    pub const ALL_ONES_MS: u64 = 0x44;
+    /// RESET_TPB_MAP as the last TPB reset taken found it: the core and
+    /// engine bits the firmware reset (read-only).
+    pub const TPB_MAP_TAKEN: u64 = 0x48;
+    /// TPB resets taken whose map was not the reference's for the cores it
+    /// names (read-only).
+    pub const TPB_MAP_ERRORS: u64 = 0x4c;
+    /// MISC RAM reads answered all ones by the window since the last take
+    /// (read-only).
+    pub const ONES_READS: u64 = 0x50;
 }
 
 /// "Never" / "forever" for the delays and counts of the control port.
@@ -128,6 +148,8 @@ pub struct Behaviour {
     pub take_delay: Duration,
     /// Time the firmware boots after the first BAR0 access.
     pub boot: Duration,
+    /// Time from a take during which MISC RAM reads all ones.
+    pub all_ones: Duration,
 }
 
 impl Behaviour {
@@ -139,6 +161,7 @@ impl Behaviour {
             ignore: Some(0),
             take_delay: Duration::ZERO,
             boot,
+            all_ones: Duration::ZERO,
         }
     }
 }
@@ -148,6 +171,8 @@ impl Behaviour {
 pub struct Firmware {
     /// How it behaves.
     pub how: Behaviour,
+    /// RESET_TPB_MAP bits of each core and its engines.
+    tpb_units: &'static [u32],
     request: u32,
     tpb_map: u32,
     first_access: Option<Instant>,
@@ -159,13 +184,21 @@ pub struct Firmware {
     boot_reads: u32,
     bad_seen: u32,
     request_reads: u32,
+    tpb_map_taken: u32,
+    tpb_map_errors: u32,
+    ones_reads: u32,
 }
 
+/// RESET_REQUEST of a TPB reset (`FW_IO_RESET_TYPE_TPB`, neuron_fw_io.h).
+const REQUEST_TPB: u32 = 2;
+
 impl Firmware {
-    /// A firmware that behaves as `how` says.
-    pub fn new(how: Behaviour) -> Self {
+    /// A firmware that behaves as `how` says, of a device whose cores own
+    /// the engines `tpb_units` gives (see [`crate::arch::Arch::tpb_units`]).
+    pub fn new(how: Behaviour, tpb_units: &'static [u32]) -> Self {
         Firmware {
             how,
+            tpb_units,
             request: 0,
             tpb_map: 0,
             first_access: None,
@@ -177,7 +210,23 @@ impl Firmware {
             boot_reads: 0,
             bad_seen: 0,
             request_reads: 0,
+            tpb_map_taken: 0,
+            tpb_map_errors: 0,
+            ones_reads: 0,
         }
+    }
+
+    /// Whether `map` is what the reference hands the firmware for the
+    /// cores it names.
+    fn map_is_the_references(&self, map: u32) -> bool {
+        let cores = map & ((1 << self.tpb_units.len()) - 1);
+        let want = self
+            .tpb_units
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| cores >> i & 1 == 1)
+            .fold(0, |m, (_, u)| m | u);
+        cores != 0 && map == want
     }
 
     /// Takes a heeded request whose time has come.
@@ -185,6 +234,13 @@ impl Firmware {
         self.first_access.get_or_insert(now);
         if let Some(t) = self.take_at.filter(|&t| now >= t) {
             self.take_at = None;
+            if self.request == REQUEST_TPB {
+                self.tpb_map_taken = self.tpb_map;
+                if !self.map_is_the_references(self.tpb_map) {
+                    self.tpb_map_errors = self.tpb_map_errors.saturating_add(1);
+                }
+            }
+            self.ones_reads = 0;
             self.request = 0;
             self.taken_at = Some(t);
             self.resets += 1;
@@ -205,6 +261,18 @@ impl Firmware {
             (Some(t), Some(d)) => now.duration_since(t) < d,
             (Some(_), None) => true,
         }
+    }
+
+    /// Whether MISC RAM reads all ones at `now` (counted as one such read).
+    fn reads_all_ones(&mut self, now: Instant) -> bool {
+        self.advance(now);
+        let ones = self
+            .taken_at
+            .is_some_and(|t| now.duration_since(t) < self.how.all_ones);
+        if ones {
+            self.ones_reads = self.ones_reads.saturating_add(1);
+        }
+        ones
     }
 
     fn in_bad_window(&self, now: Instant) -> bool {
@@ -300,6 +368,11 @@ impl Bar0 {
         }
     }
 
+    /// Whether the function was removed by surprise.
+    pub fn removed(&self) -> bool {
+        self.removed
+    }
+
     /// BAR0 offset of the control port.
     pub fn ctrl_base(&self) -> u64 {
         self.size - 0x1000
@@ -327,6 +400,7 @@ impl Bar0 {
             return u32::MAX;
         }
         match self.misc_reg(off) {
+            Some(_) if self.fw.reads_all_ones(now) => u32::MAX,
             Some(reg) => self.fw.read(reg, now, &self.regs),
             None => {
                 self.fw.advance(now);
@@ -376,6 +450,10 @@ impl Bar0 {
             BOOT_READS => fw.boot_reads,
             BAD_READS_SEEN => fw.bad_seen,
             REQUEST_READS => fw.request_reads,
+            ALL_ONES_MS => millis_raw(Some(fw.how.all_ones)),
+            TPB_MAP_TAKEN => fw.tpb_map_taken,
+            TPB_MAP_ERRORS => fw.tpb_map_errors,
+            ONES_READS => fw.ones_reads,
             _ => 0,
         }
     }
@@ -388,6 +466,7 @@ impl Bar0 {
             BAD_MS => how.bad_window = millis(value),
             IGNORE_REQUESTS => how.ignore = (value != NEVER).then_some(value),
             TAKE_DELAY_MS => how.take_delay = millis(value).unwrap_or(Duration::MAX / 2),
+            ALL_ONES_MS => how.all_ones = millis(value).unwrap_or(Duration::MAX / 2),
             HBM_PA_LO => self.hbm_pa = (self.hbm_pa & !0xffff_ffff) | u64::from(value),
             HBM_PA_HI => self.hbm_pa = (self.hbm_pa & 0xffff_ffff) | u64::from(value) << 32,
             HBM_DATA => {
@@ -440,7 +519,7 @@ mod tests {
                 Duration::from_millis(boot_ms),
             );
             Rig {
-                bar: Bar0::new(1 << 30, MISC, Firmware::new(how)),
+                bar: Bar0::new(1 << 30, MISC, Firmware::new(how, crate::arch::V2.tpb_units)),
                 hbm: MapHbm::default(),
                 t0: Instant::now(),
             }
@@ -584,6 +663,42 @@ mod tests {
         assert_eq!(r.read(0x1004, 0), 0);
         r.write(MISC + FW_STATUS, STATUS_RESET_IN_PROGRESS, 0);
         assert_eq!(r.mb(FW_STATUS, 0), 0, "status is read-only");
+    }
+
+    #[test]
+    fn tpb_maps_are_checked_against_the_reference() {
+        let mut r = Rig::new(Some(0));
+        let tpb = |r: &mut Rig, map: u32, ms: u64| {
+            r.write(MISC + RESET_TPB_MAP, map, ms);
+            r.write(MISC + RESET_REQUEST, REQUEST_TPB, ms);
+            r.write(MISC + RESET_TRIGGER, 1, ms);
+            r.mb(RESET_REQUEST, ms)
+        };
+        // Core 1 with its three top SPs: taken and shown, no error.
+        assert_eq!(tpb(&mut r, 0x3802, 0), 0);
+        assert_eq!(r.ctrl(ctrl::TPB_MAP_TAKEN), 0x3802);
+        assert_eq!(r.ctrl(ctrl::TPB_MAP_ERRORS), 0);
+        // The core bit alone leaves its engines out: counted.
+        assert_eq!(tpb(&mut r, 0b10, 1), 0);
+        assert_eq!(r.ctrl(ctrl::TPB_MAP_TAKEN), 0b10);
+        assert_eq!(r.ctrl(ctrl::TPB_MAP_ERRORS), 1);
+        // Engines of a core not named, or no core at all: counted.
+        tpb(&mut r, 0x3f01, 2);
+        tpb(&mut r, 0x0700, 3);
+        assert_eq!(r.ctrl(ctrl::TPB_MAP_ERRORS), 3);
+    }
+
+    #[test]
+    fn all_ones_window_follows_a_take() {
+        let mut r = Rig::new(Some(1000));
+        r.write(CTRL + ctrl::ALL_ONES_MS, 300, 0);
+        assert_eq!(r.mb(FW_STATUS, 0), 0, "no take yet: no window");
+        r.reset(10);
+        assert_eq!(r.mb(FW_STATUS, 10), u32::MAX);
+        assert_eq!(r.mb(DEVICE_ID, 309), u32::MAX);
+        assert_eq!(r.mb(FW_STATUS, 310), STATUS_RESET_IN_PROGRESS);
+        assert_eq!(r.ctrl(ctrl::ONES_READS), 2);
+        assert_eq!(r.ctrl(ctrl::REMOVED), 0, "still present");
     }
 
     #[test]

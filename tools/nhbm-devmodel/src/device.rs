@@ -101,7 +101,11 @@ impl NeuronFunction {
         Ok(NeuronFunction {
             arch,
             config: ConfigSpace::new(arch),
-            bar0: Bar0::new(arch.bar0_size, arch.misc_ram, Firmware::new(how)),
+            bar0: Bar0::new(
+                arch.bar0_size,
+                arch.misc_ram,
+                Firmware::new(how, arch.tpb_units),
+            ),
             bar4: Bar4::new(arch)?,
             how,
         })
@@ -183,6 +187,8 @@ fn unsupported() -> io::Error {
 impl ServerBackend for NeuronFunction {
     fn region_read(&mut self, region: u32, offset: u64, data: &mut [u8]) -> io::Result<()> {
         match region {
+            // A function removed by surprise answers nothing: all ones.
+            VFIO_PCI_CONFIG_REGION_INDEX if self.bar0.removed() => data.fill(0xff),
             VFIO_PCI_CONFIG_REGION_INDEX => self.config.read(offset, data),
             VFIO_PCI_BAR0_REGION_INDEX => self.bar0_read(offset, data),
             VFIO_PCI_BAR4_REGION_INDEX => self.bar4.read(offset, data)?,
@@ -224,7 +230,7 @@ impl ServerBackend for NeuronFunction {
         self.bar0 = Bar0::new(
             self.arch.bar0_size,
             self.arch.misc_ram,
-            Firmware::new(self.how),
+            Firmware::new(self.how, self.arch.tpb_units),
         );
         Ok(())
     }
@@ -313,6 +319,17 @@ mod tests {
         f.reset().unwrap();
         assert_eq!(read32(&mut f, 0, STATUS), 0);
         assert_eq!(read32(&mut f, 4, 0), 0x0403_0201);
+        assert_eq!(read32(&mut f, 7, 0), 0x7164_1d0f);
+    }
+
+    #[test]
+    fn removed_function_reads_ones_in_config_space_too() {
+        let mut f = NeuronFunction::new(&V2, prompt(None)).unwrap();
+        assert_eq!(read32(&mut f, 7, 0), 0x7164_1d0f);
+        write32(&mut f, 0, CTRL + ctrl::REMOVED, 1);
+        assert_eq!(read32(&mut f, 7, 0), u32::MAX, "vendor id 0xffff");
+        assert_eq!(read32(&mut f, 0, STATUS), u32::MAX);
+        write32(&mut f, 0, CTRL + ctrl::REMOVED, 0);
         assert_eq!(read32(&mut f, 7, 0), 0x7164_1d0f);
     }
 
