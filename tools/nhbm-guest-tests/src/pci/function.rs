@@ -45,6 +45,15 @@ pub const BOOT_READS: usize = 0x38;
 pub const BAD_READS_SEEN: usize = 0x3c;
 /// RESET_REQUEST reads since the last heeded doorbell.
 pub const REQUEST_READS: usize = 0x40;
+/// Milliseconds from each take during which the mailbox reads all ones
+/// while configuration space still answers.
+pub const ALL_ONES_MS: usize = 0x44;
+/// RESET_TPB_MAP of the last TPB reset the firmware took (read-only).
+pub const TPB_MAP_TAKEN: usize = 0x48;
+/// TPB resets taken with a map that is not the reference's (read-only).
+pub const TPB_MAP_ERRORS: usize = 0x4c;
+/// Mailbox reads answered all ones by that window since the last take.
+pub const ONES_READS: usize = 0x50;
 /// "Never" / "forever".
 pub const NEVER: u32 = u32::MAX;
 
@@ -209,6 +218,7 @@ impl Control {
         self.write(BAD_MS, 0);
         self.write(IGNORE_REQUESTS, 0);
         self.write(TAKE_DELAY_MS, 0);
+        self.write(ALL_ONES_MS, 0);
         self.write(REMOVED, 0);
     }
 }
