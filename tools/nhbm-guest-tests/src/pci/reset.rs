@@ -125,14 +125,20 @@ pub fn killed_resetter_leaves_a_clean_device() -> TestResult {
             // SAFETY: as above; `status` is a valid out pointer.
             unsafe { libc::waitpid(pid, &mut status, 0) };
             let died_in = killed_at.elapsed();
-            ensure(asked, || "the child's request never reached the mailbox".into())?;
+            ensure(asked, || {
+                "the child's request never reached the mailbox".into()
+            })?;
             ensure(libc::WIFSIGNALED(status), || {
                 format!("the child was not killed (status {status:#x})")
             })?;
             ensure(died_in < Duration::from_secs(1), || {
                 format!("the killed resetter took {died_in:?} to die")
             })?;
-            ensure_eq("resets taken when the child died", c.read(RESETS_TAKEN), taken)?;
+            ensure_eq(
+                "resets taken when the child died",
+                c.read(RESETS_TAKEN),
+                taken,
+            )?;
             let done = wait_until(Duration::from_secs(10), || {
                 c.read(RESETS_TAKEN) == taken + 1 && c.read(RESETTING) == 0
             });
@@ -234,7 +240,8 @@ pub fn transient_all_ones_is_waited_out() -> TestResult {
             })?;
             c.write(ALL_ONES_MS, 0);
             let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD after the reset")?;
-            d.mem_write(p.plan_id, 1, 0, b"still here").ctx("MEM_WRITE")?;
+            d.mem_write(p.plan_id, 1, 0, b"still here")
+                .ctx("MEM_WRITE")?;
             let mut b = [0u8; 10];
             d.mem_read(p.plan_id, 1, 0, &mut b).ctx("MEM_READ")?;
             ensure_eq("bytes read back", &b, b"still here")?;
