@@ -130,10 +130,10 @@ impl WorkItem for ResetJob {
         let (res, report) = fw::reset(dev.io(), &dev.info.reset, &clock, job.kind, job.map);
         if let Err(e) = res {
             pr_warn!(
-                "neuron_hbm{}: {:?} reset failed ({:?}) after {} ms, {} requests\n",
+                "neuron_hbm{}: {:?} reset failed ({}) after {} ms, {} requests\n",
                 dev.index,
                 job.kind,
-                e,
+                e.to_errno(),
                 report.elapsed_ms,
                 report.sends
             );

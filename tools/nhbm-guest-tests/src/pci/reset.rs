@@ -55,8 +55,9 @@ fn under_interval_timer<T>(period: Duration, f: impl FnOnce() -> T) -> (T, u32) 
 
 /// A runtime with a 1 ms interval timer (SIGALRM, as profilers and
 /// Python's signal machinery arm) gets through a device reset whose take
-/// comes after 3 s: RESET returns 0 after the take, with thousands of
-/// signals delivered meanwhile, and the firmware took one reset.
+/// comes after 3 s: the timer fires from the first millisecond on, RESET
+/// returns 0 after the take (the signal is delivered then), and the
+/// firmware took one reset.
 pub fn reset_survives_an_interval_timer() -> TestResult {
     with_firmware(
         |c| c.write(TAKE_DELAY_MS, 3000),
@@ -69,8 +70,10 @@ pub fn reset_survives_an_interval_timer() -> TestResult {
             ensure(took >= Duration::from_secs(3), || {
                 format!("RESET returned after {took:?}, the take comes at 3 s")
             })?;
-            ensure(alarms >= 100, || {
-                format!("{alarms} SIGALRMs during a 3 s reset, want the timer to fire")
+            // A pending SIGALRM is one signal however often the timer
+            // fires: it is delivered when RESET returns.
+            ensure(alarms >= 1, || {
+                "the timer never fired during the reset".into()
             })
         },
     )
