@@ -16,7 +16,6 @@ mod function;
 mod reset;
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use nhbm::uapi::*;
@@ -343,8 +342,9 @@ pub fn failed_reset_poisons_every_plan() -> TestResult {
 }
 
 /// A load started while a device reset is in flight waits for the reset
-/// to end and then succeeds: it finishes after RESET returns, never
-/// during it. A transfer of a plan staged before the reset answers EIO.
+/// to end and then succeeds: started while the model is still resetting,
+/// it returns only once the model is done, never during the reset. A
+/// transfer of a plan staged before the reset answers EIO.
 pub fn transfers_wait_out_a_device_reset() -> TestResult {
     let blob = one_buffer(1, 256 * KIB).to_blob().ctx("build")?;
     with_firmware(
@@ -353,31 +353,23 @@ pub fn transfers_wait_out_a_device_reset() -> TestResult {
         |d, c| {
             let old = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
             let other = dev()?;
-            let seq = AtomicU64::new(1);
             let started = c.read(RESETS_TAKEN);
-            let (reset_at, load_at, load) = std::thread::scope(|s| {
-                let resetter = s.spawn(|| {
-                    let r = d.reset(RESET_DEVICE, 0);
-                    (r, seq.fetch_add(1, SeqCst))
-                });
+            let (reset, during, after, load) = std::thread::scope(|s| {
+                let resetter = s.spawn(|| d.reset(RESET_DEVICE, 0));
                 // Load once the firmware has taken the reset.
                 let t0 = Instant::now();
                 while c.read(RESETS_TAKEN) == started && t0.elapsed() < Duration::from_secs(5) {
                     std::thread::sleep(Duration::from_millis(5));
                 }
-                let seen = c.read(RESETS_TAKEN) != started;
+                let during = c.read(RESETTING);
                 let load = other.plan_load(&blob, 0);
-                let load_at = seq.fetch_add(1, SeqCst);
-                let (r, reset_at) = resetter.join().unwrap();
-                (r.map(|_| reset_at), load_at, (seen, load))
+                let after = c.read(RESETTING);
+                (resetter.join().unwrap(), during, after, load)
             });
-            let reset_at = reset_at.ctx("RESET")?;
-            let (seen, load) = load;
-            ensure(seen, || "the firmware never took the reset".into())?;
+            ensure_eq("RESET", reset.ctx("RESET")?, 0)?;
+            ensure_eq("model resetting when the load started", during, 1)?;
             let p = load.ctx("PLAN_LOAD during the reset")?;
-            ensure(load_at > reset_at, || {
-                "PLAN_LOAD returned before the device reset ended".into()
-            })?;
+            ensure_eq("model resetting when the load returned", after, 0)?;
             other
                 .mem_write(p.plan_id, 1, 0, b"after")
                 .ctx("MEM_WRITE")?;
