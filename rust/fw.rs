@@ -33,7 +33,10 @@
 use crate::{
     arch::ResetTiming,
     io::DeviceIo,
-    regs::{FW_IO_BAD_READ, FW_STATUS, GONE, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER},
+    regs::{
+        FW_IO_BAD_READ, FW_STATUS, GONE, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER,
+        RESET_TYPE_DEVICE, RESET_TYPE_TPB,
+    },
 };
 use kernel::{
     io::Io,
@@ -71,18 +74,18 @@ pub(crate) const SLEEP_SLICE_MS: u32 = 10;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub(crate) enum ResetKind {
-    /// The whole device (`FW_IO_RESET_TYPE_DEVICE`, neuron_fw_io.h:38).
-    Device = 1,
-    /// The TPBs (NeuronCores) of a map (`FW_IO_RESET_TYPE_TPB`, neuron_fw_io.h:39).
-    Tpb = 2,
+    /// The whole device.
+    Device = RESET_TYPE_DEVICE,
+    /// The TPBs (NeuronCores) of a map.
+    Tpb = RESET_TYPE_TPB,
 }
 
 impl ResetKind {
     /// The kind numbered `n` in the UAPI.
     pub(crate) fn from_u32(n: u32) -> Option<Self> {
         match n {
-            1 => Some(Self::Device),
-            2 => Some(Self::Tpb),
+            RESET_TYPE_DEVICE => Some(Self::Device),
+            RESET_TYPE_TPB => Some(Self::Tpb),
             _ => None,
         }
     }

@@ -78,6 +78,12 @@ const _: () = {
     assert!(V4.bar0_misc_ram == V3.bar0_misc_ram);
 };
 
+/// RESET_REQUEST of a device reset (`FW_IO_RESET_TYPE_DEVICE`,
+/// neuron_fw_io.h:38).
+pub(crate) const RESET_TYPE_DEVICE: u32 = 1;
+/// RESET_REQUEST of a TPB reset (`FW_IO_RESET_TYPE_TPB`, neuron_fw_io.h:39).
+pub(crate) const RESET_TYPE_TPB: u32 = 2;
+
 /// What a register read returns while the firmware is not answering.
 pub(crate) const FW_IO_BAD_READ: u32 = 0xdead_beef;
 

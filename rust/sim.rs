@@ -24,7 +24,7 @@ use crate::{
     io_view::sys_mem_words,
     regs::{
         MiscRam, DEVICE_ID, FW_IO_BAD_READ, FW_STATUS, GONE, MISC_RAM_SIZE, RESET_REQUEST,
-        RESET_TPB_MAP, RESET_TRIGGER,
+        RESET_TPB_MAP, RESET_TRIGGER, RESET_TYPE_TPB,
     },
     sparse::SparseMem,
     user_source::UserSource,
@@ -120,7 +120,7 @@ impl FwState {
         self.bad_left = self.script.bad_reads;
         self.ones_left = self.script.all_ones;
         self.resets += 1;
-        if regs.read(RESET_REQUEST).kind().get() == crate::fw::ResetKind::Tpb as u32 {
+        if regs.read(RESET_REQUEST).kind().get() == RESET_TYPE_TPB {
             self.tpb_map_taken = regs.read(RESET_TPB_MAP).map().get();
         }
     }
