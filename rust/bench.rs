@@ -7,9 +7,9 @@
 //! absolute speed cancels out.
 
 use crate::{
-    arch::V2,
+    arch::{V2, V4},
     genpool::{raw, GenPool},
-    mempool::{Geometry, Grid, DEVMEM_TAG},
+    mempool::{Chunk, Geometry, Grid, DEVMEM_TAG, SMALL_ALLOC_MAX, SMALL_POOL_SIZE},
 };
 use kernel::{
     prelude::*,
@@ -257,10 +257,111 @@ fn allocator() -> Result {
     Ok(())
 }
 
+/// Allocate+free pairs per round of the lock-hold benchmark.
+const HOLD_PAIRS: u32 = 20;
+
+/// Bytes of each allocation the lock-hold benchmark times: more than the
+/// holes the full pool has, so that first fit searches its whole bitmap.
+const HOLD_BYTES: u64 = 2048;
+
+/// The largest pool there is (V4, one region of 36 GiB, 1 KiB granules:
+/// 36 M bits), full and fragmented: the small pool full of its largest
+/// chunks, the main pool full of 8 MiB chunks with a 1 KiB hole after each,
+/// and room for one more allocation only at its very end.
+fn full_grid() -> Result<(Grid, KVec<Chunk>)> {
+    let grid = Grid::new(Geometry {
+        info: &V4,
+        regions: 1,
+        min_alloc: 1024,
+        carveout: false,
+    })?;
+    let mut held = KVec::new();
+    for _ in 0..SMALL_POOL_SIZE / SMALL_ALLOC_MAX {
+        held.push(grid.alloc(0, 0, SMALL_ALLOC_MAX, 0)?, GFP_KERNEL)?;
+    }
+    let mut holes = KVec::new();
+    loop {
+        // Small chunks go to the main pool now that the small one is full.
+        let Ok(hole) = grid.alloc(0, 0, 1024, 0) else {
+            break;
+        };
+        holes.push(hole, GFP_KERNEL)?;
+        match grid.alloc(0, 0, 8 << 20, 0) {
+            Ok(c) => held.push(c, GFP_KERNEL)?,
+            Err(_) => break,
+        }
+    }
+    for c in holes.drain_all() {
+        grid.free(c);
+    }
+    // The last 8 MiB chunk goes: the only room left, at the end.
+    if let Some(last) = held.pop() {
+        grid.free(last);
+    }
+    Ok((grid, held))
+}
+
+/// The longest hold of the books' lock over `HOLD_PAIRS` allocate+free pairs
+/// on pool (0, 0) of `grid`.
+fn longest_hold(grid: &Grid) -> Result<i64> {
+    grid.take_longest_hold(0, 0)?;
+    for _ in 0..HOLD_PAIRS {
+        let chunk = grid.alloc(0, 0, HOLD_BYTES, 0)?;
+        grid.free(chunk);
+    }
+    grid.take_longest_hold(0, 0)
+}
+
+/// `pool_lock_hold_full_vs_empty`: the longest hold of a pool's lock by an
+/// allocation or a free on the full, fragmented pool of [`full_grid`] / the
+/// same on an empty pool of the same geometry, rounds in ABBA order. The
+/// lock must not be held across genalloc's bitmap search, whose length
+/// grows with the pool; the books' own work grows with the log of the
+/// chunks.
+fn pool_lock_hold() -> Result {
+    let (full, held) = full_grid()?;
+    let empty = Grid::new(*full.geometry())?;
+    let mut rounds = [[0i64; ROUNDS]; 2];
+    for r in 0..ROUNDS {
+        let (f, e) = if r % 2 == 0 {
+            let f = longest_hold(&full)?;
+            (f, longest_hold(&empty)?)
+        } else {
+            let e = longest_hold(&empty)?;
+            (longest_hold(&full)?, e)
+        };
+        rounds[0][r] = f;
+        rounds[1][r] = e;
+    }
+    figure(
+        "pool_lock_hold_full_vs_empty",
+        ("full pool longest hold median ns", rounds[0]),
+        ("empty pool longest hold median ns", rounds[1]),
+        "<=",
+        4000,
+    );
+    pr_info!(
+        "# bench: pool_lock_hold_full_vs_empty: {} chunks in the full pool, {} alloc+free pairs of {} bytes per round\n",
+        held.len(),
+        HOLD_PAIRS,
+        HOLD_BYTES
+    );
+    for c in held {
+        full.free(c);
+    }
+    Ok(())
+}
+
 /// Runs every in-kernel benchmark. A figure that cannot be measured prints a
 /// failing line of its own, so that `make bench` counts it.
 pub(crate) fn run() {
     if let Err(e) = allocator() {
         pr_info!("bench: allocator: error ({:?}) FAIL\n", e);
+    }
+    if let Err(e) = pool_lock_hold() {
+        pr_info!(
+            "bench: pool_lock_hold_full_vs_empty: error ({:?}) FAIL\n",
+            e
+        );
     }
 }

@@ -39,6 +39,9 @@ pub(crate) const MAX_ALIGN: u64 = 1 << 30;
 pub(crate) struct GenChunk {
     va: u64,
     size: u64,
+    /// The `struct gen_pool` it came from, by address: pools of identical
+    /// ranges (two devices of one arch) still tell their chunks apart.
+    pool: usize,
 }
 
 impl GenChunk {
@@ -63,6 +66,7 @@ impl GenChunk {
 pub(crate) struct GenPool {
     raw: *mut gen_pool,
     va_base: u64,
+    pa_base: u64,
     size: u64,
 }
 
@@ -106,6 +110,7 @@ impl GenPool {
         Ok(Self {
             raw,
             va_base: va,
+            pa_base: pa,
             size,
         })
     }
@@ -149,20 +154,34 @@ impl GenPool {
         Ok(GenChunk {
             va: va as u64,
             size: len as u64,
+            pool: self.raw as usize,
         })
     }
 
-    /// Gives `chunk` back. A chunk of another pool is refused (`EINVAL`) and
-    /// handed back to the caller untouched.
+    /// Whether `chunk` was allocated from this pool.
+    pub(crate) fn owns(&self, chunk: &GenChunk) -> bool {
+        chunk.pool == self.raw as usize && self.contains(chunk.va)
+    }
+
+    /// Gives `chunk` back. A chunk of another pool, even one of an identical
+    /// range, is refused and handed back to the caller untouched.
     pub(crate) fn free(&self, chunk: GenChunk) -> core::result::Result<(), GenChunk> {
-        if !self.contains(chunk.va) {
+        if !self.owns(&chunk) {
             return Err(chunk);
         }
-        // SAFETY: `self.raw` is valid; `chunk` is a live allocation of this pool
-        // (only `alloc_*` of this pool create tokens inside its range, and a token
-        // is consumed here, so it cannot be freed twice).
+        // SAFETY: `self.raw` is valid; `chunk` is a live allocation of this
+        // pool: only `alloc` creates tokens, each stamped with the address of
+        // the pool that made it, and that pool is not destroyed while any of
+        // its bytes are allocated (see `Drop`), so no other pool can have
+        // that address meanwhile; the token is consumed here, so it is freed
+        // once.
         unsafe { nhbm_gen_pool_free(self.raw, chunk.va as c_ulong, chunk.size as usize) };
         Ok(())
+    }
+
+    /// Physical address of the pool's first byte.
+    pub(crate) fn pa_base(&self) -> u64 {
+        self.pa_base
     }
 
     /// Whether `va` lies inside this pool's virtual range.
@@ -317,6 +336,21 @@ mod tests {
         let c = a.alloc_aligned(4096, 4096)?;
         let back = b.free(c).unwrap_err();
         assert!(a.free(back).is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn chunk_of_an_identical_pool_is_refused() -> Result {
+        // Two devices of one arch: the same ranges, different pools.
+        let a = GenPool::new(12, TAG, 0, MIB)?;
+        let b = GenPool::new(12, TAG, 0, MIB)?;
+        let c = a.alloc_aligned(4096, 4096)?;
+        assert!(!b.owns(&c));
+        let back = b.free(c).unwrap_err();
+        assert_eq!(b.avail(), MIB);
+        assert_eq!(a.avail(), MIB - 4096);
+        assert!(a.free(back).is_ok());
+        assert_eq!(a.avail(), MIB);
         Ok(())
     }
 }

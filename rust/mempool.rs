@@ -65,6 +65,21 @@ pub(crate) struct PoolStats {
     pub(crate) live_chunks: u32,
 }
 
+/// Bytes of each region's small pool (the reference's
+/// `mempool_small_pool_size`, neuron_mempool.c:64), at the top of the region
+/// (neuron_mempool.c:154-155).
+pub(crate) const SMALL_POOL_SIZE: u64 = 1 << 30;
+
+/// Alignment of a small pool's start: transfers, which go in 64 KiB pieces
+/// of the device address, then split no more often in a small chunk than in
+/// any other.
+const SMALL_POOL_ALIGN: u64 = 1 << 20;
+
+/// Largest allocation the small pool takes first (the reference's
+/// `mempool_small_alloc_max`, neuron_mempool.c:65, compared with `<=` at
+/// :718). Each pool falls back on the other when it has no room (:750, :771).
+pub(crate) const SMALL_ALLOC_MAX: u64 = 512 * 1024;
+
 /// A live allocation of the grid. Not `Clone`: it is given back once, with
 /// [`Grid::free`].
 #[derive(Debug)]
@@ -73,6 +88,8 @@ pub(crate) struct Chunk {
     pa: u64,
     channel: u8,
     region: u8,
+    /// Taken from the region's small pool.
+    small: bool,
     /// The dmem cgroup charge of the chunk: it goes with the chunk and is
     /// uncharged when the pool takes it back.
     charge: Charge,
@@ -126,23 +143,93 @@ struct PoolState {
 /// Spare index nodes a pool keeps.
 const SPARE_NODES: usize = 32;
 
-/// One channel x region pool.
+/// One channel x region: a main `gen_pool` and, above it, a small one, with
+/// one set of books. genalloc searches its bitmap lock-free, so the books'
+/// lock is held only to record a chunk or strike it off: never across a
+/// bitmap search, whose cost grows with the pool.
 #[pin_data]
 struct Pool {
-    gen: GenPool,
+    main: GenPool,
+    small: Option<GenPool>,
     pa_base: u64,
     size: u64,
     #[pin]
     state: SpinLock<PoolState>,
+    /// The longest hold of `state` since it was last read.
+    #[cfg(nhbm_bench)]
+    longest_hold: kernel::sync::atomic::Atomic<i64>,
+}
+
+/// The books of a [`Pool`], locked. In the benchmark build it times the
+/// hold.
+struct Books<'a> {
+    guard: SpinLockGuard<'a, PoolState>,
+    #[cfg(nhbm_bench)]
+    since: (
+        kernel::time::Instant<kernel::time::Monotonic>,
+        &'a kernel::sync::atomic::Atomic<i64>,
+    ),
+}
+
+impl core::ops::Deref for Books<'_> {
+    type Target = PoolState;
+    fn deref(&self) -> &PoolState {
+        &self.guard
+    }
+}
+
+impl core::ops::DerefMut for Books<'_> {
+    fn deref_mut(&mut self) -> &mut PoolState {
+        &mut self.guard
+    }
+}
+
+#[cfg(nhbm_bench)]
+impl Drop for Books<'_> {
+    fn drop(&mut self) {
+        use kernel::sync::atomic::Relaxed;
+        let held = self.since.0.elapsed().as_nanos();
+        if held > self.since.1.load(Relaxed) {
+            self.since.1.store(held, Relaxed);
+        }
+    }
 }
 
 impl Pool {
+    /// A region of `size` bytes at `pa`; its top [`SMALL_POOL_SIZE`] bytes
+    /// are the small pool when the region is larger than that and it is a
+    /// whole number of granules (as the reference, neuron_mempool.c:143-149).
+    /// The small pool starts on a [`SMALL_POOL_ALIGN`] boundary, so a
+    /// region whose end was cut short (V2's last granule) has a small pool
+    /// that much smaller.
     fn new(min_order: u32, pa: u64, size: u64) -> Result<Pin<KBox<Self>>> {
-        let gen = GenPool::new(min_order, pa | DEVMEM_TAG, pa, size)?;
+        let align = SMALL_POOL_ALIGN.max(1 << min_order);
+        let end = pa + size;
+        let small_size = match (end - SMALL_POOL_SIZE.min(end)).checked_next_multiple_of(align) {
+            Some(start)
+                if size > SMALL_POOL_SIZE
+                    && SMALL_POOL_SIZE % (1 << min_order) == 0
+                    && start > pa
+                    && start < end =>
+            {
+                end - start
+            }
+            _ => 0,
+        };
+        let main_size = size - small_size;
+        let main = GenPool::new(min_order, pa | DEVMEM_TAG, pa, main_size)?;
+        let small = match small_size {
+            0 => None,
+            n => {
+                let at = pa + main_size;
+                Some(GenPool::new(min_order, at | DEVMEM_TAG, at, n)?)
+            }
+        };
         let total = size;
         KBox::pin_init(
             try_pin_init!(Self {
-                gen,
+                main,
+                small,
                 pa_base: pa,
                 size,
                 state <- new_spinlock!(PoolState {
@@ -150,9 +237,22 @@ impl Pool {
                     index: RBTree::new(),
                     spare: KVec::with_capacity(SPARE_NODES, GFP_KERNEL)?,
                 }),
+                #[cfg(nhbm_bench)]
+                longest_hold: kernel::sync::atomic::Atomic::new(0),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Locks the books.
+    #[inline(always)]
+    fn books(&self) -> Books<'_> {
+        let guard = self.state.lock();
+        Books {
+            guard,
+            #[cfg(nhbm_bench)]
+            since: (kernel::time::Instant::now(), &self.longest_hold),
+        }
     }
 
     #[cfg(CONFIG_KUNIT = "y")]
@@ -160,72 +260,114 @@ impl Pool {
         pa >= self.pa_base && pa - self.pa_base < self.size
     }
 
-    /// Accounts `gen` and builds its chunk; the index node is preallocated.
-    #[inline(always)]
-    fn commit(
+    /// The `gen_pool` a chunk of `small` comes from.
+    fn gen(&self, small: bool) -> Option<&GenPool> {
+        if small {
+            self.small.as_ref()
+        } else {
+            Some(&self.main)
+        }
+    }
+
+    /// Takes `size` bytes with `fit`, from the small pool first when `size`
+    /// is small, then from the other pool, and records the chunk. The
+    /// search runs with no lock held.
+    fn alloc(
         &self,
-        state: &mut PoolState,
-        gen: GenChunk,
-        node: RBTreeNodeReservation<u64, u64>,
-        (channel, region): (u8, u8),
-    ) -> Chunk {
-        let pa = gen.va() & !DEVMEM_TAG;
-        let size = gen.size();
-        state.index.insert(node.into_node(pa + size - 1, pa));
-        state.stats.used += size;
-        state.stats.live_chunks += 1;
-        state.stats.peak = state.stats.peak.max(state.stats.used);
-        Chunk {
-            gen,
-            pa,
-            channel,
-            region,
-            charge: Charge::new(),
+        fit: impl Fn(&GenPool) -> Result<GenChunk>,
+        small_first: bool,
+        at: (u8, u8),
+    ) -> Result<Chunk> {
+        for small in [small_first, !small_first] {
+            let Some(gen) = self.gen(small) else {
+                continue;
+            };
+            match fit(gen) {
+                Ok(chunk) => return self.commit(gen, chunk, small, at),
+                Err(e) if e == ENOMEM => {}
+                Err(e) => return Err(e),
+            }
         }
+        Err(ENOMEM)
     }
 
-    /// Removes `chunk` from the books and gives it back to genalloc; its index
-    /// node is kept for reuse while there is room.
-    #[inline(always)]
-    fn release(&self, state: &mut PoolState, chunk: Chunk) {
+    /// Records `chunk`, just taken from `gen`, in the books and builds its
+    /// [`Chunk`]. An index node comes from the spares under the lock, else
+    /// from the slab with the lock dropped; without one, `chunk` goes back.
+    fn commit(&self, gen: &GenPool, chunk: GenChunk, small: bool, at: (u8, u8)) -> Result<Chunk> {
+        let mut books = self.books();
+        let node = match books.spare.pop() {
+            Some(node) => node,
+            None => {
+                drop(books);
+                // One node per chunk, as many as a tenant makes: charged to it.
+                match RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT) {
+                    Ok(node) => {
+                        books = self.books();
+                        node
+                    }
+                    Err(e) => {
+                        // Cannot fail: `chunk` was just taken from `gen`.
+                        let _ = gen.free(chunk);
+                        return Err(e.into());
+                    }
+                }
+            }
+        };
+        let pa = chunk.va() & !DEVMEM_TAG;
         let size = chunk.size();
-        if let Some(node) = state.index.remove_node(&(chunk.pa + size - 1)) {
-            // A full spare list drops (frees) the node instead.
-            let _ = state.spare.push_within_capacity(node.into_reservation());
-        }
-        state.stats.used -= size;
-        state.stats.live_chunks -= 1;
-        if let Err(c) = self.gen.free(chunk.gen) {
-            // Cannot happen: a chunk records the pool it came from.
-            pr_err!("chunk at va {:#x} does not belong to its pool\n", c.va());
-        }
+        books.index.insert(node.into_node(pa + size - 1, pa));
+        books.stats.used += size;
+        books.stats.live_chunks += 1;
+        books.stats.peak = books.stats.peak.max(books.stats.used);
+        Ok(Chunk {
+            gen: chunk,
+            pa,
+            channel: at.0,
+            region: at.1,
+            small,
+            charge: Charge::new(),
+        })
     }
 
-    /// An index node: a spare one under the lock, else a fresh allocation
-    /// made with the lock dropped. Returns the (re)taken guard with it.
-    #[inline(always)]
-    fn node<'a>(
-        &'a self,
-        mut state: SpinLockGuard<'a, PoolState>,
-    ) -> Result<(
-        SpinLockGuard<'a, PoolState>,
-        RBTreeNodeReservation<u64, u64>,
-    )> {
-        if let Some(node) = state.spare.pop() {
-            return Ok((state, node));
+    /// Strikes `chunk` off the books and gives it back to its `gen_pool`
+    /// (with the lock dropped); its index node is kept for reuse while there
+    /// is room. A chunk of another pool is handed back untouched.
+    fn release(&self, chunk: Chunk) -> core::result::Result<(), Chunk> {
+        let Some(gen) = self.gen(chunk.small).filter(|g| g.owns(&chunk.gen)) else {
+            return Err(chunk);
+        };
+        let size = chunk.size();
+        {
+            let mut books = self.books();
+            if let Some(node) = books.index.remove_node(&(chunk.pa + size - 1)) {
+                // A full spare list drops (frees) the node instead.
+                let _ = books.spare.push_within_capacity(node.into_reservation());
+            }
+            books.stats.used -= size;
+            books.stats.live_chunks -= 1;
         }
-        drop(state);
-        // One node per chunk, as many as a tenant makes: charged to it.
-        let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
-        Ok((self.state.lock(), node))
+        let Chunk {
+            gen: owned,
+            pa,
+            charge,
+            ..
+        } = chunk;
+        if gen.free(owned).is_err() {
+            // Cannot happen: `owns` said it is this pool's.
+            pr_err!("chunk at {:#x} refused by its own pool\n", pa);
+        }
+        // Uncharged once the bytes are back.
+        drop(charge);
+        Ok(())
     }
 
     /// Up to [`BATCH`](crate::tree_batch::BATCH) live chunks `(pa, size)`
     /// whose last byte is at or above `from`, in PA order, taken under one
     /// short hold of the lock.
     fn chunks_from(&self, from: u64) -> Batch<(u64, u64)> {
-        let state = self.state.lock();
-        batch_from(&state.index, from, |last, &start| (start, last - start + 1))
+        let books = self.books();
+        batch_from(&books.index, from, |last, &start| (start, last - start + 1))
     }
 }
 
@@ -321,27 +463,24 @@ impl Grid {
         // cannot fragment a channel for the price of a few pages.
         let size = self.round(size)?;
         let size = size.checked_next_multiple_of(align).ok_or(ENOMEM)?;
-        let (mut state, node) = pool.node(pool.state.lock())?;
-        let gen = match pool.gen.alloc_aligned(size, align.max(self.geo.min_alloc)) {
-            Ok(gen) => gen,
-            Err(e) => {
-                let _ = state.spare.push_within_capacity(node);
-                return Err(e);
+        let align = align.max(self.geo.min_alloc);
+        let fit = |gen: &GenPool| {
+            let chunk = gen.alloc_aligned(size, align)?;
+            // genalloc aligns the tagged VA; bit 63 cannot change a lower
+            // alignment, and this re-check on the PA proves it.
+            let pa = chunk.va() & !DEVMEM_TAG;
+            if pa & (align - 1) != 0 {
+                pr_err!(
+                    "genalloc returned misaligned PA {:#x} for align {:#x}\n",
+                    pa,
+                    align
+                );
+                let _ = gen.free(chunk);
+                return Err(EINVAL);
             }
+            Ok(chunk)
         };
-        // genalloc aligns the tagged VA; bit 63 cannot change a lower
-        // alignment, and this re-check on the PA proves it.
-        let pa = gen.va() & !DEVMEM_TAG;
-        if pa & (align - 1) != 0 {
-            pr_err!(
-                "genalloc returned misaligned PA {:#x} for align {:#x}\n",
-                pa,
-                align
-            );
-            let _ = pool.gen.free(gen);
-            return Err(EINVAL);
-        }
-        Ok(pool.commit(&mut state, gen, node, (channel as u8, region as u8)))
+        pool.alloc(fit, size <= SMALL_ALLOC_MAX, (channel as u8, region as u8))
     }
 
     /// Allocates `size` bytes of contiguous scratchpad as high in pool
@@ -351,40 +490,47 @@ impl Grid {
     pub(crate) fn alloc_scratch(&self, channel: usize, region: usize, size: u64) -> Result<Chunk> {
         let pool = self.pool(channel, region)?;
         let size = self.round(size)?;
-        let (mut state, node) = pool.node(pool.state.lock())?;
-        let gen = match pool.gen.alloc_top(size) {
-            Ok(gen) => gen,
-            Err(e) => {
-                let _ = state.spare.push_within_capacity(node);
-                return Err(e);
-            }
-        };
-        Ok(pool.commit(&mut state, gen, node, (channel as u8, region as u8)))
+        // The main pool only, as the reference's contiguous scratchpad
+        // (neuron_mempool.c:726-727): the small pool is for small chunks.
+        let gen = &pool.main;
+        let chunk = gen.alloc_top(size)?;
+        pool.commit(gen, chunk, false, (channel as u8, region as u8))
     }
 
-    /// Gives `chunk` back to its pool (and its charge to its cgroup).
+    /// Gives `chunk` back to its pool (and its charge to its cgroup). A chunk
+    /// of another grid is refused and handed back untouched.
+    pub(crate) fn try_free(&self, chunk: Chunk) -> core::result::Result<(), Chunk> {
+        match self.pool(chunk.channel(), chunk.region()) {
+            Ok(pool) => pool.release(chunk),
+            Err(_) => Err(chunk),
+        }
+    }
+
+    /// Gives `chunk` back to its pool (and its charge to its cgroup). A chunk
+    /// of another grid cannot be freed here: it is reported and left
+    /// allocated in its own pool, never given to the wrong one.
     pub(crate) fn free(&self, chunk: Chunk) {
-        let Ok(pool) = self.pool(chunk.channel(), chunk.region()) else {
-            // Cannot happen: a chunk records the pool it came from.
-            pr_err!("chunk at {:#x} outside the grid\n", chunk.pa());
-            return;
-        };
-        pool.release(&mut pool.state.lock(), chunk);
+        if let Err(c) = self.try_free(chunk) {
+            pr_err!(
+                "chunk at {:#x} is not of this grid, left allocated\n",
+                c.pa()
+            );
+        }
     }
 
     /// The live chunk `(pa, size)` containing device PA `pa`, if any.
     #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn lookup(&self, pa: u64) -> Option<(u64, u64)> {
         let pool = self.pools.iter().find(|p| p.contains(pa))?;
-        let state = pool.state.lock();
-        let cursor = state.index.cursor_lower_bound(&pa)?;
+        let books = pool.books();
+        let cursor = books.index.cursor_lower_bound(&pa)?;
         let (&last, &start) = cursor.current();
         (start <= pa).then_some((start, last - start + 1))
     }
 
     /// Statistics of pool (`channel`, `region`).
     pub(crate) fn stats(&self, channel: usize, region: usize) -> Result<PoolStats> {
-        Ok(self.pool(channel, region)?.state.lock().stats)
+        Ok(self.pool(channel, region)?.books().stats)
     }
 
     /// The channel with the most free bytes.
@@ -425,6 +571,26 @@ impl Grid {
         let pool = self.pool(channel, region)?;
         Ok((pool.pa_base, pool.pa_base + pool.size))
     }
+
+    /// First and one-past-last PA of the small pool of (`channel`,
+    /// `region`), and its free bytes; `None` when the region has none.
+    pub(crate) fn small_pool(
+        &self,
+        channel: usize,
+        region: usize,
+    ) -> Result<Option<(u64, u64, u64)>> {
+        let pool = self.pool(channel, region)?;
+        let end = pool.pa_base + pool.size;
+        Ok(pool.small.as_ref().map(|s| (s.pa_base(), end, s.avail())))
+    }
+
+    /// The longest hold of the books' lock of (`channel`, `region`) since
+    /// the last call.
+    #[cfg(nhbm_bench)]
+    pub(crate) fn take_longest_hold(&self, channel: usize, region: usize) -> Result<i64> {
+        use kernel::sync::atomic::Relaxed;
+        Ok(self.pool(channel, region)?.longest_hold.xchg(0, Relaxed))
+    }
 }
 
 #[kunit_tests(neuron_hbm_mempool)]
@@ -445,14 +611,14 @@ mod tests {
     #[test]
     fn pa_zero_allocates_with_tagged_va() -> Result {
         let g = grid(&V2, 1, false)?;
-        let c = g.alloc(0, 0, 4096, 0)?;
+        let c = g.alloc(0, 0, MIB, 0)?;
         assert_eq!(c.pa(), 0);
         assert_eq!(c.va(), 0x8000_0000_0000_0000);
         assert_eq!(g.stats(0, 0)?.live_chunks, 1);
         // Freed by its tagged VA: the pool is whole again and PA 0 comes back.
         g.free(c);
         assert_eq!(g.stats(0, 0)?.used, 0);
-        let again = g.alloc(0, 0, 4096, 0)?;
+        let again = g.alloc(0, 0, MIB, 0)?;
         assert_eq!(again.pa(), 0);
         g.free(again);
         Ok(())
@@ -461,7 +627,7 @@ mod tests {
     #[test]
     fn v2_channel1_starts_at_64_gib() -> Result {
         let g = grid(&V2, 1, false)?;
-        let c = g.alloc(1, 0, 4096, 0)?;
+        let c = g.alloc(1, 0, MIB, 0)?;
         assert_eq!(c.pa(), 64 * GIB);
         assert_eq!(c.va(), DEVMEM_TAG | (64 * GIB));
         g.free(c);
@@ -478,7 +644,7 @@ mod tests {
                 for r in 0..4 {
                     let (start, _) = g.pool_range(ch, r)?;
                     assert_eq!(start, info.channel_base[ch] + r as u64 * rsize);
-                    let c = g.alloc(ch, r, 4096, 0)?;
+                    let c = g.alloc(ch, r, MIB, 0)?;
                     assert_eq!(c.pa(), start);
                     g.free(c);
                 }
@@ -526,21 +692,94 @@ mod tests {
     fn exhaustion_then_recovery() -> Result {
         let g = grid(&V2, 4, false)?;
         let total = g.stats(0, 1)?.total;
-        let a = g.alloc(0, 1, total / 2, 0)?;
-        let b = g.alloc(0, 1, total / 2, 0)?;
+        // The main pool whole, then the small pool whole (a large chunk
+        // falls back on it when the main pool has no room).
+        let a = g.alloc(0, 1, total - SMALL_POOL_SIZE, 0)?;
+        let b = g.alloc(0, 1, SMALL_POOL_SIZE, 0)?;
+        assert_eq!(b.pa(), a.pa() + total - SMALL_POOL_SIZE);
         let before = g.stats(0, 1)?;
         assert_eq!(g.alloc(0, 1, 4096, 0).err(), Some(ENOMEM));
+        assert_eq!(g.alloc_scratch(0, 1, 4096).err(), Some(ENOMEM));
         assert_eq!(g.stats(0, 1)?, before); // a failed allocation changes nothing
         g.free(a);
+        // A small chunk falls back on the main pool when the small one is full.
         let c = g.alloc(0, 1, 4096, 0)?;
+        let (start, _) = g.pool_range(0, 1)?;
+        assert_eq!(c.pa(), start);
         let s = g.stats(0, 1)?;
         assert_eq!(
             (s.used, s.peak, s.live_chunks),
-            (total / 2 + 4096, total, 2)
+            (SMALL_POOL_SIZE + 4096, total, 2)
         );
         g.free(b);
         g.free(c);
         assert_eq!(g.stats(0, 1)?.used, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn small_chunks_take_the_small_pool_first() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let (start, end) = g.pool_range(0, 0)?;
+        let (s_start, s_end, free) = g.small_pool(0, 0)?.ok_or(EINVAL)?;
+        // The top GiB, less the V2 stack end's granule, on a MiB boundary.
+        assert_eq!((s_start, s_end), (15 * GIB, end));
+        assert_eq!((end, free), (16 * GIB - 4096, GIB - 4096));
+        let small = g.alloc(0, 0, SMALL_ALLOC_MAX, 0)?;
+        assert_eq!(small.pa(), s_start);
+        let large = g.alloc(0, 0, SMALL_ALLOC_MAX + 1, 0)?;
+        assert_eq!((large.pa(), large.size()), (start, SMALL_ALLOC_MAX + 4096));
+        // A scratchpad comes from the top of the main pool, below the small one.
+        let scratch = g.alloc_scratch(0, 0, 4096)?;
+        assert_eq!(scratch.pa(), s_start - 4096);
+        assert_eq!(g.lookup(s_start), Some((s_start, SMALL_ALLOC_MAX)));
+        for c in [small, large, scratch] {
+            g.free(c);
+        }
+        assert_eq!(g.small_pool(0, 0)?.map(|p| p.2), Some(GIB - 4096));
+        Ok(())
+    }
+
+    /// The fragmentation a tenant could make with one-record plans of 64 MiB
+    /// and 4 KiB, first fit, once it frees the large ones: with the small
+    /// chunks in the small pool, the freed space is one run again.
+    #[test]
+    fn small_chunks_cannot_shred_the_main_pool() -> Result {
+        const ROUNDS: u64 = 32;
+        let g = grid(&V2, 4, false)?;
+        let mut large = KVec::new();
+        let mut small = KVec::new();
+        for _ in 0..ROUNDS {
+            large.push(g.alloc(0, 0, 64 * MIB, 0)?, GFP_KERNEL)?;
+            small.push(g.alloc(0, 0, 4096, 0)?, GFP_KERNEL)?;
+        }
+        for c in large.drain_all() {
+            g.free(c);
+        }
+        // Half of what was freed, in one record.
+        let half = g.alloc(0, 0, ROUNDS * 64 * MIB / 2, 0)?;
+        g.free(half);
+        for c in small.drain_all() {
+            g.free(c);
+        }
+        assert_eq!(g.stats(0, 0)?.live_chunks, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_chunk_of_another_grid_is_refused() -> Result {
+        // Two devices of one arch: identical pool ranges.
+        let a = grid(&V2, 1, false)?;
+        let b = grid(&V2, 1, false)?;
+        for size in [4096, MIB] {
+            let c = a.alloc(0, 0, size, 0)?;
+            let before = b.stats(0, 0)?;
+            let back = b.try_free(c).err().ok_or(EINVAL)?;
+            assert_eq!(b.stats(0, 0)?, before);
+            assert_eq!(a.stats(0, 0)?.live_chunks, 1);
+            assert!(a.try_free(back).is_ok());
+            assert_eq!(a.stats(0, 0)?.used, 0);
+        }
         Ok(())
     }
 
@@ -562,15 +801,23 @@ mod tests {
                     let base = info.channel_base[ch] + r as u64 * region_size;
                     let (start, end) = g.pool_range(ch, r)?;
                     assert_eq!(start, base + FW_CARVEOUT);
-                    let all = g.alloc(ch, r, end - start, 0)?;
+                    let small = g.small_pool(ch, r)?.map_or(0, |(s, e, _)| e - s);
+                    let all = g.alloc(ch, r, end - start - small, 0)?;
                     assert_eq!(all.pa(), base + FW_CARVEOUT);
+                    let rest = match small {
+                        0 => None,
+                        n => Some(g.alloc(ch, r, n, 0)?),
+                    };
                     assert_eq!(g.alloc(ch, r, 4096, 0).err(), Some(ENOMEM));
                     assert!(g.lookup(base).is_none());
                     assert!(g.lookup(base + FW_CARVEOUT - 1).is_none());
                     g.free(all);
-                    let top = g.alloc_scratch(ch, r, end - start)?;
+                    let top = g.alloc_scratch(ch, r, end - start - small)?;
                     assert_eq!(top.pa(), base + FW_CARVEOUT);
                     g.free(top);
+                    if let Some(c) = rest {
+                        g.free(c);
+                    }
                 }
             }
         }
@@ -632,7 +879,7 @@ mod tests {
     #[test]
     fn scratchpads_grow_down_from_the_top() -> Result {
         let g = grid(&V2, 1, false)?;
-        let (_, top) = g.pool_range(0, 0)?;
+        let top = g.small_pool(0, 0)?.ok_or(EINVAL)?.0;
         let a = g.alloc_scratch(0, 0, 8192)?;
         let b = g.alloc_scratch(0, 0, 4096)?;
         let c = g.alloc_scratch(0, 0, 3 * 4096)?;
@@ -653,7 +900,7 @@ mod tests {
     #[test]
     fn a_scratchpad_below_does_not_hold_those_above() -> Result {
         let g = grid(&V2, 1, false)?;
-        let (_, top) = g.pool_range(0, 0)?;
+        let top = g.small_pool(0, 0)?.ok_or(EINVAL)?.0;
         let mut chunks = KVec::new();
         for _ in 0..8 {
             chunks.push(Some(g.alloc_scratch(0, 0, 4096)?), GFP_KERNEL)?;
@@ -679,8 +926,10 @@ mod tests {
     fn scratch_and_main_meet_with_enomem() -> Result {
         let g = grid(&V2, 4, false)?;
         let total = g.stats(0, 0)?.total;
-        let main = g.alloc(0, 0, total - 8192, 0)?;
+        let small = g.small_pool(0, 0)?.map_or(0, |(s, e, _)| e - s);
+        let main = g.alloc(0, 0, total - small - 8192, 0)?;
         let s = g.alloc_scratch(0, 0, 8192)?;
+        // Never from the small pool, which is all free.
         assert_eq!(g.alloc_scratch(0, 0, 4096).err(), Some(ENOMEM));
         g.free(s);
         g.free(main);

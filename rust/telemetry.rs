@@ -2,7 +2,8 @@
 
 //! Per-device debugfs: `/sys/kernel/debug/neuron_hbm<N>/`.
 //!
-//! - `pools`: per channel x region `ch region start end total used peak live`
+//! - `pools`: per channel x region `ch region start end total used peak live`,
+//!   then the small pool's `start end free` (`- - -` when the region has none)
 //!   (the numbers of `NHBM_IOC_MEM_STATS`);
 //! - `plans`: per live plan `pid plan_id vars bytes kmem`;
 //! - `chunks`: every live chunk `ch region pa size`;
@@ -69,11 +70,18 @@ fn show_pools(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
             else {
                 continue;
             };
-            writeln!(
+            write!(
                 f,
                 "{} {} {:#x} {:#x} {} {} {} {}",
                 ch, r, start, end, s.total, s.used, s.peak, s.live_chunks
             )?;
+            // The small pool: its range and free bytes ("- - -" if none).
+            match dev.grid.small_pool(ch, r) {
+                Ok(Some((s_start, s_end, free))) => {
+                    writeln!(f, " {:#x} {:#x} {}", s_start, s_end, free)?
+                }
+                _ => writeln!(f, " - - -")?,
+            }
         }
     }
     Ok(())

@@ -37,7 +37,9 @@ pub(crate) fn batch_from<V, T: Copy>(
 }
 
 /// Calls `f` with every item of the batches `next` gives, from key 0 on;
-/// `next` takes and drops the lock itself, so none is held while `f` runs.
+/// `next` takes and drops the lock itself, so none is held while `f` runs,
+/// and the walk offers to reschedule between batches: a tree of millions of
+/// items is read without hogging the CPU.
 pub(crate) fn walk<T: Copy, E>(
     mut next: impl FnMut(u64) -> Batch<T>,
     mut f: impl FnMut(T) -> core::result::Result<(), E>,
@@ -49,6 +51,7 @@ pub(crate) fn walk<T: Copy, E>(
             f(item)?;
         }
         from = after;
+        crate::resched::yield_now();
     }
     Ok(())
 }

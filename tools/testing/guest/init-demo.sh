@@ -16,7 +16,7 @@ echo "sysfs: arch $(cat $d/arch), simulated $(cat $d/simulated), channels $(cat 
 if [ -x /tests/nhbm ]; then
 	/tests/nhbm demo /dev/neuron_hbm0
 fi
-echo "== debugfs: /sys/kernel/debug/neuron_hbm0/pools (ch region start end total used peak live)"
+echo "== debugfs: /sys/kernel/debug/neuron_hbm0/pools (ch region start end total used peak live small_start small_end small_free)"
 cat /sys/kernel/debug/neuron_hbm0/pools
 rmmod neuron_hbm
 echo "NHBM-DEMO-END"
