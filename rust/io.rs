@@ -79,6 +79,12 @@ pub(crate) trait DeviceIo: Send + Sync {
     /// Makes `[off, off + len)` of BAR4 read as zeros.
     fn bar4_zero(&self, off: u64, len: u64) -> Result;
 
+    /// Gives back what backs `[off, off + len)` of BAR4, memory that was
+    /// just freed: the simulated device drops its pages there. HBM itself
+    /// has nothing to give back, and freed memory is scrubbed when it is
+    /// next allocated either way.
+    fn bar4_release(&self, _off: u64, _len: u64) {}
+
     /// Whether the device is still there (false after surprise removal).
     fn is_present(&self) -> bool;
 

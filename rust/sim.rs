@@ -314,6 +314,11 @@ impl DeviceIo for SimIo {
         self.bar4.zero(off, len)
     }
 
+    fn bar4_release(&self, off: u64, len: u64) {
+        // Present or not: the pages are the store's own, and they go.
+        let _ = self.bar4.zero(off, len);
+    }
+
     fn is_present(&self) -> bool {
         self.present.load(Relaxed)
     }

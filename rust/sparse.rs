@@ -31,12 +31,16 @@ const GROUP: usize = XFER_CHUNK / SIM_PAGE;
 /// One simulated page.
 type Page = KBox<[u8; SIM_PAGE]>;
 
-/// The resident pages, and pages that writes replaced, kept (at most
-/// [`GROUP`]) for the next write to fill.
+/// The resident pages.
 struct Pages {
     tree: RBTree<usize, Page>,
-    spare: KVec<Page>,
 }
+
+/// Pages one user write replaced, kept for its own next pages and freed when
+/// it ends: a page is charged to the memory cgroup of the task that
+/// allocated it, and a page kept across writes would carry one tenant's
+/// charge into another's memory.
+type Spares = [Option<Page>; GROUP];
 
 /// A sparse, page-granular byte store of a fixed size. An access holds
 /// `pages` for at most [`LOCK_SPAN`] bytes of copying between kernel buffers;
@@ -77,7 +81,6 @@ impl SparseMem {
             size,
             pages <- new_mutex!(Pages {
                 tree: RBTree::new(),
-                spare: KVec::with_capacity(GROUP, GFP_KERNEL)?,
             }),
         })
     }
@@ -141,8 +144,9 @@ impl SparseMem {
 
     /// Writes `len` bytes read from `src` at `off`, each byte copied once and
     /// with no lock held while user memory is read: every page the write
-    /// touches is filled while it is still private (a page replaced earlier,
-    /// or a fresh one, never zeroed first), up to a piece's worth of pages at
+    /// touches is filled while it is still private (a page this write
+    /// replaced, or a fresh one charged to the writer, never zeroed first),
+    /// up to a piece's worth of pages at
     /// a time, and then put in place of the resident page under one hold of
     /// the lock. A page the write covers only in part takes the rest of its
     /// bytes from the page it replaces (zeros where there is none); with
@@ -158,6 +162,7 @@ impl SparseMem {
     ) -> Result {
         check_range(off, len as u64, self.size)?;
         let mut done = 0usize;
+        let mut spares: Spares = [const { None }; GROUP];
         while done < len {
             let mut blanks: [Option<(usize, Blank<SIM_PAGE>)>; GROUP] = [const { None }; GROUP];
             let mut count = 0;
@@ -166,14 +171,7 @@ impl SparseMem {
                 end += page_part(off, end, len)?.2;
                 count += 1;
             }
-            let mut reuse: [Option<Page>; GROUP] = [const { None }; GROUP];
-            {
-                let mut pages = self.pages.lock();
-                for slot in reuse.iter_mut().take(count) {
-                    *slot = pages.spare.pop();
-                }
-            }
-            for (slot, page) in blanks.iter_mut().zip(reuse.iter_mut()).take(count) {
+            for (slot, page) in blanks.iter_mut().zip(spares.iter_mut()).take(count) {
                 let (idx, in_page, n) = page_part(off, done, len)?;
                 let mut blank = match page.take() {
                     Some(p) => Blank::reuse(p),
@@ -190,7 +188,7 @@ impl SparseMem {
             loop {
                 let mut missing = 0;
                 gate(&mut || {
-                    missing = self.place(&mut blanks, &mut nodes);
+                    missing = self.place(&mut blanks, &mut nodes, &mut spares);
                     Ok(())
                 })?;
                 if missing == 0 {
@@ -205,17 +203,18 @@ impl SparseMem {
     }
 
     /// Puts each filled page of `blanks` (in ascending order) in place under
-    /// one hold of the lock: in place of the resident page (which becomes a
-    /// spare), or in a node of `nodes`. Returns how many found neither (left
+    /// one hold of the lock: in place of the resident page (which goes to
+    /// `spares`), or in a node of `nodes`. Returns how many found neither (left
     /// in `blanks`). Resident pages are found by walking the tree from the
     /// first, not by a lookup each.
     fn place(
         &self,
         blanks: &mut [Option<(usize, Blank<SIM_PAGE>)>],
         nodes: &mut [Option<RBTreeNodeReservation<usize, Page>>],
+        spares: &mut Spares,
     ) -> usize {
         let mut pages = self.pages.lock();
-        let Pages { tree, spare } = &mut *pages;
+        let tree = &mut pages.tree;
         // Resident pages: one walk of the tree from the first page on.
         let first = blanks.iter().flatten().map(|(idx, _)| *idx).next();
         let mut cursor = first.and_then(|idx| tree.cursor_lower_bound_mut(&idx));
@@ -234,7 +233,9 @@ impl SparseMem {
                 let new = blank.finish(Some(old));
                 let old = core::mem::replace(old, new);
                 // Beyond the spares kept, the page is freed.
-                let _ = spare.push_within_capacity(old);
+                if let Some(free) = spares.iter_mut().find(|s| s.is_none()) {
+                    *free = Some(old);
+                }
             }
         }
         // The rest are new: a node each, as far as `nodes` go.

@@ -343,13 +343,17 @@ impl Drop for Plan {
             self.dev.plans.lock().remove(&self.serial);
         }
         let grid = &self.dev.grid;
+        // What backs each chunk goes with it (the simulated device's pages,
+        // charged to whoever wrote them), not when a later scrub reaches it.
         for (i, c) in self.chunks.drain_all().enumerate() {
             if i % resched::EVERY == 0 {
                 resched::yield_now();
             }
+            self.dev.release(c.pa(), c.size());
             grid.free(c);
         }
         for c in self.scratch.drain_all() {
+            self.dev.release(c.pa(), c.size());
             grid.free(c);
         }
     }
@@ -793,8 +797,9 @@ mod tests {
         assert_eq!(pa(8)?, target.resolve(1, 0, 0)?);
         assert_eq!(plan.var(8)?.size, 8192);
         assert!(plan.vars().iter().all(|v| v.pa != PA_UNSTAGED));
-        // Scratchpads sit at the top of channel 1, the local one above.
-        assert_eq!(plan.local_scratch_pa, 80 * GIB - 4096 - MIB);
+        // Scratchpads sit at the top of channel 1's main pool, below its
+        // small pool (the top GiB), the local one above.
+        assert_eq!(plan.local_scratch_pa, 79 * GIB - MIB);
         assert_eq!(plan.shared_scratch_pa, plan.local_scratch_pa - 2 * MIB);
         Ok(())
     }
