@@ -34,6 +34,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
+    sync::aref::ARef,
     sync::{Arc, Mutex},
     transmute::AsBytes,
     uaccess::{UserPtr, UserSlice},
@@ -75,8 +76,12 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    /// Registers `/dev/neuron_hbm<dev.index>` for `dev`.
-    pub(crate) fn new(dev: Arc<Device>) -> Result<Pin<KBox<Self>>> {
+    /// Registers `/dev/neuron_hbm<dev.index>` for `dev`, under `parent` in
+    /// sysfs (the PCI function) if given.
+    pub(crate) fn new(
+        dev: Arc<Device>,
+        parent: Option<ARef<kernel::device::Device>>,
+    ) -> Result<Pin<KBox<Self>>> {
         let name = *NODE_NAMES.get(dev.index as usize).ok_or(ENOSPC)?;
         let mut attrs: AttrValues = [0; NHBM_ATTR_COUNT as usize];
         attrs[NHBM_ATTR_ARCH as usize] = dev.info.arch as u64;
@@ -87,7 +92,7 @@ impl Node {
             try_pin_init!(Self {
                 _telemetry <- Telemetry::new(name, &dev),
                 // Registered last: nothing after it can fail.
-                misc <- MiscNode::register(name, 0o660, attrs, dev),
+                misc <- MiscNode::register(name, 0o660, attrs, dev, parent),
             }),
             GFP_KERNEL,
         )
@@ -470,7 +475,10 @@ impl OpenFile {
             return Err(EINVAL);
         }
         let kind = ResetKind::from_u32(req.r#type).ok_or(EINVAL)?;
-        let admin = capability::admin();
+        // Asked quietly first: a tenant refused by the sole-opener rule below
+        // leaves no audit record (it could make a flood of them); an
+        // administrator's reset is audited as a privileged operation is.
+        let admin = capability::admin_quietly() && capability::admin();
         // One tenant may not wipe the others: only an administrator or the
         // device's only open file (a runtime that owns it) may reset, and
         // anyone the device reset that ends a "reset state unknown"; checked

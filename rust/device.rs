@@ -24,6 +24,7 @@ use kernel::{
     impl_has_work, new_condvar, new_mutex, new_spinlock, new_work,
     prelude::*,
     rbtree::RBTree,
+    str::CString,
     sync::{
         atomic::{Acquire, Atomic, Release},
         Arc, CondVar, Mutex, MutexGuard, SpinLock,
@@ -56,7 +57,7 @@ pub(crate) struct Device {
     /// The HBM pools.
     pub(crate) grid: Grid,
     /// Each channel's HBM as a dmem cgroup region.
-    dmem: KVec<Region>,
+    dmem: KVec<Arc<Region>>,
     /// Who may use the device while a reset runs; held only to test and
     /// flip its fields, never across a wait for the firmware.
     #[pin]
@@ -163,18 +164,33 @@ pub(crate) struct PlanSummary {
 
 impl Device {
     /// A device over `backend` with a grid of geometry `geo`, under the
-    /// lowest free device index (`ENOSPC` when all are taken).
-    pub(crate) fn new(pci: (u16, u16), backend: Backend, geo: Geometry) -> Result<Arc<Self>> {
+    /// lowest free device index (`ENOSPC` when all are taken). `slot` names
+    /// the PCI function (its dmem regions are named by it); a simulated
+    /// device is `sim<N>`, N its index.
+    pub(crate) fn new(
+        pci: (u16, u16),
+        backend: Backend,
+        geo: Geometry,
+        slot: Option<&CStr>,
+    ) -> Result<Arc<Self>> {
         let sim = matches!(backend, Backend::Sim(_));
         let claim = NodeIndex::claim()?;
         let grid = Grid::new(geo)?;
+        let sim_place;
+        let place = match slot {
+            Some(slot) => slot,
+            None => {
+                sim_place = CString::try_from_fmt(fmt!("sim{}", claim.get()))?;
+                &sim_place
+            }
+        };
         let mut dmem = KVec::with_capacity(geo.info.nr_channels, GFP_KERNEL)?;
         for ch in 0..geo.info.nr_channels {
             let size = (0..geo.regions)
                 .filter_map(|r| grid.stats(ch, r).ok())
                 .map(|s| s.total)
                 .sum();
-            dmem.push(Region::register(claim.get(), ch as u32, size)?, GFP_KERNEL)?;
+            dmem.push(Region::at(place, ch as u32, size)?, GFP_KERNEL)?;
         }
         Arc::pin_init(
             try_pin_init!(Self {
@@ -205,7 +221,7 @@ impl Device {
 
     /// The dmem cgroup region of HBM channel `channel`.
     pub(crate) fn dmem_region(&self, channel: usize) -> Result<&Region> {
-        self.dmem.get(channel).ok_or(EINVAL)
+        self.dmem.get(channel).map(|r| &**r).ok_or(EINVAL)
     }
 
     /// The device-access interface.
@@ -580,6 +596,24 @@ impl Device {
         })
     }
 
+    /// Gives back what backs `[pa, pa + len)`, a chunk being freed (the
+    /// simulated device drops its pages, and with them their memory
+    /// charge). Runs to the end whatever signal is pending, offering to
+    /// reschedule between pieces.
+    pub(crate) fn release(&self, pa: u64, len: u64) {
+        let mut done = 0u64;
+        while done < len {
+            let chunk = XFER_CHUNK as u64;
+            let n = (len - done).min(chunk - (pa + done) % chunk);
+            // A chunk of the grid lies inside the BAR4 window, whole.
+            if let Ok(off) = addr::bar4_offset(self.info, pa + done, n) {
+                self.io().bar4_release(off, n);
+            }
+            done += n;
+            resched::yield_now();
+        }
+    }
+
     /// Zeroes `[pa, pa + len)` (the simulated device discards its pages),
     /// for memory staged at reset epoch `staged_at`.
     pub(crate) fn zero(&self, staged_at: u64, pa: u64, len: u64) -> Result {
@@ -608,6 +642,7 @@ impl Device {
                 min_alloc: 4096,
                 carveout: true,
             },
+            None,
         )
     }
 }

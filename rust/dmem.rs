@@ -2,16 +2,20 @@
 
 //! Per-cgroup HBM limits through the kernel's device-memory controller
 //! (`linux/cgroup_dmem.h`, kernel/cgroup/dmem.c): each HBM channel of a device
-//! is a region `neuron_hbm<N>/hbm<channel>`, and every plan's chunks are
-//! charged to the cgroup of the task that loads it. Over `dmem.max` a charge
-//! fails with the controller's errno (`EAGAIN`). Without `CONFIG_CGROUP_DMEM`
-//! the header's stubs make every region absent and every charge succeed.
+//! is a region `neuron_hbm/<place>/hbm<channel>`, the place being the PCI
+//! slot (or `sim<N>`), and every plan's chunks are charged to the cgroup of
+//! the task that loads it. Over `dmem.max` a charge fails with the
+//! controller's errno (`EAGAIN`). A region is kept for the module's lifetime,
+//! so that a device bound again at its slot finds its limits: the
+//! controller keeps a limit with the region it was set on. Without
+//! `CONFIG_CGROUP_DMEM` the header's stubs make every region absent and every
+//! charge succeed.
 
 use crate::helpers::{
     dmem_cgroup_pool_state, dmem_cgroup_region, nhbm_dmem_register, nhbm_dmem_try_charge,
     nhbm_dmem_uncharge, nhbm_dmem_unregister,
 };
-use kernel::{error::to_result, prelude::*};
+use kernel::{error::to_result, prelude::*, str::CString, sync::Arc};
 
 /// One channel's HBM as a dmem cgroup region, unregistered on drop.
 ///
@@ -21,6 +25,8 @@ use kernel::{error::to_result, prelude::*};
 /// `nhbm_dmem_register` and not yet unregistered.
 pub(crate) struct Region {
     raw: *mut dmem_cgroup_region,
+    name: CString,
+    size: u64,
 }
 
 // SAFETY: The controller's functions may be called on a region from any
@@ -30,12 +36,62 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
-    /// Registers channel `channel` of device `dev` with `size` bytes.
-    pub(crate) fn register(dev: u32, channel: u32, size: u64) -> Result<Self> {
+    /// Registers a region `name` of `size` bytes.
+    fn register(name: CString, size: u64) -> Result<Self> {
         let mut raw = core::ptr::null_mut();
-        // SAFETY: `raw` is valid for writes; the name is formatted from integers.
-        to_result(unsafe { nhbm_dmem_register(size, dev, channel, &mut raw) })?;
-        Ok(Self { raw })
+        // SAFETY: `raw` is valid for writes; `name` is NUL-terminated, and
+        // the controller copies it.
+        to_result(unsafe { nhbm_dmem_register(size, name.as_char_ptr(), &mut raw) })?;
+        Ok(Self { raw, name, size })
+    }
+
+    /// The region of HBM channel `channel` of the device at `place`, of
+    /// `size` bytes: the one kept from an earlier device there (with the
+    /// limits set on it), else a new one, kept until the module goes.
+    pub(crate) fn at(place: &CStr, channel: u32, size: u64) -> Result<Arc<Self>> {
+        let name = CString::try_from_fmt(fmt!("neuron_hbm/{}/hbm{}", place.to_str()?, channel))?;
+        let mut kept = KEPT.lock();
+        if let Some(r) = kept.iter().find(|r| r.name.to_bytes() == name.to_bytes()) {
+            if r.size == size {
+                return Ok(r.clone());
+            }
+        }
+        kept.reserve(1, GFP_KERNEL)?;
+        // Another size at the place is another device: the old region
+        // leaves the set, and goes once its last user does.
+        kept.retain(|r| r.name.to_bytes() != name.to_bytes());
+        let region = Arc::new(Self::register(name, size)?, GFP_KERNEL)?;
+        // Cannot fail: room was reserved.
+        kept.push_within_capacity(region.clone())
+            .map_err(|_| ENOMEM)?;
+        Ok(region)
+    }
+}
+
+kernel::sync::global_lock! {
+    // SAFETY: `Kept::new` initializes it in the module initializer, before
+    // any device (or test) exists.
+    unsafe(uninit) static KEPT: Mutex<KVec<Arc<Region>>> = KVec::new();
+}
+
+/// The module's kept regions: they are unregistered when it is dropped,
+/// after every device.
+pub(crate) struct Kept(());
+
+impl Kept {
+    /// Starts the module's set of kept regions.
+    pub(crate) fn new() -> Self {
+        // SAFETY: Called once, from the module initializer, before `KEPT`
+        // is used.
+        unsafe { KEPT.init() };
+        Self(())
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        // A region still held by a charge lives on until that goes.
+        KEPT.lock().clear();
     }
 }
 
@@ -128,7 +184,10 @@ mod tests {
 
     #[test]
     fn charges_of_one_cgroup_add_up_and_go_on_drop() -> Result {
-        let region = Region::register(DEV, 0, 1 << 30)?;
+        let region = Region::register(
+            CString::try_from_fmt(fmt!("neuron_hbm/test{}/hbm0", DEV))?,
+            1 << 30,
+        )?;
         let mut charge = Charge::new();
         charge.add(&region, 4096)?;
         let pool = charge.pool;
@@ -139,8 +198,22 @@ mod tests {
         // Nothing charged: dropping uncharges nothing.
         drop(Charge::new());
         drop(region);
-        // Unregistered with its last user: the name can be taken again.
-        drop(Region::register(DEV, 0, 1 << 30)?);
+        Ok(())
+    }
+
+    #[test]
+    fn a_place_keeps_its_region() -> Result {
+        let place = CString::try_from_fmt(fmt!("test{}", DEV))?;
+        let a = Region::at(&place, 1, 1 << 30)?;
+        drop(a);
+        // Gone from its device, kept for the next device at the place.
+        let b = Region::at(&place, 1, 1 << 30)?;
+        let c = Region::at(&place, 1, 1 << 30)?;
+        assert!(core::ptr::eq(b.raw, c.raw));
+        assert_eq!(b.name.to_bytes(), b"neuron_hbm/test17/hbm1");
+        // Another channel, another region.
+        let d = Region::at(&place, 2, 1 << 30)?;
+        assert!(!core::ptr::eq(b.raw, d.raw) || b.raw.is_null());
         Ok(())
     }
 }

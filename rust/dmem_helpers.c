@@ -10,12 +10,12 @@
 
 #include "helpers.h"
 
-int nhbm_dmem_register(u64 size, u32 dev, u32 channel, struct dmem_cgroup_region **out)
+int nhbm_dmem_register(u64 size, const char *name, struct dmem_cgroup_region **out)
 {
 	struct dmem_cgroup_init init = { .size = size };
 	struct dmem_cgroup_region *region;
 
-	region = dmem_cgroup_register_region(&init, "neuron_hbm%u/hbm%u", dev, channel);
+	region = dmem_cgroup_register_region(&init, "%s", name);
 	if (IS_ERR(region))
 		return PTR_ERR(region);
 	*out = region;

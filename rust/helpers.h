@@ -42,7 +42,7 @@ unsigned long nhbm_copy_from_user_nontemporal(void *to, const void __user *from,
 /* The device-memory cgroup controller (dmem_helpers.c). */
 struct dmem_cgroup_region;
 struct dmem_cgroup_pool_state;
-int nhbm_dmem_register(u64 size, u32 dev, u32 channel, struct dmem_cgroup_region **out);
+int nhbm_dmem_register(u64 size, const char *name, struct dmem_cgroup_region **out);
 void nhbm_dmem_unregister(struct dmem_cgroup_region *region);
 int nhbm_dmem_try_charge(struct dmem_cgroup_region *region, u64 size,
 			 struct dmem_cgroup_pool_state **pool);

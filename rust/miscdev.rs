@@ -13,11 +13,12 @@
 use crate::helpers::{nhbm_attr_groups, NHBM_ATTR_COUNT};
 use core::marker::PhantomData;
 use kernel::{
-    bindings,
+    bindings, device,
     error::to_result,
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
+    sync::aref::ARef,
     types::Opaque,
 };
 
@@ -54,6 +55,8 @@ pub(crate) trait NodeFile: Sized + Send + Sync {
 #[pin_data(PinnedDrop)]
 pub(crate) struct MiscNode<T: NodeFile> {
     data: T::Data,
+    /// The device the node sits under in sysfs, held while it is there.
+    parent: Option<ARef<device::Device>>,
     #[pin]
     raw: Opaque<RawNode>,
 }
@@ -66,19 +69,28 @@ unsafe impl<T: NodeFile> Sync for MiscNode<T> {}
 
 impl<T: NodeFile> MiscNode<T> {
     /// Registers `/dev/<name>` with permissions `mode`, the attribute groups
-    /// of sysfs.c showing `attrs`, and `data` for the files opened on it.
+    /// of sysfs.c showing `attrs`, and `data` for the files opened on it;
+    /// under `parent` in sysfs (`/sys/class/misc/<name>/device`), if given.
     pub(crate) fn register(
         name: &'static CStr,
         mode: u16,
         attrs: AttrValues,
         data: T::Data,
+        parent: Option<ARef<device::Device>>,
     ) -> impl PinInit<Self, Error> {
+        // `device::Device` is a transparent wrapper of `struct device`.
+        let parent_raw = parent.as_deref().map_or(core::ptr::null_mut(), |d| {
+            core::ptr::from_ref(d).cast::<bindings::device>().cast_mut()
+        });
         try_pin_init!(Self {
             // First: a file can be opened as soon as the node is registered.
             data,
+            // Held for as long as the node is registered under it.
+            parent,
             raw <- Opaque::try_ffi_init(move |slot: *mut RawNode| {
                 let mut misc = MiscDeviceOptions { name }.into_raw::<Files<T>>();
                 misc.mode = mode;
+                misc.parent = parent_raw;
                 // The static, NULL-terminated attribute groups of sysfs.c.
                 misc.groups = core::ptr::addr_of!(nhbm_attr_groups).cast_mut().cast();
                 // SAFETY: `slot` is valid for writes (pin-init contract).
@@ -89,7 +101,9 @@ impl<T: NodeFile> MiscNode<T> {
                     })
                 };
                 // SAFETY: `slot` holds a complete `miscdevice` whose storage is
-                // pinned and outlives the registration (deregistered in drop).
+                // pinned and outlives the registration (deregistered in drop);
+                // its parent is NULL or a device that `parent`, a field of
+                // this node, holds a reference on until after that.
                 to_result(unsafe { bindings::misc_register(&raw mut (*slot).misc) })
             }),
         })
@@ -177,7 +191,7 @@ mod tests {
 
     fn node(mode: u16, attrs: AttrValues) -> Result<Pin<KBox<MiscNode<Probe>>>> {
         KBox::pin_init(
-            MiscNode::register(NAME, mode, attrs, Atomic::new(7)),
+            MiscNode::register(NAME, mode, attrs, Atomic::new(7), None),
             GFP_KERNEL,
         )
     }

@@ -120,6 +120,8 @@ pub struct NeuronHbm {
     _pci: kernel::driver::Registration<kernel::pci::Adapter<pci::PciDriver>>,
     sim_nodes: KVec<SimNode>,
     _resets: reset_queue::ResetQueue,
+    /// Dropped last, after every device.
+    _regions: dmem::Kept,
 }
 
 /// A simulated device's node; unplugged when the module goes, so that a
@@ -158,6 +160,7 @@ fn sim_devices() -> Result<KVec<SimNode>> {
             (arch::PCI_VENDOR_AMAZON, info.sim_pci_device),
             Backend::Sim(sim.clone()),
             geometry(info),
+            None,
         )?;
         pr_info!("neuron_hbm{}: simulated {} device\n", dev.index, info.name);
         if reset_on_probe() {
@@ -165,7 +168,7 @@ fn sim_devices() -> Result<KVec<SimNode>> {
         }
         nodes.push(
             SimNode {
-                _node: Node::new(dev)?,
+                _node: Node::new(dev, None)?,
                 sim,
             },
             GFP_KERNEL,
@@ -197,7 +200,9 @@ impl kernel::InPlaceModule for NeuronHbm {
         // Only the build `make bench` loads has benchmarks: they run at load.
         #[cfg(nhbm_bench)]
         bench::run();
+        let regions = dmem::Kept::new();
         try_pin_init!(Self {
+            _regions: regions,
             _resets: {
                 check_params()?;
                 reset_queue::ResetQueue::new()?

@@ -263,6 +263,7 @@ impl PciDriver {
             (PCI_VENDOR_AMAZON, device_id),
             Backend::Pci(io.clone()),
             geometry(info),
+            Some(pdev.as_ref().name()),
         )?;
         dev_info!(
             pdev,
@@ -278,7 +279,7 @@ impl PciDriver {
             Device::reset_at_probe(&dev)?;
         }
         Ok(PciBinding {
-            _node: Node::new(dev)?,
+            _node: Node::new(dev, Some(pdev.as_ref().into()))?,
             io,
         })
     }
