@@ -37,6 +37,17 @@ pub fn device_index() -> u32 {
     *DEVICE_INDEX.get().unwrap_or(&0)
 }
 
+/// The dmem cgroup region of HBM channel `channel` of `/dev/neuron_hbm<index>`:
+/// named by the PCI function the node sits under in sysfs, `sim<index>` for a
+/// simulated device.
+pub fn dmem_region(index: u32, channel: u32) -> String {
+    let place = std::fs::read_link(format!("/sys/class/misc/neuron_hbm{index}/device"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| format!("sim{index}"));
+    format!("neuron_hbm/{place}/hbm{channel}")
+}
+
 /// The `simulated` value DEVICE_INFO must report: 0 when the guest runs on
 /// the emulated PCI functions (`NHBM_BACKEND=pci`), 1 otherwise.
 pub fn expected_simulated() -> u32 {

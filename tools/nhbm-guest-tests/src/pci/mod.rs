@@ -22,7 +22,8 @@ use nhbm::uapi::*;
 use nhbm::Device;
 
 use crate::fixtures::{
-    dev, device_index, info, one_buffer, open_device, pattern, set_device_index, GIB, KIB,
+    dev, device_index, dmem_region, info, one_buffer, open_device, pattern, set_device_index, GIB,
+    KIB, MIB,
 };
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, skip, Case, Ctx, Fail, TestResult};
 use crate::suite::{Suite, Unready};
@@ -415,6 +416,70 @@ pub fn surprise_removal_reads_all_ones() -> TestResult {
     let stats = d.mem_stats().ctx("MEM_STATS")?;
     ensure_eq("own plans of the new file", stats.own_plans, 1)?;
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
+/// The device node under function `f` in sysfs.
+fn node_of(f: &Function) -> Result<u32, Fail> {
+    for i in 0..16u32 {
+        let link = std::fs::read_link(format!("/sys/class/misc/neuron_hbm{i}/device"));
+        if link.is_ok_and(|p| p.file_name().is_some_and(|n| *n == *f.address())) {
+            return Ok(i);
+        }
+    }
+    fail(format!("no /dev/neuron_hbm* under {}", f.address()))
+}
+
+/// A cgroup `dmem.max` set on a function's region holds across a rebind,
+/// while a file of the old binding is still open: the region is named by
+/// the PCI slot and kept, so the device bound again there (under another
+/// node, the old one still being held) charges the same region, under the
+/// same limit.
+pub fn dmem_limit_survives_a_rebind() -> TestResult {
+    const LIMIT: u64 = MIB;
+    const PLAN: u64 = 256 * KIB;
+    let f = function()?;
+    let region = dmem_region(device_index(), 0);
+    ensure(region.contains(&f.address()), || {
+        format!("region {region} is not named by the slot {}", f.address())
+    })?;
+    let root = "/sys/fs/cgroup";
+    let controllers =
+        std::fs::read_to_string(format!("{root}/cgroup.controllers")).ctx("cgroup2")?;
+    if !controllers.split_whitespace().any(|c| c == "dmem") {
+        return skip("the kernel has no dmem cgroup controller");
+    }
+    std::fs::write(format!("{root}/cgroup.subtree_control"), "+dmem").ctx("subtree_control")?;
+    let cg = format!("{root}/nhbm-rebind");
+    let _ = std::fs::remove_dir(&cg);
+    std::fs::create_dir(&cg).ctx("mkdir cgroup")?;
+    let me = std::process::id().to_string();
+    let run = || -> TestResult {
+        std::fs::write(format!("{cg}/dmem.max"), format!("{region} {LIMIT}")).ctx("dmem.max")?;
+        std::fs::write(format!("{cg}/cgroup.procs"), &me).ctx("join")?;
+        let old = dev()?;
+        rebind(&f)?;
+        let new = open_device(node_of(&f)?)?;
+        let blob = one_buffer(1, PLAN).to_blob().ctx("build")?;
+        let mut held = Vec::new();
+        for _ in 0..LIMIT / PLAN {
+            held.push(new.plan_load(&blob, 0).ctx("PLAN_LOAD within dmem.max")?);
+        }
+        ensure_errno(
+            "PLAN_LOAD over dmem.max",
+            new.plan_load(&blob, 0),
+            libc::EAGAIN,
+        )?;
+        drop(new);
+        drop(old);
+        Ok(())
+    };
+    let r = run();
+    let _ = std::fs::write(format!("{root}/cgroup.procs"), &me);
+    let _ = std::fs::remove_dir(&cg);
+    // Back under its own node for the cases after this one.
+    rebind(&f)?;
+    r?;
+    ensure_eq("node after rebinding", node_of(&f)?, device_index())
 }
 
 /// Unbinds `f` from neuron_hbm and binds it again.

@@ -224,3 +224,91 @@ pub fn usage_of_others_is_for_the_administrator(notes: &mut Notes) -> TestResult
     notes.add("pool sizes for all, usage for root only");
     Ok(())
 }
+
+/// Where tracefs is (mounted here if it is not yet).
+const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// `CAP_SYS_ADMIN`, and the `opts` bit of a capability check that writes no
+/// audit record (`CAP_OPT_NOAUDIT`, include/linux/security.h).
+const CAP_SYS_ADMIN: i32 = 21;
+const CAP_OPT_NOAUDIT: u32 = 1 << 1;
+
+/// tracefs with kprobe events, mounted if need be; `None` if the kernel has
+/// none.
+fn kprobe_events() -> Option<String> {
+    let events = format!("{TRACEFS}/kprobe_events");
+    if !std::path::Path::new(&events).exists() {
+        let (src, dir, fs) = (c"tracefs", c"/sys/kernel/tracing", c"tracefs");
+        // SAFETY: plain mount(2) with NUL-terminated strings and no data.
+        unsafe { libc::mount(src.as_ptr(), dir.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+    }
+    std::path::Path::new(&events).exists().then_some(events)
+}
+
+/// A RESET refused by the sole-opener rule leaves no audit record: a tenant
+/// could make a flood of them. A kprobe on `cap_capable` records the `cap`
+/// and `opts` of every `CAP_SYS_ADMIN` check while an unprivileged tenant
+/// tries 1,000 RESETs beside another open file: every check it caused is
+/// made with `CAP_OPT_NOAUDIT`, and there is one at least per RESET (the
+/// probe saw them).
+pub fn refused_resets_leave_no_audit_record(notes: &mut Notes) -> TestResult {
+    const TRIES: u32 = 1000;
+    let Some(events) = kprobe_events() else {
+        return crate::ktap::skip("the kernel has no kprobe events");
+    };
+    let owner = open_device(device_index())?;
+    let probe = format!("{TRACEFS}/events/nhbm_audit/cap");
+    let w = |file: &str, v: &str| std::fs::write(file, v).ctx(file);
+    // Any probe a failed run left behind goes first.
+    let _ = std::fs::write(format!("{probe}/enable"), "0");
+    let _ = std::fs::write(&events, "-:nhbm_audit/cap\n");
+    w(
+        &events,
+        "p:nhbm_audit/cap cap_capable cap=$arg3:s32 opts=$arg4:u32\n",
+    )?;
+    let traced = (|| -> Result<String, crate::ktap::Fail> {
+        w(
+            &format!("{probe}/filter"),
+            &format!("cap == {CAP_SYS_ADMIN}"),
+        )?;
+        w(&format!("{TRACEFS}/trace"), "")?;
+        w(&format!("{probe}/enable"), "1")?;
+        let r = fork_child(|| {
+            let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
+            // SAFETY: plain setuid call; from now on this child has no capability.
+            if unsafe { libc::setuid(65534) } != 0 {
+                return Err(format!("setuid: {}", std::io::Error::last_os_error()));
+            }
+            for _ in 0..TRIES {
+                match d.reset(RESET_DEVICE, 0) {
+                    Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
+                    other => return Err(format!("RESET beside another file: {other:?}")),
+                }
+            }
+            Ok(())
+        });
+        w(&format!("{probe}/enable"), "0")?;
+        if let Err(m) = r? {
+            return fail(m);
+        }
+        std::fs::read_to_string(format!("{TRACEFS}/trace")).ctx("trace")
+    })();
+    let _ = std::fs::write(&events, "-:nhbm_audit/cap\n");
+    drop(owner);
+    let traced = traced?;
+    let opts: Vec<u32> = traced
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(" opts=")?.1.trim().parse().ok())
+        .collect();
+    let audited = opts.iter().filter(|&&o| o & CAP_OPT_NOAUDIT == 0).count();
+    ensure(opts.len() >= TRIES as usize, || {
+        format!(
+            "the probe saw {} CAP_SYS_ADMIN checks for {TRIES} RESETs",
+            opts.len()
+        )
+    })?;
+    ensure_eq("audited CAP_SYS_ADMIN checks", audited, 0)?;
+    notes.add(format!("{} quiet checks, none audited", opts.len()));
+    Ok(())
+}

@@ -21,7 +21,7 @@ use crate::ktap::*;
 const NO_WAIT: Duration = Duration::from_secs(30);
 
 /// Where cgroup2 is mounted in the guest.
-const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+pub(super) const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 /// MEM_WRITE through a REMOTE variable stalls on its user buffer while the
 /// REMOTE plan and then its target are unloaded and a new plan is loaded
@@ -173,14 +173,22 @@ pub fn stalled_user_copy_does_not_hold_off_a_reset() -> TestResult {
     ensure_errno("MEM_WRITE across the reset", st.written, libc::EIO)
 }
 
-/// A child cgroup of the guest's cgroup2 root with `controllers` enabled,
-/// holding this process until dropped.
-struct Cgroup {
+/// A child cgroup of the guest's cgroup2 root with `controllers` enabled;
+/// when dropped, this process goes back to the root and the cgroup goes.
+pub(super) struct Cgroup {
     path: String,
 }
 
 impl Cgroup {
-    fn enter(name: &str, controllers: &[&str]) -> Result<Self, Fail> {
+    /// Creates the cgroup and moves this process into it.
+    pub(super) fn enter(name: &str, controllers: &[&str]) -> Result<Self, Fail> {
+        let cg = Self::create(name, controllers)?;
+        cg.join()?;
+        Ok(cg)
+    }
+
+    /// Creates the cgroup (afresh), this process staying where it is.
+    pub(super) fn create(name: &str, controllers: &[&str]) -> Result<Self, Fail> {
         let avail = fs::read_to_string(format!("{CGROUP_ROOT}/cgroup.controllers"))
             .ctx("cgroup2 at /sys/fs/cgroup")?;
         for c in controllers {
@@ -196,21 +204,25 @@ impl Cgroup {
         let path = format!("{CGROUP_ROOT}/{name}");
         let _ = fs::remove_dir(&path);
         fs::create_dir(&path).ctx("mkdir cgroup")?;
-        let cg = Cgroup { path };
-        cg.write("cgroup.procs", &std::process::id().to_string())?;
-        Ok(cg)
+        Ok(Cgroup { path })
     }
 
-    fn write(&self, file: &str, value: &str) -> TestResult {
+    /// Moves this process into the cgroup: what it charges from now on is
+    /// charged here (what it charged before stays where it was).
+    pub(super) fn join(&self) -> TestResult {
+        self.write("cgroup.procs", &std::process::id().to_string())
+    }
+
+    pub(super) fn write(&self, file: &str, value: &str) -> TestResult {
         fs::write(format!("{}/{file}", self.path), value).ctx(file)
     }
 
-    fn read(&self, file: &str) -> Result<String, Fail> {
+    pub(super) fn read(&self, file: &str) -> Result<String, Fail> {
         fs::read_to_string(format!("{}/{file}", self.path)).ctx(file)
     }
 
     /// The value of `key` in a flat-keyed file such as memory.stat.
-    fn stat(&self, file: &str, key: &str) -> Result<u64, Fail> {
+    pub(super) fn stat(&self, file: &str, key: &str) -> Result<u64, Fail> {
         let text = self.read(file)?;
         text.lines()
             .filter_map(|l| l.split_once(' '))
@@ -358,7 +370,7 @@ pub fn dmem_max_caps_hbm_per_cgroup() -> TestResult {
     let plan = one_buffer(1, 256 * KIB).to_blob().ctx("build")?;
     let d = dev()?;
     let cg = Cgroup::enter("nhbm-dmem", &["dmem"])?;
-    let region = format!("neuron_hbm{}/hbm0", device_index());
+    let region = dmem_region(device_index(), 0);
     let capacity = cg_root_read("dmem.capacity")?;
     ensure(capacity.lines().any(|l| l.starts_with(&region)), || {
         format!("dmem.capacity has no {region}: {capacity:?}")
@@ -385,7 +397,7 @@ pub fn dmem_max_caps_hbm_per_cgroup() -> TestResult {
     Ok(())
 }
 
-fn cg_root_read(file: &str) -> Result<String, Fail> {
+pub(super) fn cg_root_read(file: &str) -> Result<String, Fail> {
     fs::read_to_string(format!("{CGROUP_ROOT}/{file}")).ctx(file)
 }
 
@@ -478,7 +490,7 @@ pub fn aligned_chunks_take_their_alignment() -> TestResult {
     };
     let d = dev()?;
     let cg = Cgroup::enter("nhbm-align", &["dmem"])?;
-    let region = format!("neuron_hbm{}/hbm0", device_index());
+    let region = dmem_region(device_index(), 0);
     cg.write("dmem.max", &format!("{region} {LIMIT}"))?;
     let p = d.plan_load(&at(32 * MIB)?, 0).ctx("PLAN_LOAD at 32 MiB")?;
     ensure_eq("bytes_allocated at 32 MiB", p.bytes_allocated, 32 * MIB)?;
@@ -510,7 +522,7 @@ pub fn unloaded_scratchpads_are_freed_whatever_lies_below() -> TestResult {
     let d = dev()?;
     let other = dev()?;
     let cg = Cgroup::enter("nhbm-scratch", &["dmem"])?;
-    let region = format!("neuron_hbm{}/hbm0", device_index());
+    let region = dmem_region(device_index(), 0);
     cg.write("dmem.max", &format!("{region} {LIMIT}"))?;
     let current = || dmem_current(&cg, &region);
     let a = d.plan_load(&big, 0).ctx("PLAN_LOAD big")?;

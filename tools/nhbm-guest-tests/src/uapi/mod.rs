@@ -17,6 +17,7 @@ mod planner;
 
 mod reject;
 
+mod charges;
 mod limits;
 mod uffd;
 
