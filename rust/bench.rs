@@ -321,22 +321,25 @@ fn longest_hold(grid: &Grid) -> Result<i64> {
 fn pool_lock_hold() -> Result {
     let (full, held) = full_grid()?;
     let empty = Grid::new(*full.geometry())?;
-    let mut rounds = [[0i64; ROUNDS]; 2];
-    for r in 0..ROUNDS {
-        let (f, e) = if r % 2 == 0 {
-            let f = longest_hold(&full)?;
-            (f, longest_hold(&empty)?)
+    let mut full_holds = [0i64; ROUNDS];
+    let mut empty_holds = [0i64; ROUNDS];
+    for (r, (f, e)) in full_holds
+        .iter_mut()
+        .zip(empty_holds.iter_mut())
+        .enumerate()
+    {
+        if r % 2 == 0 {
+            *f = longest_hold(&full)?;
+            *e = longest_hold(&empty)?;
         } else {
-            let e = longest_hold(&empty)?;
-            (longest_hold(&full)?, e)
-        };
-        rounds[0][r] = f;
-        rounds[1][r] = e;
+            *e = longest_hold(&empty)?;
+            *f = longest_hold(&full)?;
+        }
     }
     figure(
         "pool_lock_hold_full_vs_empty",
-        ("full pool longest hold median ns", rounds[0]),
-        ("empty pool longest hold median ns", rounds[1]),
+        ("full pool longest hold median ns", full_holds),
+        ("empty pool longest hold median ns", empty_holds),
         "<=",
         4000,
     );

@@ -309,7 +309,7 @@ impl Pool {
                     Err(e) => {
                         // Cannot fail: `chunk` was just taken from `gen`.
                         let _ = gen.free(chunk);
-                        return Err(e.into());
+                        return Err(e);
                     }
                 }
             }
