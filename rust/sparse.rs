@@ -2,7 +2,8 @@
 
 //! Sparse byte store backing a simulated BAR: pages are allocated on first
 //! write, read as zeros until then, and dropped again when zeroed, so a
-//! 256 GiB BAR costs only what tests touch.
+//! 256 GiB BAR costs only what tests touch. Pages are kept in groups of a
+//! transfer piece's worth, one tree node per group.
 
 use crate::{
     blank_page::Blank,
@@ -12,7 +13,7 @@ use crate::{
 use kernel::{
     new_mutex,
     prelude::*,
-    rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation},
+    rbtree::{RBTree, RBTreeNodeReservation},
     sync::Mutex,
 };
 
@@ -31,9 +32,58 @@ const GROUP: usize = XFER_CHUNK / SIM_PAGE;
 /// One simulated page.
 type Page = KBox<[u8; SIM_PAGE]>;
 
-/// The resident pages.
+/// The pages of one group: [`GROUP`] consecutive pages, page `g * GROUP + i`
+/// in slot `i` of group `g`.
+type Group = [Option<Page>; GROUP];
+
+/// Group and slot of page `idx`.
+fn split(idx: usize) -> (usize, usize) {
+    (idx / GROUP, idx % GROUP)
+}
+
+/// The resident pages, by group; a group holds at least one.
 struct Pages {
-    tree: RBTree<usize, Page>,
+    tree: RBTree<usize, Group>,
+}
+
+impl Pages {
+    /// Page `idx`, if resident.
+    fn page_mut(&mut self, idx: usize) -> Option<&mut Page> {
+        let (g, i) = split(idx);
+        self.tree.get_mut(&g)?[i].as_mut()
+    }
+
+    /// Whether page `idx` is resident.
+    fn has_page(&self, idx: usize) -> bool {
+        let (g, i) = split(idx);
+        self.tree.get(&g).is_some_and(|group| group[i].is_some())
+    }
+
+    /// Makes `page` page `idx` unless one is resident there already (then
+    /// `page` is dropped): in its group, or in a new group in `node`.
+    /// Hands `page` back when its group is not resident and there is no
+    /// node.
+    fn put(
+        &mut self,
+        idx: usize,
+        page: Page,
+        node: &mut Option<RBTreeNodeReservation<usize, Group>>,
+    ) -> core::result::Result<(), Page> {
+        let (g, i) = split(idx);
+        if let Some(group) = self.tree.get_mut(&g) {
+            if group[i].is_none() {
+                group[i] = Some(page);
+            }
+            return Ok(());
+        }
+        let Some(node) = node.take() else {
+            return Err(page);
+        };
+        let mut group: Group = [const { None }; GROUP];
+        group[i] = Some(page);
+        let _ = self.tree.insert(node.into_node(g, group));
+        Ok(())
+    }
 }
 
 /// Pages one user write replaced, kept for its own next pages and freed when
@@ -88,7 +138,12 @@ impl SparseMem {
     /// Number of pages currently materialized.
     #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn resident_pages(&self) -> usize {
-        self.pages.lock().tree.iter().count()
+        let pages = self.pages.lock();
+        pages
+            .tree
+            .iter()
+            .map(|(_, group)| group.iter().flatten().count())
+            .sum()
     }
 
     fn walk(&self, off: u64, len: usize, mut op: Copy<'_>) -> Result {
@@ -106,20 +161,24 @@ impl SparseMem {
             }
             let (idx, in_page, n) = page_part(off, done, len)?;
             held += n;
-            if create && pages.tree.get(&idx).is_none() {
+            while create && !pages.has_page(idx) {
                 // Allocated with the lock dropped: reclaim in the writer's
                 // memory cgroup never runs while every other user of the
-                // device waits on `pages`.
+                // device waits on `pages`. A node only for a new group; if
+                // the group went meanwhile, once more.
+                let new_group = pages.tree.get(&split(idx).0).is_none();
                 drop(pages);
-                let node = RBTreeNode::new(idx, zeroed_page()?, GFP_KERNEL_ACCOUNT)?;
+                let page = zeroed_page()?;
+                let mut node = match new_group {
+                    true => Some(RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?),
+                    false => None,
+                };
                 pages = self.pages.lock();
                 held = n;
-                if pages.tree.get(&idx).is_none() {
-                    // Nothing to replace: the slot was just seen empty.
-                    let _ = pages.tree.insert(node);
-                }
+                // A page handed back (its group went) is freed.
+                let _ = pages.put(idx, page, &mut node);
             }
-            match pages.tree.get_mut(&idx) {
+            match pages.page_mut(idx) {
                 Some(page) => {
                     let bytes = &mut page[in_page..in_page + n];
                     match &mut op {
@@ -183,7 +242,7 @@ impl SparseMem {
             }
             // Tree nodes for pages not yet resident, allocated with the lock
             // dropped as many as the last try missed.
-            let mut nodes: [Option<RBTreeNodeReservation<usize, Page>>; GROUP] =
+            let mut nodes: [Option<RBTreeNodeReservation<usize, Group>>; GROUP] =
                 [const { None }; GROUP];
             loop {
                 let mut missing = 0;
@@ -204,53 +263,46 @@ impl SparseMem {
 
     /// Puts each filled page of `blanks` (in ascending order) in place under
     /// one hold of the lock: in place of the resident page (which goes to
-    /// `spares`), or in a node of `nodes`. Returns how many found neither (left
-    /// in `blanks`). Resident pages are found by walking the tree from the
-    /// first, not by a lookup each.
+    /// `spares`), in its resident group, or in a new group in a node of
+    /// `nodes`. Returns how many new groups found no node (their pages are
+    /// left in `blanks`).
     fn place(
         &self,
         blanks: &mut [Option<(usize, Blank<SIM_PAGE>)>],
-        nodes: &mut [Option<RBTreeNodeReservation<usize, Page>>],
+        nodes: &mut [Option<RBTreeNodeReservation<usize, Group>>],
         spares: &mut Spares,
     ) -> usize {
         let mut pages = self.pages.lock();
-        let tree = &mut pages.tree;
-        // Resident pages: one walk of the tree from the first page on.
-        let first = blanks.iter().flatten().map(|(idx, _)| *idx).next();
-        let mut cursor = first.and_then(|idx| tree.cursor_lower_bound_mut(&idx));
-        for slot in blanks.iter_mut() {
-            let Some(idx) = slot.as_ref().map(|(idx, _)| *idx) else {
-                continue;
-            };
-            while cursor.as_ref().is_some_and(|c| *c.current().0 < idx) {
-                cursor = cursor.and_then(|c| c.move_next());
-            }
-            let Some(c) = cursor.as_mut().filter(|c| *c.current().0 == idx) else {
-                continue;
-            };
-            if let Some((_, blank)) = slot.take() {
-                let old = c.current_mut().1;
-                let new = blank.finish(Some(old));
-                let old = core::mem::replace(old, new);
-                // Beyond the spares kept, the page is freed.
-                if let Some(free) = spares.iter_mut().find(|s| s.is_none()) {
-                    *free = Some(old);
-                }
-            }
-        }
-        // The rest are new: a node each, as far as `nodes` go.
         let mut missing = 0;
+        let mut last_missing = None;
         for slot in blanks.iter_mut() {
-            if slot.is_none() {
+            let Some((idx, _)) = slot.as_ref() else {
                 continue;
-            }
-            match nodes.iter_mut().find_map(Option::take) {
-                Some(node) => {
-                    if let Some((idx, blank)) = slot.take() {
-                        let _ = tree.insert(node.into_node(idx, blank.finish(None)));
+            };
+            let (g, i) = split(*idx);
+            if let Some(group) = pages.tree.get_mut(&g) {
+                if let Some((_, blank)) = slot.take() {
+                    let old = group[i].take();
+                    group[i] = Some(blank.finish(old.as_deref()));
+                    // Beyond the spares kept, the page is freed.
+                    if let (Some(old), Some(free)) = (old, spares.iter_mut().find(|s| s.is_none()))
+                    {
+                        *free = Some(old);
                     }
                 }
-                None => missing += 1,
+                continue;
+            }
+            let mut node = nodes.iter_mut().find_map(Option::take);
+            if node.is_none() {
+                if last_missing != Some(g) {
+                    missing += 1;
+                    last_missing = Some(g);
+                }
+                continue;
+            }
+            if let Some((idx, blank)) = slot.take() {
+                // Cannot be handed back: `node` is there for the new group.
+                let _ = pages.put(idx, blank.finish(None), &mut node);
             }
         }
         missing
@@ -277,7 +329,7 @@ impl SparseMem {
             let idx = usize::try_from(pos / page)?;
             let first = (idx as u64 * page).max(off);
             let last = ((idx as u64 + 1) * page).min(end);
-            if let Some(p) = pages.tree.get_mut(&idx) {
+            if let Some(p) = pages.page_mut(idx) {
                 let base = idx as u64 * page;
                 p[(first - base) as usize..(last - base) as usize].fill(0);
             }
@@ -285,12 +337,26 @@ impl SparseMem {
         // Whole pages: drop every resident one in [ceil(off), floor(end)).
         let first_whole = usize::try_from(off.div_ceil(page))?;
         let end_whole = usize::try_from(end / page)?;
-        while let Some(cursor) = pages.tree.cursor_lower_bound_mut(&first_whole) {
-            if *cursor.current().0 >= end_whole {
+        if first_whole >= end_whole {
+            return Ok(());
+        }
+        let mut cursor = pages.tree.cursor_lower_bound_mut(&split(first_whole).0);
+        while let Some(mut c) = cursor {
+            let g = *c.current().0;
+            if g * GROUP >= end_whole {
                 break;
             }
-            let (_, node) = cursor.remove_current();
-            drop(node);
+            let group = c.current_mut().1;
+            for (i, slot) in group.iter_mut().enumerate() {
+                if (first_whole..end_whole).contains(&(g * GROUP + i)) {
+                    *slot = None;
+                }
+            }
+            cursor = if group.iter().all(Option::is_none) {
+                c.remove_current().0
+            } else {
+                c.move_next()
+            };
         }
         Ok(())
     }
@@ -357,6 +423,27 @@ mod tests {
         assert!(dst[..100].iter().all(|&b| b == 7));
         assert!(dst[100..100 + 2 * SIM_PAGE].iter().all(|&b| b == 0));
         assert!(dst[100 + 2 * SIM_PAGE..].iter().all(|&b| b == 7));
+        Ok(())
+    }
+
+    #[test]
+    fn groups_come_and_go_with_their_pages() -> Result {
+        let m = KBox::pin_init(SparseMem::new(GIB), GFP_KERNEL)?;
+        let groups = |m: &SparseMem| m.pages.lock().tree.iter().count();
+        // Pages 10..50: the last 6 of group 0, groups 1 and 2 whole, 2 of 3.
+        let src = KVec::from_elem(9u8, 40 * SIM_PAGE, GFP_KERNEL)?;
+        m.write(10 * SIM_PAGE as u64, &src)?;
+        assert_eq!((m.resident_pages(), groups(&m)), (40, 4));
+        // Pages 12..45 go: group 1 with them, groups 0, 2 and 3 keep some.
+        m.zero(12 * SIM_PAGE as u64, 33 * SIM_PAGE as u64)?;
+        assert_eq!((m.resident_pages(), groups(&m)), (7, 3));
+        let mut dst = KVec::from_elem(1u8, 40 * SIM_PAGE, GFP_KERNEL)?;
+        m.read(10 * SIM_PAGE as u64, &mut dst)?;
+        assert!(dst[..2 * SIM_PAGE].iter().all(|&b| b == 9));
+        assert!(dst[2 * SIM_PAGE..35 * SIM_PAGE].iter().all(|&b| b == 0));
+        assert!(dst[35 * SIM_PAGE..].iter().all(|&b| b == 9));
+        m.zero(0, GIB)?;
+        assert_eq!((m.resident_pages(), groups(&m)), (0, 0));
         Ok(())
     }
 
