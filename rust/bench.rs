@@ -9,7 +9,7 @@
 use crate::{
     arch::{V2, V4},
     genpool::{raw, GenPool},
-    mempool::{Chunk, Geometry, Grid, DEVMEM_TAG, SMALL_ALLOC_MAX, SMALL_POOL_SIZE},
+    mempool::{Chunk, Geometry, Grid, DEVMEM_TAG},
 };
 use kernel::{
     prelude::*,
@@ -264,10 +264,13 @@ const HOLD_PAIRS: u32 = 20;
 /// holes the full pool has, so that first fit searches its whole bitmap.
 const HOLD_BYTES: u64 = 2048;
 
+/// Bytes of the chunks between the holes of the full pool.
+const FULL_CHUNK: u64 = 64 << 20;
+
 /// The largest pool there is (V4, one region of 36 GiB, 1 KiB granules:
-/// 36 M bits), full and fragmented: the small pool full of its largest
-/// chunks, the main pool full of 8 MiB chunks with a 1 KiB hole after each,
-/// and room for one more allocation only at its very end.
+/// 36 M bits), full and fragmented: the small pool full (one chunk), the
+/// main pool full of 64 MiB chunks with a 1 KiB hole after each, and room
+/// for one more allocation only at its very end.
 fn full_grid() -> Result<(Grid, KVec<Chunk>)> {
     let grid = Grid::new(Geometry {
         info: &V4,
@@ -275,10 +278,14 @@ fn full_grid() -> Result<(Grid, KVec<Chunk>)> {
         min_alloc: 1024,
         carveout: false,
     })?;
+    let (start, end) = grid.pool_range(0, 0)?;
+    let (small_start, _, _) = grid.small_pool(0, 0)?.ok_or(EINVAL)?;
     let mut held = KVec::new();
-    for _ in 0..SMALL_POOL_SIZE / SMALL_ALLOC_MAX {
-        held.push(grid.alloc(0, 0, SMALL_ALLOC_MAX, 0)?, GFP_KERNEL)?;
-    }
+    // The main pool whole, then the small pool whole (a large chunk falls
+    // back on it), then the main pool free again.
+    let main = grid.alloc(0, 0, small_start - start, 0)?;
+    held.push(grid.alloc(0, 0, end - small_start, 0)?, GFP_KERNEL)?;
+    grid.free(main);
     let mut holes = KVec::new();
     loop {
         // Small chunks go to the main pool now that the small one is full.
@@ -286,7 +293,7 @@ fn full_grid() -> Result<(Grid, KVec<Chunk>)> {
             break;
         };
         holes.push(hole, GFP_KERNEL)?;
-        match grid.alloc(0, 0, 8 << 20, 0) {
+        match grid.alloc(0, 0, FULL_CHUNK, 0) {
             Ok(c) => held.push(c, GFP_KERNEL)?,
             Err(_) => break,
         }
@@ -294,33 +301,53 @@ fn full_grid() -> Result<(Grid, KVec<Chunk>)> {
     for c in holes.drain_all() {
         grid.free(c);
     }
-    // The last 8 MiB chunk goes: the only room left, at the end.
+    // The last large chunk goes: the only room left, at the end.
     if let Some(last) = held.pop() {
         grid.free(last);
     }
     Ok((grid, held))
 }
 
+/// Reads every word of `words`: as much memory traffic as a search of the
+/// full pool's bitmaps.
+fn sweep(words: &[u64]) {
+    let sum = words.iter().fold(0u64, |a, &w| a.wrapping_add(w));
+    core::hint::black_box(sum);
+}
+
 /// The longest hold of the books' lock over `HOLD_PAIRS` allocate+free pairs
-/// on pool (0, 0) of `grid`.
-fn longest_hold(grid: &Grid) -> Result<i64> {
-    grid.take_longest_hold(0, 0)?;
+/// on pool (0, 0) of `grid`, each allocation after a read of `traffic` (if
+/// given) with no lock held.
+fn longest_hold(grid: &Grid, traffic: Option<&[u64]>) -> Result<i64> {
+    grid.take_longest_hold(0, 0, true)?;
     for _ in 0..HOLD_PAIRS {
+        if let Some(words) = traffic {
+            sweep(words);
+        }
         let chunk = grid.alloc(0, 0, HOLD_BYTES, 0)?;
         grid.free(chunk);
     }
-    grid.take_longest_hold(0, 0)
+    grid.take_longest_hold(0, 0, false)
 }
 
 /// `pool_lock_hold_full_vs_empty`: the longest hold of a pool's lock by an
 /// allocation or a free on the full, fragmented pool of [`full_grid`] / the
-/// same on an empty pool of the same geometry, rounds in ABBA order. The
+/// same on an empty pool of the same geometry, each of its allocations
+/// after as much memory traffic as a search of the full pool, rounds in
+/// ABBA order. The
 /// lock must not be held across genalloc's bitmap search, whose length
 /// grows with the pool; the books' own work grows with the log of the
 /// chunks.
 fn pool_lock_hold() -> Result {
     let (full, held) = full_grid()?;
     let empty = Grid::new(*full.geometry())?;
+    // Each allocation on the full pool searches its bitmaps (1 KiB a bit)
+    // with no lock held, and leaves the caches cold for what the lock then
+    // covers; each one on the empty pool follows as much memory traffic, so
+    // that the figure compares what the lock covers, not the caches.
+    let (start, end) = full.pool_range(0, 0)?;
+    let words = usize::try_from((end - start) / 1024 / 64)?;
+    let traffic = KVVec::from_elem(0x5555_5555_5555_5555u64, words, GFP_KERNEL)?;
     let mut full_holds = [0i64; ROUNDS];
     let mut empty_holds = [0i64; ROUNDS];
     for (r, (f, e)) in full_holds
@@ -329,11 +356,11 @@ fn pool_lock_hold() -> Result {
         .enumerate()
     {
         if r % 2 == 0 {
-            *f = longest_hold(&full)?;
-            *e = longest_hold(&empty)?;
+            *f = longest_hold(&full, None)?;
+            *e = longest_hold(&empty, Some(&traffic))?;
         } else {
-            *e = longest_hold(&empty)?;
-            *f = longest_hold(&full)?;
+            *e = longest_hold(&empty, Some(&traffic))?;
+            *f = longest_hold(&full, None)?;
         }
     }
     figure(

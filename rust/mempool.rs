@@ -155,18 +155,19 @@ struct Pool {
     size: u64,
     #[pin]
     state: SpinLock<PoolState>,
-    /// The longest hold of `state` since it was last read.
+    /// The longest hold of `state` since it was last read, in ns; negative
+    /// while holds are not timed (timing costs two clock reads a hold).
     #[cfg(nhbm_bench)]
     longest_hold: kernel::sync::atomic::Atomic<i64>,
 }
 
 /// The books of a [`Pool`], locked. In the benchmark build it times the
-/// hold.
+/// hold when asked to.
 struct Books<'a> {
     guard: SpinLockGuard<'a, PoolState>,
     #[cfg(nhbm_bench)]
     since: (
-        kernel::time::Instant<kernel::time::Monotonic>,
+        Option<kernel::time::Instant<kernel::time::Monotonic>>,
         &'a kernel::sync::atomic::Atomic<i64>,
     ),
 }
@@ -188,9 +189,11 @@ impl core::ops::DerefMut for Books<'_> {
 impl Drop for Books<'_> {
     fn drop(&mut self) {
         use kernel::sync::atomic::Relaxed;
-        let held = self.since.0.elapsed().as_nanos();
-        if held > self.since.1.load(Relaxed) {
-            self.since.1.store(held, Relaxed);
+        if let Some(t0) = self.since.0 {
+            let held = t0.elapsed().as_nanos();
+            if held > self.since.1.load(Relaxed) {
+                self.since.1.store(held, Relaxed);
+            }
         }
     }
 }
@@ -238,7 +241,7 @@ impl Pool {
                     spare: KVec::with_capacity(SPARE_NODES, GFP_KERNEL)?,
                 }),
                 #[cfg(nhbm_bench)]
-                longest_hold: kernel::sync::atomic::Atomic::new(0),
+                longest_hold: kernel::sync::atomic::Atomic::new(-1),
             }),
             GFP_KERNEL,
         )
@@ -251,7 +254,11 @@ impl Pool {
         Books {
             guard,
             #[cfg(nhbm_bench)]
-            since: (kernel::time::Instant::now(), &self.longest_hold),
+            since: (
+                (self.longest_hold.load(kernel::sync::atomic::Relaxed) >= 0)
+                    .then(kernel::time::Instant::now),
+                &self.longest_hold,
+            ),
         }
     }
 
@@ -585,11 +592,13 @@ impl Grid {
     }
 
     /// The longest hold of the books' lock of (`channel`, `region`) since
-    /// the last call.
+    /// the last call (negative if holds were not timed), and times the
+    /// holds from now on if `on`, else no longer.
     #[cfg(nhbm_bench)]
-    pub(crate) fn take_longest_hold(&self, channel: usize, region: usize) -> Result<i64> {
+    pub(crate) fn take_longest_hold(&self, channel: usize, region: usize, on: bool) -> Result<i64> {
         use kernel::sync::atomic::Relaxed;
-        Ok(self.pool(channel, region)?.longest_hold.xchg(0, Relaxed))
+        let next = if on { 0 } else { -1 };
+        Ok(self.pool(channel, region)?.longest_hold.xchg(next, Relaxed))
     }
 }
 

@@ -617,8 +617,9 @@ pub fn model_staging_figure(dev: &Device) -> io::Result<Figure> {
         dst.copy_from_slice(std::hint::black_box(src));
         std::hint::black_box(&dst);
     };
-    // One untimed pass of each: faults in the destination and the simulated
-    // device's pages, like a device that has been in use.
+    // One untimed pass of each: faults in the destination, and checks that
+    // the payloads arrive (the simulated device's pages go at each unload,
+    // so every timed load allocates its own).
     copy();
     let first = Staged::load(dev, &blob)?;
     let last = MODEL_RECORDS - 1;
