@@ -9,6 +9,7 @@
 pub mod desc;
 pub mod exact;
 pub mod hard;
+pub mod llm;
 pub mod lower;
 pub mod model;
 pub mod planner;
