@@ -16,6 +16,7 @@ pub mod planner;
 pub mod rng;
 mod search;
 pub mod target;
+pub mod window;
 
 pub use desc::{synthetic_bytes, Model, ModelDesc, ModelError};
 pub use exact::Stop;
