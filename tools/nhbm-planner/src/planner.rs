@@ -493,13 +493,17 @@ impl Packer<'_> {
         deadline: Instant,
     ) -> Result<Placement, PlannerError> {
         if self.items.len() > window::DIRECT_MAX {
-            let mut p = self.assign()?;
+            let (mut p, deadline) = self.assign_before(deadline)?;
             for (mi, c) in self.model.memories.iter().enumerate() {
                 let (ks, bufs) = self.buffers_in(&p, mi, c.name);
                 let enough = window::lower_bound(&bufs);
                 let offsets = window::plan(&bufs, &mut |wb, base, share| {
+                    let d = slice(deadline, share);
+                    if Instant::now() >= d {
+                        return window::sweep_on(wb, base);
+                    }
                     let g = by_size(wb, base);
-                    climb(wb, g, opts, (slice(deadline, share), enough), base)
+                    climb(wb, g, opts, (d, enough), base)
                 });
                 self.keep_if_lower(&mut p, mi, &ks, &bufs, offsets);
             }
@@ -557,6 +561,17 @@ impl Packer<'_> {
         Ok(p)
     }
 
+    /// [`Self::assign`], and `deadline` brought forward by twice the time
+    /// that took: what lowering the plan takes after the stages, over
+    /// every item as that is, so that the plan is made by `deadline`.
+    fn assign_before(&self, deadline: Instant) -> Result<(Placement, Instant), PlannerError> {
+        let t0 = Instant::now();
+        let p = self.assign()?;
+        let reserve = t0.elapsed() * 2;
+        let now = Instant::now();
+        Ok((p, deadline.checked_sub(reserve).unwrap_or(now).max(now)))
+    }
+
     /// Takes `offsets` for memory `mi`'s items `ks` (the buffers `bufs`)
     /// where their arena is lower than `p`'s.
     fn keep_if_lower(
@@ -587,7 +602,8 @@ impl Packer<'_> {
         budget: &mut Budget,
         outcomes: &mut Vec<ExactOutcome>,
     ) -> Result<Placement, PlannerError> {
-        let mut p = self.assign()?;
+        let (mut p, deadline) = self.assign_before(budget.deadline)?;
+        budget.deadline = deadline;
         for (mi, c) in self.model.memories.iter().enumerate() {
             let (ks, bufs) = self.buffers_in(&p, mi, c.name);
             if ks.is_empty() {
@@ -598,6 +614,9 @@ impl Packer<'_> {
             let enough = window::lower_bound(&bufs);
             let offsets = window::plan(&bufs, &mut |wb, base, share| {
                 let d = slice(budget.deadline, share);
+                if Instant::now() >= d {
+                    return window::sweep_on(wb, base);
+                }
                 let g = by_size(wb, base);
                 let start = climb(wb, g, opts, (d, enough), base);
                 let height = top(wb, start.iter().copied());
@@ -611,7 +630,7 @@ impl Packer<'_> {
                     .unwrap_or(0)
                     .next_multiple_of(align);
                 let lower = window::lower_bound(wb);
-                if flat + lower >= height || height <= enough {
+                if flat + lower >= height || height <= enough || Instant::now() >= d {
                     return start;
                 }
                 let left = budget.nodes.saturating_sub(nodes);
@@ -726,7 +745,7 @@ fn climb(
     base: &[u64],
 ) -> Vec<u64> {
     let height = top(bufs, start.iter().copied());
-    if bufs.len() < 2 || opts.iterations == 0 || height <= enough {
+    if bufs.len() < 2 || opts.iterations == 0 || height <= enough || Instant::now() >= deadline {
         return start;
     }
     let moves = moves(opts, bufs.len());

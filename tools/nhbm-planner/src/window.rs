@@ -154,6 +154,18 @@ pub fn sweep(bufs: &[Buffer]) -> Vec<u64> {
     offsets
 }
 
+/// [`sweep`] on the highest floor of `base`.
+pub fn sweep_on(bufs: &[Buffer], base: &[u64]) -> Vec<u64> {
+    let align = bufs.iter().map(|b| b.align.max(1)).max().unwrap_or(1);
+    let flat = base
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .next_multiple_of(align);
+    sweep(bufs).into_iter().map(|o| o + flat).collect()
+}
+
 /// Returns bytes `lo..hi` to the free list, merged with the gaps next to
 /// them; where that reaches the top, nothing live is left above, and the
 /// top comes down to the merged gap's start.
@@ -221,10 +233,7 @@ fn plan_part(bufs: &[Buffer], base: &[u64], pack: &mut Pack, left: &mut usize) -
     // floor.
     if cuts.is_empty() || crossing.len() * 10 >= n * 9 {
         *left -= n;
-        let align = bufs.iter().map(|b| b.align.max(1)).max().unwrap_or(1);
-        let flat = base[t0..=t1].iter().copied().max().unwrap_or(0);
-        let flat = flat.next_multiple_of(align);
-        return sweep(bufs).into_iter().map(|o| o + flat).collect();
+        return sweep_on(bufs, &base[t0..=t1]);
     }
     let mut offsets = vec![0u64; n];
     let cb: Vec<Buffer> = crossing.iter().map(|&i| bufs[i]).collect();
