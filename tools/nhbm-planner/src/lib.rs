@@ -11,6 +11,7 @@ pub mod exact;
 pub mod hard;
 pub mod llm;
 pub mod lower;
+pub mod minimalloc;
 pub mod model;
 pub mod planner;
 pub mod rng;
