@@ -377,6 +377,20 @@ fn planner_figures(dir: &Path, out: &mut Out) {
             out.figure(&fig);
         }
     }
+    match planner::scale_figures() {
+        Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
+        Err(e) => out.error(
+            &["planner_10k_ms", "planner_100k_ms"],
+            &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        ),
+    }
+    match planner::overrun_figure() {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(
+            &["planner_time_limit_overrun"],
+            &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        ),
+    }
     match planner::heldout_figure() {
         Ok((fig, slowest)) => {
             note(&slowest);
@@ -436,6 +450,45 @@ fn peer_figures(program: &Path, dir: &Path, out: &mut Out) {
     }
 }
 
+/// `planner_vs_minimalloc_challenging`, beside MiniMalloc (`program`)
+/// where there is a build of it.
+fn challenging_figure(program: Option<&Path>, out: &mut Out) {
+    let names = ["planner_vs_minimalloc_challenging"];
+    let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+    let set = match planner::challenging() {
+        Ok(s) => s,
+        Err(e) => return out.error(&names, &invalid(e)),
+    };
+    let mut duels = None;
+    if let Some(program) = program {
+        let work =
+            std::env::temp_dir().join(format!("nhbm-bench-challenging-{}", std::process::id()));
+        if let Err(e) = std::fs::create_dir_all(&work) {
+            return out.error(&names, &e);
+        }
+        let peer = planner::Peer {
+            program: program.to_path_buf(),
+            dir: work.clone(),
+        };
+        let mut all = Vec::new();
+        for (name, m, _) in &set {
+            match planner::duel_with(&peer, name, m, &planner::challenging_options()) {
+                Ok(mut d) => {
+                    note(&format!("vs MiniMalloc {}", d[0].line()));
+                    all.push(d.remove(0));
+                }
+                Err(e) => return out.error(&names, &invalid(e.to_string())),
+            }
+        }
+        let _ = std::fs::remove_dir_all(&work);
+        duels = Some(all);
+    }
+    match planner::challenging_figure(&set, duels.as_deref()) {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(&names, &invalid(e.to_string())),
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let device = args.device();
@@ -452,6 +505,7 @@ fn main() -> ExitCode {
             if let Some(program) = &args.minimalloc {
                 peer_figures(program, &args.models, &mut out);
             }
+            challenging_figure(args.minimalloc.as_deref(), &mut out);
         }
     });
     note(&format!(
