@@ -118,7 +118,7 @@ def plan(
     Args:
         model: a ``Model``, or anything ``load_model`` takes.
         planner: "exact", "hill_climb", "greedy" or "greedy_by_size"
-            (default: the model's own, "greedy" unless it names one).
+            (default: "exact", as ``nhbm plan``, whatever the model names).
         budget: the exact planner's node budget, the search nodes it may
             visit over every memory (``planner_options.node_budget``; the
             model's when None). It bounds the work the same way on every
