@@ -889,8 +889,9 @@ pub fn challenging() -> Result<Vec<(String, Model, u64)>, String> {
 /// `planner_vs_minimalloc_challenging`: the worst exact peak over
 /// MiniMalloc's over the 11 instances, target <= 1.000 (and exact at the
 /// lower bound wherever MiniMalloc is). MiniMalloc's peak is the one its
-/// run beside exact packed (`duels`, one per instance), else, without a
-/// MiniMalloc build, the capacity its paper packs each instance in.
+/// run beside exact packed (`duels`, one per instance), else (without a
+/// MiniMalloc build, or where it packed nothing in its time) the capacity
+/// its paper packs each instance in.
 pub fn challenging_figure(
     set: &[(String, Model, u64)],
     duels: Option<&[Duel]>,
