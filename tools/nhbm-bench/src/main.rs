@@ -82,6 +82,15 @@
 //!    the worst exact peak / MiniMalloc peak where MiniMalloc packed,
 //!    target <= 1.000; `planner_vs_minimalloc_bound`: instances where
 //!    MiniMalloc reached the lower bound and exact did not, target 0.
+//!    `planner_10k_ms` and `planner_100k_ms`: the default planner on traced
+//!    decoder stacks of 10,000 and 100,000 tensors, milliseconds, targets
+//!    1,000 and 10,000 with the plan within 1% of the lower bound (`#`
+//!    lines give decoder stacks built from their dimensions beside them);
+//!    `planner_time_limit_overrun`: its time over a 2 s limit on 100,000
+//!    tensors, target <= 1.10; `planner_vs_minimalloc_challenging`: exact's
+//!    worst peak over MiniMalloc's on MiniMalloc's 11 challenging
+//!    instances, target <= 1.000 (MiniMalloc run beside it with
+//!    `--minimalloc`, else the capacity its paper packs them in).
 //!
 //! 7. `model_staging`: NHBM_IOC_PLAN_LOAD of a plan of 1,000 MR_BUFFER_STAGED
 //!    records carrying 256 MiB of payloads (upload, scrub, placement) against
@@ -383,6 +392,10 @@ fn planner_figures(dir: &Path, out: &mut Out) {
             &["planner_10k_ms", "planner_100k_ms"],
             &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
         ),
+    }
+    match planner::scale_notes() {
+        Ok(lines) => lines.iter().for_each(|l| note(l)),
+        Err(e) => note(&format!("decoder stacks: {e}")),
     }
     match planner::overrun_figure() {
         Ok(f) => out.figure(&f),

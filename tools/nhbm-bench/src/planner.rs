@@ -987,6 +987,35 @@ pub fn scale_figures() -> Result<Vec<Figure>, PlannerError> {
     Ok(out)
 }
 
+/// Diagnostic lines beside the scale figures: the default planner on
+/// decoder stacks built from their dimensions ([`nhbm_planner::llm::decoder`],
+/// the small decoder's shapes), forward with a KV cache and forward plus
+/// backward, about 10,000 and 100,000 tensors each: tensors, time, ratio
+/// to the liveness lower bound.
+pub fn scale_notes() -> Result<Vec<String>, PlannerError> {
+    use nhbm_planner::llm::{decoder, Decoder};
+    let mut out = Vec::new();
+    for (layers, backward) in [(555, false), (5_555, false), (312, true), (3_125, true)] {
+        let d = Decoder {
+            backward,
+            jitter: if backward { 20 } else { 0 },
+            seed: 1,
+            ..Decoder::small(layers)
+        };
+        let m = decoder(&d);
+        let t0 = Instant::now();
+        let mp = plan(&m, MemoryPlannerType::Exact, &PlannerOptions::default())?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let ratio = mp.scratch_high_water_mark() as f64 / m.liveness_lower_bound().max(1) as f64;
+        out.push(format!(
+            "{}: {} tensors, exact in {ms:.0} ms, {ratio:.4} of the liveness lower bound",
+            m.name(),
+            m.tensors.len()
+        ));
+    }
+    Ok(out)
+}
+
 /// The time limit of `planner_time_limit_overrun`, in milliseconds.
 pub const OVERRUN_LIMIT_MS: u64 = 2_000;
 
