@@ -427,6 +427,7 @@ fn peer_figures(program: &Path, dir: &Path, out: &mut Out) {
     let peer = planner::Peer {
         program: program.to_path_buf(),
         dir: work.clone(),
+        times: None,
     };
     let mut models = planner::peer_instances();
     for f in planner::model_files(dir).unwrap_or_default() {
@@ -479,13 +480,14 @@ fn challenging_figure(program: Option<&Path>, out: &mut Out) {
         if let Err(e) = std::fs::create_dir_all(&work) {
             return out.error(&names, &e);
         }
-        let peer = planner::Peer {
-            program: program.to_path_buf(),
-            dir: work.clone(),
-        };
         let mut all = Vec::new();
-        for (name, m, _) in &set {
-            match planner::duel_with(&peer, name, m, &planner::challenging_options()) {
+        for c in &set {
+            let peer = planner::Peer {
+                program: program.to_path_buf(),
+                dir: work.clone(),
+                times: Some(c.times.clone()),
+            };
+            match planner::duel_with(&peer, &c.name, &c.model, &planner::challenging_options()) {
                 Ok(mut d) => {
                     note(&format!("vs MiniMalloc {}", d[0].line()));
                     all.push(d.remove(0));

@@ -500,6 +500,11 @@ pub struct Peer {
     pub program: PathBuf,
     /// Where instance and answer files go.
     pub dir: PathBuf,
+    /// The time each operator starts at, where the instance came with
+    /// its own times (MiniMalloc's CSV: its preorders weigh lifetimes in
+    /// them, so counting operators instead would hand it another
+    /// instance); none: the operators' indices.
+    pub times: Option<Vec<u64>>,
 }
 
 impl Peer {
@@ -511,8 +516,14 @@ impl Peer {
         let input = self.dir.join(format!("{name}.csv"));
         let output = self.dir.join(format!("{name}.out.csv"));
         let mut csv = String::from("id,lower,upper,size\n");
+        let t = |op: usize| self.times.as_ref().map_or(op as u64, |ts| ts[op]);
         for (i, b) in bufs.iter().enumerate() {
-            csv += &format!("{i},{},{},{}\n", b.first, b.last + 1, b.size.div_ceil(unit));
+            csv += &format!(
+                "{i},{},{},{}\n",
+                t(b.first),
+                t(b.last + 1),
+                b.size.div_ceil(unit)
+            );
         }
         let _ = fs::remove_file(&output);
         if let Err(e) = fs::write(&input, csv) {
@@ -875,13 +886,32 @@ pub fn challenging_options() -> PlannerOptions {
     }
 }
 
-/// The challenging set as models, with MiniMalloc's capacity for each.
-pub fn challenging() -> Result<Vec<(String, Model, u64)>, String> {
+/// One instance of the challenging set.
+pub struct Challenge {
+    /// `minimalloc_<letter>`.
+    pub name: String,
+    /// The instance as a model.
+    pub model: Model,
+    /// The capacity MiniMalloc is given for it.
+    pub capacity: u64,
+    /// The times of the file
+    /// ([`nhbm_planner::minimalloc::read_with_times`]).
+    pub times: Vec<u64>,
+}
+
+/// The challenging set as models.
+pub fn challenging() -> Result<Vec<Challenge>, String> {
     CHALLENGING
         .iter()
-        .map(|&(name, csv, cap)| {
-            let m = nhbm_planner::minimalloc::read(&format!("minimalloc_{name}"), csv)?;
-            Ok((format!("minimalloc_{name}"), m, cap))
+        .map(|&(letter, csv, capacity)| {
+            let name = format!("minimalloc_{letter}");
+            let (model, times) = nhbm_planner::minimalloc::read_with_times(&name, csv)?;
+            Ok(Challenge {
+                name,
+                model,
+                capacity,
+                times,
+            })
         })
         .collect()
 }
@@ -893,13 +923,14 @@ pub fn challenging() -> Result<Vec<(String, Model, u64)>, String> {
 /// MiniMalloc build, or where it packed nothing in its time) the capacity
 /// its paper packs each instance in.
 pub fn challenging_figure(
-    set: &[(String, Model, u64)],
+    set: &[Challenge],
     duels: Option<&[Duel]>,
 ) -> Result<Figure, PlannerError> {
     let mut worst: Option<(f64, String, u64, u64)> = None;
     let mut missed = Vec::new();
     let mut cut = 0;
-    for (k, (name, m, cap)) in set.iter().enumerate() {
+    for (k, c) in set.iter().enumerate() {
+        let (name, m, cap) = (&c.name, &c.model, &c.capacity);
         let (exact, peer) = match duels {
             Some(d) => (d[k].exact.clone(), d[k].peer_peak().unwrap_or(*cap)),
             None => {

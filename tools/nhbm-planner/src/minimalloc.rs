@@ -19,6 +19,14 @@ pub const UNIT: u64 = 1024;
 /// in order, are its operators (a packing of one is a packing of the
 /// other). Sizes must be multiples of [`UNIT`].
 pub fn read(name: &str, text: &str) -> Result<Model, String> {
+    read_with_times(name, text).map(|(m, _)| m)
+}
+
+/// [`read`], and the times that start or end a buffer, in order: operator
+/// `t` of the model is the time from `times[t]` up to `times[t + 1]`, so
+/// a buffer of operators `a..=b` lives from `times[a]` up to
+/// `times[b + 1]`, as in the file.
+pub fn read_with_times(name: &str, text: &str) -> Result<(Model, Vec<u64>), String> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
     let header: Vec<&str> = lines
         .next()
@@ -79,7 +87,8 @@ pub fn read(name: &str, text: &str) -> Result<Model, String> {
         tensors,
         operators,
     };
-    Model::new(desc, PathBuf::from(".")).map_err(|e| e.to_string())
+    let m = Model::new(desc, PathBuf::from(".")).map_err(|e| e.to_string())?;
+    Ok((m, points))
 }
 
 #[cfg(test)]
@@ -101,6 +110,12 @@ mod tests {
         assert_eq!(m.desc.operators.len(), 3);
         assert_eq!([lt(0), lt(1), lt(2)], [(0, 1), (2, 2), (1, 2)]);
         assert_eq!(m.liveness_lower_bound(), 5120);
+        let (_, times) = read_with_times(
+            "t",
+            "id,lower,upper,size\n0,0,10,2048\n1,10,30,1024\n2,5,30,3072\n",
+        )
+        .unwrap();
+        assert_eq!(times, [0, 5, 10, 30]);
         let old = read("t", "buffer,start,end,size\n0,0,10,2048\n").unwrap();
         assert_eq!(old.tensors.len(), 1);
         assert!(read("t", "a,b\n").is_err());
