@@ -114,6 +114,9 @@ def parse_host(lines):
         m = CARGO_RUNNING.match(line)
         if m:
             binary = m.group(1) or (m.group(2) + "-doc")
+            # Tests run again in a release build are leaves of their own.
+            if "/release/deps/" in line:
+                binary += "-release"
             continue
         m = CARGO_TEST.match(line)
         if m:

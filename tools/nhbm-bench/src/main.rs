@@ -82,6 +82,15 @@
 //!    the worst exact peak / MiniMalloc peak where MiniMalloc packed,
 //!    target <= 1.000; `planner_vs_minimalloc_bound`: instances where
 //!    MiniMalloc reached the lower bound and exact did not, target 0.
+//!    `planner_10k_ms` and `planner_100k_ms`: the default planner on traced
+//!    decoder stacks of 10,000 and 100,000 tensors, milliseconds, targets
+//!    1,000 and 10,000 with the plan within 1% of the lower bound (`#`
+//!    lines give decoder stacks built from their dimensions beside them);
+//!    `planner_time_limit_overrun`: its time over a 2 s limit on 100,000
+//!    tensors, target <= 1.10; `planner_vs_minimalloc_challenging`: exact's
+//!    worst peak over MiniMalloc's on MiniMalloc's 11 challenging
+//!    instances, target <= 1.000 (MiniMalloc run beside it with
+//!    `--minimalloc`, else the capacity its paper packs them in).
 //!
 //! 7. `model_staging`: NHBM_IOC_PLAN_LOAD of a plan of 1,000 MR_BUFFER_STAGED
 //!    records carrying 256 MiB of payloads (upload, scrub, placement) against
@@ -377,6 +386,24 @@ fn planner_figures(dir: &Path, out: &mut Out) {
             out.figure(&fig);
         }
     }
+    match planner::scale_figures() {
+        Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
+        Err(e) => out.error(
+            &["planner_10k_ms", "planner_100k_ms"],
+            &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        ),
+    }
+    match planner::scale_notes() {
+        Ok(lines) => lines.iter().for_each(|l| note(l)),
+        Err(e) => note(&format!("decoder stacks: {e}")),
+    }
+    match planner::overrun_figure() {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(
+            &["planner_time_limit_overrun"],
+            &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        ),
+    }
     match planner::heldout_figure() {
         Ok((fig, slowest)) => {
             note(&slowest);
@@ -400,6 +427,7 @@ fn peer_figures(program: &Path, dir: &Path, out: &mut Out) {
     let peer = planner::Peer {
         program: program.to_path_buf(),
         dir: work.clone(),
+        times: None,
     };
     let mut models = planner::peer_instances();
     for f in planner::model_files(dir).unwrap_or_default() {
@@ -436,6 +464,46 @@ fn peer_figures(program: &Path, dir: &Path, out: &mut Out) {
     }
 }
 
+/// `planner_vs_minimalloc_challenging`, beside MiniMalloc (`program`)
+/// where there is a build of it.
+fn challenging_figure(program: Option<&Path>, out: &mut Out) {
+    let names = ["planner_vs_minimalloc_challenging"];
+    let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+    let set = match planner::challenging() {
+        Ok(s) => s,
+        Err(e) => return out.error(&names, &invalid(e)),
+    };
+    let mut duels = None;
+    if let Some(program) = program {
+        let work =
+            std::env::temp_dir().join(format!("nhbm-bench-challenging-{}", std::process::id()));
+        if let Err(e) = std::fs::create_dir_all(&work) {
+            return out.error(&names, &e);
+        }
+        let mut all = Vec::new();
+        for c in &set {
+            let peer = planner::Peer {
+                program: program.to_path_buf(),
+                dir: work.clone(),
+                times: Some(c.times.clone()),
+            };
+            match planner::duel_with(&peer, &c.name, &c.model, &planner::challenging_options()) {
+                Ok(mut d) => {
+                    note(&format!("vs MiniMalloc {}", d[0].line()));
+                    all.push(d.remove(0));
+                }
+                Err(e) => return out.error(&names, &invalid(e.to_string())),
+            }
+        }
+        let _ = std::fs::remove_dir_all(&work);
+        duels = Some(all);
+    }
+    match planner::challenging_figure(&set, duels.as_deref()) {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(&names, &invalid(e.to_string())),
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let device = args.device();
@@ -452,6 +520,7 @@ fn main() -> ExitCode {
             if let Some(program) = &args.minimalloc {
                 peer_figures(program, &args.models, &mut out);
             }
+            challenging_figure(args.minimalloc.as_deref(), &mut out);
         }
     });
     note(&format!(

@@ -500,6 +500,11 @@ pub struct Peer {
     pub program: PathBuf,
     /// Where instance and answer files go.
     pub dir: PathBuf,
+    /// The time each operator starts at, where the instance came with
+    /// its own times (MiniMalloc's CSV: its preorders weigh lifetimes in
+    /// them, so counting operators instead would hand it another
+    /// instance); none: the operators' indices.
+    pub times: Option<Vec<u64>>,
 }
 
 impl Peer {
@@ -511,8 +516,14 @@ impl Peer {
         let input = self.dir.join(format!("{name}.csv"));
         let output = self.dir.join(format!("{name}.out.csv"));
         let mut csv = String::from("id,lower,upper,size\n");
+        let t = |op: usize| self.times.as_ref().map_or(op as u64, |ts| ts[op]);
         for (i, b) in bufs.iter().enumerate() {
-            csv += &format!("{i},{},{},{}\n", b.first, b.last + 1, b.size.div_ceil(unit));
+            csv += &format!(
+                "{i},{},{},{}\n",
+                t(b.first),
+                t(b.last + 1),
+                b.size.div_ceil(unit)
+            );
         }
         let _ = fs::remove_file(&output);
         if let Err(e) = fs::write(&input, csv) {
@@ -671,8 +682,18 @@ impl Duel {
 /// found nothing there and exact is above the bound, at exact's peak (the
 /// best packing either side has found).
 pub fn duel(peer: &Peer, name: &str, model: &Model) -> Result<Vec<Duel>, PlannerError> {
+    duel_with(peer, name, model, &peer_options())
+}
+
+/// [`duel`] with exact's options `opts`.
+pub fn duel_with(
+    peer: &Peer,
+    name: &str,
+    model: &Model,
+    opts: &PlannerOptions,
+) -> Result<Vec<Duel>, PlannerError> {
     let t0 = Instant::now();
-    let (mp, outcomes) = plan_with_outcome(model, MemoryPlannerType::Exact, &peer_options())?;
+    let (mp, outcomes) = plan_with_outcome(model, MemoryPlannerType::Exact, opts)?;
     let exact_secs = t0.elapsed().as_secs_f64();
     let several = outcomes.len() > 1;
     let mut out = Vec::new();
@@ -788,6 +809,267 @@ pub fn peer_figures(duels: &[Duel]) -> Vec<Figure> {
     )
     .with_verdict(n > 0 && missed.is_empty());
     vec![ratio, bound]
+}
+
+/// MiniMalloc's challenging set (its paper's benchmark, in
+/// `nhbm-planner/tests/minimalloc-challenging`): name, CSV, and the
+/// capacity MiniMalloc is given for it (in the file's name).
+pub const CHALLENGING: [(&str, &str, u64); 11] = [
+    (
+        "A",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/A.1048576.csv"),
+        1048576,
+    ),
+    (
+        "B",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/B.1048576.csv"),
+        1048576,
+    ),
+    (
+        "C",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/C.1048576.csv"),
+        1048576,
+    ),
+    (
+        "D",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/D.1048576.csv"),
+        1048576,
+    ),
+    (
+        "E",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/E.1048576.csv"),
+        1048576,
+    ),
+    (
+        "F",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/F.1048576.csv"),
+        1048576,
+    ),
+    (
+        "G",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/G.1048576.csv"),
+        1048576,
+    ),
+    (
+        "H",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/H.1048576.csv"),
+        1048576,
+    ),
+    (
+        "I",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/I.1048576.csv"),
+        1048576,
+    ),
+    (
+        "J",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/J.1048576.csv"),
+        1048576,
+    ),
+    (
+        "K",
+        include_str!("../../nhbm-planner/tests/minimalloc-challenging/K.1048576.csv"),
+        1048576,
+    ),
+];
+
+/// exact's node budget on the challenging set (per search thread): about
+/// MiniMalloc's 10 s on the slowest instance on an idle host.
+pub const CHALLENGING_NODE_BUDGET: u64 = 20_000;
+
+/// exact's options on the challenging set: [`CHALLENGING_NODE_BUDGET`],
+/// with [`PEER_EXACT_CAP_SECONDS`] as an outer cap.
+pub fn challenging_options() -> PlannerOptions {
+    PlannerOptions {
+        node_budget: CHALLENGING_NODE_BUDGET,
+        time_budget_ms: PEER_EXACT_CAP_SECONDS * 1000,
+        ..PlannerOptions::default()
+    }
+}
+
+/// One instance of the challenging set.
+pub struct Challenge {
+    /// `minimalloc_<letter>`.
+    pub name: String,
+    /// The instance as a model.
+    pub model: Model,
+    /// The capacity MiniMalloc is given for it.
+    pub capacity: u64,
+    /// The times of the file
+    /// ([`nhbm_planner::minimalloc::read_with_times`]).
+    pub times: Vec<u64>,
+}
+
+/// The challenging set as models.
+pub fn challenging() -> Result<Vec<Challenge>, String> {
+    CHALLENGING
+        .iter()
+        .map(|&(letter, csv, capacity)| {
+            let name = format!("minimalloc_{letter}");
+            let (model, times) = nhbm_planner::minimalloc::read_with_times(&name, csv)?;
+            Ok(Challenge {
+                name,
+                model,
+                capacity,
+                times,
+            })
+        })
+        .collect()
+}
+
+/// `planner_vs_minimalloc_challenging`: the worst exact peak over
+/// MiniMalloc's over the 11 instances, target <= 1.000 (and exact at the
+/// lower bound wherever MiniMalloc is). MiniMalloc's peak is the one its
+/// run beside exact packed (`duels`, one per instance), else (without a
+/// MiniMalloc build, or where it packed nothing in its time) the capacity
+/// its paper packs each instance in.
+pub fn challenging_figure(
+    set: &[Challenge],
+    duels: Option<&[Duel]>,
+) -> Result<Figure, PlannerError> {
+    let mut worst: Option<(f64, String, u64, u64)> = None;
+    let mut missed = Vec::new();
+    let mut cut = 0;
+    for (k, c) in set.iter().enumerate() {
+        let (name, m, cap) = (&c.name, &c.model, &c.capacity);
+        let (exact, peer) = match duels {
+            Some(d) => (d[k].exact.clone(), d[k].peer_peak().unwrap_or(*cap)),
+            None => {
+                let (_, mut out) =
+                    plan_with_outcome(m, MemoryPlannerType::Exact, &challenging_options())?;
+                (out.remove(0), *cap)
+            }
+        };
+        if exact.stopped == Some(Stop::TimeLimit) {
+            cut += 1;
+        }
+        if peer <= exact.lower_bound && exact.high_water > exact.lower_bound {
+            missed.push(name.clone());
+        }
+        let r = exact.high_water as f64 / peer.max(1) as f64;
+        if worst.as_ref().is_none_or(|w| r > w.0) {
+            worst = Some((r, name.clone(), exact.high_water, peer));
+        }
+    }
+    let (r, name, hw, peer) = worst.unwrap_or((0.0, "-".into(), 0, 0));
+    let source = if duels.is_some() {
+        "MiniMalloc run beside"
+    } else {
+        "MiniMalloc's capacity"
+    };
+    Ok(Figure::new(
+        "planner_vs_minimalloc_challenging",
+        r,
+        Raw::new(
+            format!(
+                "worst of {} [{name}; exact above MiniMalloc's bound on {} {:?}; cut by time on {cut}] exact peak bytes",
+                set.len(),
+                missed.len(),
+                missed
+            ),
+            hw.to_string(),
+        ),
+        Raw::new(format!("{source} peak bytes"), peer.to_string()),
+        Op::AtMost,
+        1.0,
+    )
+    .with_verdict(!set.is_empty() && r <= 1.0 && missed.is_empty() && cut == 0))
+}
+
+/// Tensors of the scale figures' graphs: 10,000 and 100,000.
+pub const SCALE_LAYERS: [(usize, &str, f64); 2] = [
+    (400, "planner_10k_ms", 1_000.0),
+    (4_000, "planner_100k_ms", 10_000.0),
+];
+/// Operators per layer of the traced decoder stacks of the scale figures.
+pub const SCALE_OPS_PER_LAYER: usize = 8;
+/// How far above the liveness lower bound the scale figures' plans may be.
+pub const SCALE_RATIO_TARGET: f64 = 1.01;
+
+/// `planner_10k_ms` and `planner_100k_ms`: the default planner (exact, with
+/// default options) on traced decoder stacks of 400 and 4,000 layers
+/// ([`nhbm_planner::llm::traced`], 25 tensors a layer), in milliseconds on
+/// this host, targets 1,000 and 10,000; the plan's ratio to the liveness
+/// lower bound (node-counted: the same on every run) must be at most
+/// [`SCALE_RATIO_TARGET`].
+pub fn scale_figures() -> Result<Vec<Figure>, PlannerError> {
+    let mut out = Vec::new();
+    for (layers, name, target) in SCALE_LAYERS {
+        let m = nhbm_planner::llm::traced(layers, SCALE_OPS_PER_LAYER, 1);
+        let t0 = Instant::now();
+        let mp = plan(&m, MemoryPlannerType::Exact, &PlannerOptions::default())?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let lb = m.liveness_lower_bound();
+        let ratio = mp.scratch_high_water_mark() as f64 / lb.max(1) as f64;
+        out.push(
+            Figure::new(
+                name,
+                ms,
+                Raw::new(
+                    format!("{} tensors, ms", m.tensors.len()),
+                    format!("{ms:.0}"),
+                ),
+                Raw::new("peak / liveness lower bound", format!("{ratio:.4}")),
+                Op::AtMost,
+                target,
+            )
+            .with_verdict(ms <= target && ratio <= SCALE_RATIO_TARGET),
+        );
+    }
+    Ok(out)
+}
+
+/// Diagnostic lines beside the scale figures: the default planner on
+/// decoder stacks built from their dimensions ([`nhbm_planner::llm::decoder`],
+/// the small decoder's shapes), forward with a KV cache and forward plus
+/// backward, about 10,000 and 100,000 tensors each: tensors, time, ratio
+/// to the liveness lower bound.
+pub fn scale_notes() -> Result<Vec<String>, PlannerError> {
+    use nhbm_planner::llm::{decoder, Decoder};
+    let mut out = Vec::new();
+    for (layers, backward) in [(555, false), (5_555, false), (312, true), (3_125, true)] {
+        let d = Decoder {
+            backward,
+            jitter: if backward { 20 } else { 0 },
+            seed: 1,
+            ..Decoder::small(layers)
+        };
+        let m = decoder(&d);
+        let t0 = Instant::now();
+        let mp = plan(&m, MemoryPlannerType::Exact, &PlannerOptions::default())?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let ratio = mp.scratch_high_water_mark() as f64 / m.liveness_lower_bound().max(1) as f64;
+        out.push(format!(
+            "{}: {} tensors, exact in {ms:.0} ms, {ratio:.4} of the liveness lower bound",
+            m.name(),
+            m.tensors.len()
+        ));
+    }
+    Ok(out)
+}
+
+/// The time limit of `planner_time_limit_overrun`, in milliseconds.
+pub const OVERRUN_LIMIT_MS: u64 = 2_000;
+
+/// `planner_time_limit_overrun`: the default planner's wall-clock time
+/// over its limit ([`OVERRUN_LIMIT_MS`]) on a 100,000-tensor hard
+/// instance, whose search never ends by itself; target <= 1.10.
+pub fn overrun_figure() -> Result<Figure, PlannerError> {
+    let (m, _) = nhbm_planner::hard::instance(100_000, 1);
+    let opts = PlannerOptions {
+        time_budget_ms: OVERRUN_LIMIT_MS,
+        ..PlannerOptions::default()
+    };
+    let t0 = Instant::now();
+    plan(&m, MemoryPlannerType::Exact, &opts)?;
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    Ok(Figure::new(
+        "planner_time_limit_overrun",
+        ms / OVERRUN_LIMIT_MS as f64,
+        Raw::new("100,000 tensors, ms", format!("{ms:.0}")),
+        Raw::new("time limit ms", OVERRUN_LIMIT_MS.to_string()),
+        Op::AtMost,
+        1.10,
+    ))
 }
 
 #[cfg(test)]

@@ -125,9 +125,10 @@ pub struct PlanArgs {
     /// [default: the model's planner_options.node_budget, else 20000]
     #[arg(long, value_name = "NODES", value_parser = num::<u64>)]
     pub budget: Option<u64>,
-    /// Wall-clock cap on the exact planner in milliseconds, a safety net: a
-    /// search it cuts short depends on the machine [default: the model's
-    /// planner_options.time_budget_ms, else 10000]
+    /// Wall-clock cap on the planner in milliseconds (hill_climb and exact,
+    /// every stage), a safety net: a search it cuts short depends on the
+    /// machine [default: the model's planner_options.time_budget_ms, else
+    /// 10000]
     #[arg(long, value_name = "MS", value_parser = num::<u64>, alias = "time-budget")]
     pub time_limit: Option<u64>,
     /// Also write a picture of the placement (SVG): time across, offset up,

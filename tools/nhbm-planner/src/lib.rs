@@ -9,12 +9,15 @@
 pub mod desc;
 pub mod exact;
 pub mod hard;
+pub mod llm;
 pub mod lower;
+pub mod minimalloc;
 pub mod model;
 pub mod planner;
 pub mod rng;
 mod search;
 pub mod target;
+pub mod window;
 
 pub use desc::{synthetic_bytes, Model, ModelDesc, ModelError};
 pub use exact::Stop;

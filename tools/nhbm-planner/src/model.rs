@@ -324,9 +324,10 @@ pub struct PlannerOptions {
     /// every machine, so the same model, options and budget give the same
     /// plan however loaded the machine.
     pub node_budget: u64,
-    /// Wall-clock cap on the exact planner's search, in milliseconds: a
-    /// safety net only; a search it cuts short ends wherever the machine's
-    /// speed got it, so its plan depends on the machine.
+    /// Wall-clock cap on hill_climb and on the exact planner (its
+    /// hill_climb included), in milliseconds: a safety net only; a search
+    /// it cuts short ends wherever the machine's speed got it, so its plan
+    /// depends on the machine.
     pub time_budget_ms: u64,
 }
 

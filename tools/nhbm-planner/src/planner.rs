@@ -12,12 +12,13 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::desc::{Io, Model, Tensor};
 use crate::exact::{self, Budget, Buffer, Stop};
 use crate::model::*;
 use crate::search;
+use crate::window;
 
 /// A plan that cannot be made within the constraints.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +54,11 @@ pub struct ExactOutcome {
     /// result on every machine) or the time limit (a result that depends on
     /// the machine's speed and load); none when it ended by itself.
     pub stopped: Option<Stop>,
+}
+
+/// The deadline of `opts`'s time limit, from now.
+fn deadline(opts: &PlannerOptions) -> Instant {
+    Budget::new(0, Duration::from_millis(opts.time_budget_ms)).deadline
 }
 
 /// Plans `model` with the given strategy.
@@ -171,7 +177,7 @@ pub fn plan_with_progress(
     let placement = match kind {
         MemoryPlannerType::Greedy => packer.place(&packer.order_by_start())?,
         MemoryPlannerType::GreedyBySize => packer.place(&packer.order_by_size())?,
-        MemoryPlannerType::HillClimb => packer.hill_climb(opts)?,
+        MemoryPlannerType::HillClimb => packer.hill_climb(opts, deadline(opts))?,
         MemoryPlannerType::Exact => packer.exact(opts, progress, &mut outcomes)?,
     };
     for (k, t) in items.iter().enumerate() {
@@ -434,11 +440,14 @@ impl Packer<'_> {
     ) -> Result<Placement, PlannerError> {
         let mut budget = Budget::new(opts.node_budget, Duration::from_millis(opts.time_budget_ms));
         budget.progress = progress;
+        if self.items.len() > window::DIRECT_MAX {
+            return self.exact_in_windows(opts, &mut budget, outcomes);
+        }
         let mut p = self.place(&self.order_by_size())?;
         // Local search is cheap next to the budget and often closes most
         // of the gap; it keeps greedy_by_size's memory choices only when
         // they are the same, so it can only start the search lower.
-        let hc = self.hill_climb(opts)?;
+        let hc = self.hill_climb(opts, budget.deadline)?;
         let same_memories = hc.slots.iter().zip(&p.slots).all(|(a, b)| a.0 == b.0);
         if same_memories && hc.cost() < p.cost() {
             p = hc;
@@ -474,20 +483,40 @@ impl Packer<'_> {
     /// (`max_stall_iterations` per 100, halved, without gain end a round),
     /// and the new packing is kept where its arena is smaller, so
     /// hill_climb is never worse than greedy_by_size.
-    fn hill_climb(&self, opts: &PlannerOptions) -> Result<Placement, PlannerError> {
+    ///
+    /// Over [`window::DIRECT_MAX`] items, every memory is planned in
+    /// windows ([`window::plan`]), each window's items by greedy_by_size
+    /// then hill_climb. Every stage stops at `deadline`.
+    fn hill_climb(
+        &self,
+        opts: &PlannerOptions,
+        deadline: Instant,
+    ) -> Result<Placement, PlannerError> {
+        if self.items.len() > window::DIRECT_MAX {
+            let (mut p, deadline) = self.assign_before(deadline)?;
+            for (mi, c) in self.model.memories.iter().enumerate() {
+                let (ks, bufs) = self.buffers_in(&p, mi, c.name);
+                let enough = window::lower_bound(&bufs);
+                let offsets = window::plan(&bufs, &mut |wb, base, share| {
+                    let d = slice(deadline, share);
+                    if Instant::now() >= d {
+                        return window::sweep_on(wb, base);
+                    }
+                    let g = by_size(wb, base);
+                    climb(wb, g, opts, (d, enough), base)
+                });
+                self.keep_if_lower(&mut p, mi, &ks, &bufs, offsets);
+            }
+            return Ok(p);
+        }
         let mut p = self.place(&self.order_by_size())?;
         for (mi, c) in self.model.memories.iter().enumerate() {
             let (ks, bufs) = self.buffers_in(&p, mi, c.name);
             if ks.len() < 2 || opts.iterations == 0 {
                 continue;
             }
-            let per = |x: u32| u64::from(x) * ks.len().max(100) as u64 / 100;
-            let (hwm, offsets) = search::pack(
-                &bufs,
-                per(opts.iterations),
-                per(opts.max_stall_iterations),
-                opts.seed,
-            );
+            let (hwm, offsets) =
+                search::pack(&bufs, moves(opts, ks.len()), opts.seed, (deadline, 0), None);
             if hwm < p.high_water[mi] {
                 p.high_water[mi] = hwm;
                 for (&k, off) in ks.iter().zip(offsets) {
@@ -496,6 +525,235 @@ impl Packer<'_> {
             }
         }
         Ok(p)
+    }
+    /// Which memory every item goes to, for more than
+    /// [`window::DIRECT_MAX`] items, where greedy_by_size's first fit
+    /// (quadratic in the items) is too slow: every item in the memory it
+    /// is pinned to, else the first, at [`window::sweep`]'s offsets, when
+    /// that fits every budget; else greedy_by_size's choices.
+    fn assign(&self) -> Result<Placement, PlannerError> {
+        let nm = self.model.memories.len();
+        let mut p = Placement {
+            slots: vec![(0, 0); self.items.len()],
+            high_water: vec![0; nm],
+        };
+        for (k, t) in self.items.iter().enumerate() {
+            if let Some(pin) = t.desc.memory {
+                p.slots[k].0 = self
+                    .model
+                    .memories
+                    .iter()
+                    .position(|c| c.name == pin)
+                    .expect("pinned memories are listed");
+            }
+        }
+        for (mi, c) in self.model.memories.iter().enumerate() {
+            let (ks, bufs) = self.buffers_in(&p, mi, c.name);
+            let offsets = window::sweep(&bufs);
+            for (&k, o) in ks.iter().zip(offsets) {
+                p.slots[k].1 = o;
+            }
+            p.high_water[mi] = top(&bufs, ks.iter().map(|&k| p.slots[k].1));
+            if self.budgets[mi].is_some_and(|b| self.model.target.round(p.high_water[mi]) > b) {
+                return self.place(&self.order_by_size());
+            }
+        }
+        Ok(p)
+    }
+
+    /// [`Self::assign`], and `deadline` brought forward by twice the time
+    /// that took: what lowering the plan takes after the stages, over
+    /// every item as that is, so that the plan is made by `deadline`.
+    fn assign_before(&self, deadline: Instant) -> Result<(Placement, Instant), PlannerError> {
+        let t0 = Instant::now();
+        let p = self.assign()?;
+        let reserve = t0.elapsed() * 2;
+        let now = Instant::now();
+        Ok((p, deadline.checked_sub(reserve).unwrap_or(now).max(now)))
+    }
+
+    /// Takes `offsets` for memory `mi`'s items `ks` (the buffers `bufs`)
+    /// where their arena is lower than `p`'s.
+    fn keep_if_lower(
+        &self,
+        p: &mut Placement,
+        mi: usize,
+        ks: &[usize],
+        bufs: &[Buffer],
+        offsets: Vec<u64>,
+    ) {
+        let hwm = top(bufs, offsets.iter().copied());
+        if hwm < p.high_water[mi] {
+            p.high_water[mi] = hwm;
+            for (&k, o) in ks.iter().zip(offsets) {
+                p.slots[k].1 = o;
+            }
+        }
+    }
+
+    /// [`Self::exact`] over more than [`window::DIRECT_MAX`] items: every
+    /// memory in windows ([`window::plan`]), each window's items by
+    /// greedy_by_size, hill_climb, then [`exact::minimize`], with a share
+    /// of the node budget and of the time left as large as its share of
+    /// the items left.
+    fn exact_in_windows(
+        &self,
+        opts: &PlannerOptions,
+        budget: &mut Budget,
+        outcomes: &mut Vec<ExactOutcome>,
+    ) -> Result<Placement, PlannerError> {
+        let (mut p, deadline) = self.assign_before(budget.deadline)?;
+        budget.deadline = deadline;
+        for (mi, c) in self.model.memories.iter().enumerate() {
+            let (ks, bufs) = self.buffers_in(&p, mi, c.name);
+            if ks.is_empty() {
+                continue;
+            }
+            let (mut nodes, mut stopped) = (0u64, None);
+            // No window needs to go below the memory's lower bound.
+            let enough = window::lower_bound(&bufs);
+            let offsets = window::plan(&bufs, &mut |wb, base, share| {
+                let d = slice(budget.deadline, share);
+                if Instant::now() >= d {
+                    return window::sweep_on(wb, base);
+                }
+                let g = by_size(wb, base);
+                let start = climb(wb, g, opts, (d, enough), base);
+                let height = top(wb, start.iter().copied());
+                // exact packs the window on a flat floor, the highest: worth
+                // it only where that can still come out lower.
+                let align = wb.iter().map(|b| b.align.max(1)).max().unwrap_or(1);
+                let flat = base
+                    .iter()
+                    .copied()
+                    .max()
+                    .unwrap_or(0)
+                    .next_multiple_of(align);
+                let lower = window::lower_bound(wb);
+                if flat + lower >= height || height <= enough || Instant::now() >= d {
+                    return start;
+                }
+                let left = budget.nodes.saturating_sub(nodes);
+                let mut b = *budget;
+                b.nodes = (u128::from(left) * share.0 as u128 / share.1.max(1) as u128) as u64;
+                b.deadline = d;
+                let known: Vec<u64> = if flat == 0 {
+                    start.clone()
+                } else {
+                    by_size(wb, &[])
+                };
+                let s = exact::minimize(wb, Some(&known), &b);
+                nodes += s.nodes;
+                stopped = stopped.or(s.stopped);
+                if flat + s.high_water < height {
+                    s.offsets.into_iter().map(|o| o + flat).collect()
+                } else {
+                    start
+                }
+            });
+            budget.nodes = budget.nodes.saturating_sub(nodes);
+            let high_water = top(&bufs, offsets.iter().copied());
+            for (&k, o) in ks.iter().zip(offsets) {
+                p.slots[k].1 = o;
+            }
+            p.high_water[mi] = high_water;
+            let lower_bound = window::lower_bound(&bufs);
+            let optimal = high_water <= lower_bound;
+            outcomes.push(ExactOutcome {
+                memory: c.name,
+                high_water,
+                lower_bound,
+                optimal,
+                nodes,
+                stopped: stopped.filter(|_| !optimal),
+            });
+        }
+        Ok(p)
+    }
+}
+
+/// hill_climb's moves and moves without gain for `n` buffers: `iterations`
+/// and `max_stall_iterations` per 100 (at least as many).
+fn moves(opts: &PlannerOptions, n: usize) -> (u64, u64) {
+    let per = |x: u32| u64::from(x) * n.max(100) as u64 / 100;
+    (per(opts.iterations), per(opts.max_stall_iterations))
+}
+
+/// The top of `bufs` at `offsets`.
+fn top(bufs: &[Buffer], offsets: impl Iterator<Item = u64>) -> u64 {
+    bufs.iter()
+        .zip(offsets)
+        .map(|(b, o)| o + b.size)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The deadline of a part of the work that is `share` of what is left
+/// ([`window::plan`]'s), so that what follows it keeps its share too.
+fn slice(deadline: Instant, (part, left): (usize, usize)) -> Instant {
+    let now = Instant::now();
+    match deadline.checked_duration_since(now) {
+        Some(d) => now + d.mul_f64(part as f64 / left.max(1) as f64),
+        None => now,
+    }
+}
+
+/// greedy_by_size on one memory's buffers: largest first (ties: earlier
+/// first operator, then index), each at the lowest aligned offset free of
+/// the ones placed that it overlaps in time, and at or above `base` (per
+/// operator; empty: 0). Quadratic: for windows.
+fn by_size(bufs: &[Buffer], base: &[u64]) -> Vec<u64> {
+    let mut order: Vec<usize> = (0..bufs.len()).collect();
+    order.sort_by_key(|&k| (std::cmp::Reverse(bufs[k].size), bufs[k].first, k));
+    let mut offsets = vec![0u64; bufs.len()];
+    let mut placed: Vec<usize> = Vec::with_capacity(bufs.len());
+    let mut busy: Vec<(u64, u64)> = Vec::new();
+    for &k in &order {
+        let b = bufs[k];
+        busy.clear();
+        busy.extend(
+            placed
+                .iter()
+                .filter(|&&o| bufs[o].first <= b.last && b.first <= bufs[o].last)
+                .map(|&o| (offsets[o], offsets[o] + bufs[o].size)),
+        );
+        busy.sort_unstable();
+        let floor = base
+            .get(b.first..=b.last)
+            .map_or(0, |f| f.iter().copied().max().unwrap_or(0));
+        let mut at = align_up(floor, b.align.max(1));
+        for &(start, end) in &busy {
+            if at + b.size <= start {
+                break;
+            }
+            at = at.max(align_up(end, b.align.max(1)));
+        }
+        offsets[k] = at;
+        placed.push(k);
+    }
+    offsets
+}
+
+/// hill_climb on `bufs` above `base` (per operator) from the packing
+/// `start`, until `deadline` or a packing no higher than `enough`:
+/// [`search::pack`]'s packing where it is lower, else `start`.
+fn climb(
+    bufs: &[Buffer],
+    start: Vec<u64>,
+    opts: &PlannerOptions,
+    (deadline, enough): (Instant, u64),
+    base: &[u64],
+) -> Vec<u64> {
+    let height = top(bufs, start.iter().copied());
+    if bufs.len() < 2 || opts.iterations == 0 || height <= enough || Instant::now() >= deadline {
+        return start;
+    }
+    let moves = moves(opts, bufs.len());
+    let (hwm, offsets) = search::pack(bufs, moves, opts.seed, (deadline, enough), Some(base));
+    if hwm < height {
+        offsets
+    } else {
+        start
     }
 }
 

@@ -45,12 +45,16 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::time::Instant;
 
 use crate::exact::Buffer;
 use crate::rng::SplitMix64;
 
 /// Moves in a row that may leave the packing as it is without counting.
 const MAX_FREE: u32 = 16;
+
+/// Moves between two looks at the clock.
+pub const CLOCK_STEP: u64 = 64;
 
 /// Each round's step penalty, in tenths of (operators + 1), the range of a
 /// random weight being twice that, and whether it decodes with time
@@ -332,7 +336,9 @@ impl Prefix {
 }
 
 impl<'a> Filler<'a> {
-    fn new(bufs: &'a [Buffer]) -> Self {
+    /// The decoder of `bufs` above the floor `base` (per operator; none:
+    /// 0).
+    fn new(bufs: &'a [Buffer], base: Option<&[u64]>) -> Self {
         let ops = bufs.iter().map(|b| b.last + 1).max().unwrap_or(0);
         let mut live = vec![Vec::new(); ops];
         let mut load = vec![0; ops];
@@ -356,7 +362,12 @@ impl<'a> Filler<'a> {
             firsts: by_first.iter().map(|&k| bufs[k].first).collect(),
             key0: live
                 .iter()
-                .map(|l| if l.is_empty() { u64::MAX } else { 0 })
+                .enumerate()
+                .map(|(t, l)| match (l.is_empty(), base) {
+                    (true, _) => u64::MAX,
+                    (false, Some(f)) => f[t],
+                    (false, None) => 0,
+                })
                 .collect(),
             live,
             skyline: Skyline::new(ops),
@@ -742,7 +753,22 @@ impl<'a> Filler<'a> {
 /// Packs `bufs` (at least one) in rounds of at most `moves / 2` moves,
 /// `stall / 2` of them without gain (see the module comment); returns the
 /// best packing's high-water mark and offsets.
-pub fn pack(bufs: &[Buffer], moves: u64, stall: u64, seed: u64) -> (u64, Vec<u64>) {
+///
+/// At `deadline` it stops with the best packing so far: the rounds not
+/// started are left out, and a round looks at the clock every
+/// [`CLOCK_STEP`] moves (at least its first decode is made).
+///
+/// With `base`, every buffer sits at or above it over its lifetime (the
+/// bytes below are taken: a floor per operator, at least as long as the
+/// operators of `bufs`). A packing no higher than `enough` ends the
+/// search as the lower bound does (0: only the lower bound).
+pub fn pack(
+    bufs: &[Buffer],
+    (moves, stall): (u64, u64),
+    seed: u64,
+    (deadline, enough): (Instant, u64),
+    base: Option<&[u64]>,
+) -> (u64, Vec<u64>) {
     let ops = bufs.iter().map(|b| b.last + 1).max().unwrap_or(0);
     // No packing goes below the most bytes live at one operator.
     let mut load = vec![0u64; ops + 1];
@@ -750,14 +776,18 @@ pub fn pack(bufs: &[Buffer], moves: u64, stall: u64, seed: u64) -> (u64, Vec<u64
         load[b.first] = load[b.first].wrapping_add(b.size);
         load[b.last + 1] = load[b.last + 1].wrapping_sub(b.size);
     }
-    let bound = load
+    let at = |t: usize| base.map_or(0, |f| f[t]);
+    let bound = load[..ops]
         .iter()
-        .scan(0u64, |live, &d| {
+        .enumerate()
+        .scan(0u64, |live, (t, &d)| {
             *live = live.wrapping_add(d);
-            Some(*live)
+            Some(*live + at(t))
         })
         .max()
         .unwrap_or(0);
+    let bound = bound.max(enough);
+    let base_rev: Option<Vec<u64>> = base.map(|f| f[..ops].iter().rev().copied().collect());
     // The same buffers with time reversed: the same packings, decoded
     // from the other end.
     let reversed: Vec<Buffer> = bufs
@@ -772,14 +802,18 @@ pub fn pack(bufs: &[Buffer], moves: u64, stall: u64, seed: u64) -> (u64, Vec<u64
     let share = |x: u64| x / 2;
     let round = |r: usize| {
         let (penalty, backwards) = ROUNDS[r];
-        let mut d = Filler::new(if backwards { &reversed } else { bufs });
+        let mut d = if backwards {
+            Filler::new(&reversed, base_rev.as_deref())
+        } else {
+            Filler::new(bufs, base)
+        };
         d.step_penalty = penalty * (ops as i64 + 1) / 10;
         climb(
             &mut d,
             share(moves),
             share(stall),
             seed.wrapping_add(r as u64),
-            bound,
+            (bound, deadline),
         )
     };
     // Rounds in pairs, the second of each on another thread: every round
@@ -801,16 +835,23 @@ pub fn pack(bufs: &[Buffer], moves: u64, stall: u64, seed: u64) -> (u64, Vec<u64
                 best = Some(r);
             }
         }
-        if best.as_ref().is_some_and(|b| b.0 <= bound) {
+        if best.as_ref().is_some_and(|b| b.0 <= bound) || Instant::now() >= deadline {
             break;
         }
     }
     best.expect("at least one round")
 }
 
-/// One round of late-acceptance hill climbing with `d`'s step penalty;
-/// returns its best packing's high-water mark and offsets.
-fn climb(d: &mut Filler, moves: u64, stall: u64, seed: u64, bound: u64) -> (u64, Vec<u64>) {
+/// One round of late-acceptance hill climbing with `d`'s step penalty,
+/// ending at the lower bound `bound` or at `deadline`; returns its best
+/// packing's high-water mark and offsets.
+fn climb(
+    d: &mut Filler,
+    moves: u64,
+    stall: u64,
+    seed: u64,
+    (bound, deadline): (u64, Instant),
+) -> (u64, Vec<u64>) {
     let bufs = d.bufs;
     let n = bufs.len();
     let ops = d.top.len() as u64;
@@ -831,6 +872,9 @@ fn climb(d: &mut Filler, moves: u64, stall: u64, seed: u64, bound: u64) -> (u64,
     let mut free = 0;
     while m < moves {
         if best.0 <= bound || m - last_gain > stall {
+            break;
+        }
+        if m % CLOCK_STEP == 0 && free == 0 && Instant::now() >= deadline {
             break;
         }
         let mut k = rng.below(n);
@@ -907,12 +951,16 @@ mod tests {
             .collect()
     }
 
+    fn far() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(60)
+    }
+
     #[test]
     fn packings_are_valid_and_aligned() {
         let mut rng = SplitMix64(5);
         for round in 0..20 {
             let bufs = random_buffers(&mut rng, 40, (30, 10), 5000, 9);
-            let (hwm, offsets) = pack(&bufs, 200, 200, round);
+            let (hwm, offsets) = pack(&bufs, (200, 200), round, (far(), 0), None);
             assert!(Instance::new(&bufs).is_packing(&offsets), "round {round}");
             let top = bufs.iter().zip(&offsets).map(|(b, o)| o + b.size).max();
             assert_eq!(Some(hwm), top);
@@ -926,8 +974,8 @@ mod tests {
         let (mut kept, mut changed) = (0, 0);
         for round in 0..8 {
             let bufs = random_buffers(&mut rng, 60, (40, 12), 64, 3);
-            let mut d = Filler::new(&bufs);
-            let mut fresh = Filler::new(&bufs);
+            let mut d = Filler::new(&bufs, None);
+            let mut fresh = Filler::new(&bufs, None);
             d.step_penalty = 5 * round;
             fresh.step_penalty = d.step_penalty;
             let mut wt: Vec<u64> = (0..bufs.len()).map(|_| rng.next_u64() % 50).collect();
@@ -973,12 +1021,12 @@ mod tests {
         // Side by side, a b c leave b's top a pit no other buffer fits
         // in; d alone covers the run flat, whatever the weights say.
         let bufs = [buf(0, 0, 8), buf(1, 1, 4), buf(2, 2, 8), buf(0, 2, 8)];
-        let mut d = Filler::new(&bufs);
+        let mut d = Filler::new(&bufs, None);
         d.fill_all(&[100, 100, 100, 0]);
         assert_eq!(d.off, [8, 8, 8, 0]);
         // With a second buffer for the pit, the weights decide.
         let bufs = [bufs[0], bufs[1], bufs[2], bufs[3], buf(1, 1, 4)];
-        let mut d = Filler::new(&bufs);
+        let mut d = Filler::new(&bufs, None);
         d.fill_all(&[100, 100, 100, 0, 0]);
         assert_eq!(d.off[..4], [0, 0, 0, 8]);
     }
@@ -988,7 +1036,7 @@ mod tests {
         // a b end at 8 and 4 (three steps with the walls), d flat at 8
         // (two); e could fill b's pit.
         let bufs = [buf(0, 0, 8), buf(1, 1, 4), buf(0, 1, 8), buf(1, 1, 4)];
-        let mut d = Filler::new(&bufs);
+        let mut d = Filler::new(&bufs, None);
         let weights = [3, 3, 0, 0];
         d.fill_all(&weights);
         assert_eq!(d.off[2], 8, "a and b first without a penalty");

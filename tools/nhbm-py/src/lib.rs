@@ -676,7 +676,8 @@ fn run_plan(
         None => model.clone(),
     };
     let limits = limits(Some(&model.target.name)).unwrap_or_default();
-    let kind = kind.unwrap_or(model.desc.planner);
+    // The default is `nhbm plan`'s, whatever the description names.
+    let kind = kind.unwrap_or(MemoryPlannerType::Exact);
     let opts = opts(model.desc.planner_options);
     guarded("the planner", || {
         let t0 = Instant::now();

@@ -128,9 +128,11 @@ def test_hill_climb_follows_its_seed(example_path):
     assert a.scratch_high_water_mark <= g.scratch_high_water_mark
 
 
-def test_default_planner_is_the_models(example_path, example_dict):
+def test_default_planner_is_exact_as_the_clis(example_path, example_dict):
     r = nhbm.plan(example_path)
-    assert r.planner == example_dict.get("planner", "greedy")
+    assert r.planner == "exact"
+    # Whatever the description names.
+    assert example_dict.get("planner") != "exact"
 
 
 def test_tiny_model_is_planned_at_its_lower_bound():

@@ -118,7 +118,7 @@ def plan(
     Args:
         model: a ``Model``, or anything ``load_model`` takes.
         planner: "exact", "hill_climb", "greedy" or "greedy_by_size"
-            (default: the model's own, "greedy" unless it names one).
+            (default: "exact", as ``nhbm plan``, whatever the model names).
         budget: the exact planner's node budget, the search nodes it may
             visit over every memory (``planner_options.node_budget``; the
             model's when None). It bounds the work the same way on every
@@ -131,8 +131,9 @@ def plan(
         iterations: hill_climb's moves per 100 tensors (the model's when None).
         max_stall_iterations: hill_climb's moves without gain that end a
             round, per 100 tensors (the model's when None).
-        time_limit_ms: the exact planner's wall-clock cap in milliseconds
-            (``planner_options.time_budget_ms``; the model's when None), a
+        time_limit_ms: the planner's wall-clock cap in milliseconds, over
+            hill_climb and exact (``planner_options.time_budget_ms``; the
+            model's when None), a
             safety net: a search it cuts short depends on the machine's
             speed (``MemoryResult.stopped`` says "time_limit").
 

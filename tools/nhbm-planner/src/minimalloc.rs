@@ -1,0 +1,125 @@
+//! Instances in MiniMalloc's CSV format (google/minimalloc, the solver
+//! the planner is compared with): a header, then one buffer a line, `id,
+//! lower, upper, size`, live from time `lower` up to `upper` (exclusive),
+//! `size` bytes. Its older header `buffer,start,end,size` reads the same.
+
+use std::path::PathBuf;
+
+use crate::desc::{ModelDesc, OperatorDesc, Platform, TensorDesc};
+use crate::model::*;
+use crate::Model;
+
+/// Every size of MiniMalloc's benchmark instances is a multiple of it: the
+/// alignment the model is given, which no canonical packing (offsets are
+/// sums of sizes) is held back by.
+pub const UNIT: u64 = 1024;
+
+/// The instance in `text` as a model named `name`: one scratch tensor per
+/// buffer, in one unlimited memory; the times that start or end a buffer,
+/// in order, are its operators (a packing of one is a packing of the
+/// other). Sizes must be multiples of [`UNIT`].
+pub fn read(name: &str, text: &str) -> Result<Model, String> {
+    read_with_times(name, text).map(|(m, _)| m)
+}
+
+/// [`read`], and the times that start or end a buffer, in order: operator
+/// `t` of the model is the time from `times[t]` up to `times[t + 1]`, so
+/// a buffer of operators `a..=b` lives from `times[a]` up to
+/// `times[b + 1]`, as in the file.
+pub fn read_with_times(name: &str, text: &str) -> Result<(Model, Vec<u64>), String> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or("no header")?
+        .split(',')
+        .map(str::trim)
+        .collect();
+    if header != ["id", "lower", "upper", "size"] && header != ["buffer", "start", "end", "size"] {
+        return Err(format!("unknown header {header:?}"));
+    }
+    let mut bufs = Vec::new();
+    for line in lines {
+        let f: Vec<u64> = line
+            .split(',')
+            .map(|x| x.trim().parse::<u64>())
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{line:?}: {e}"))?;
+        let [id, lower, upper, size] = f[..] else {
+            return Err(format!("{line:?}: four fields wanted"));
+        };
+        if lower >= upper || size == 0 || size % UNIT != 0 {
+            return Err(format!(
+                "{line:?}: an empty lifetime, or a size not a multiple of {UNIT}"
+            ));
+        }
+        bufs.push((id, lower, upper, size));
+    }
+    let mut points: Vec<u64> = bufs.iter().flat_map(|b| [b.1, b.2]).collect();
+    points.sort_unstable();
+    points.dedup();
+    let at = |t: u64| points.partition_point(|&p| p < t);
+    let mut operators: Vec<OperatorDesc> = (0..points.len().saturating_sub(1))
+        .map(|t| OperatorDesc {
+            name: format!("t{}", points[t]),
+            uses: Vec::new(),
+            defines: Vec::new(),
+        })
+        .collect();
+    let mut tensors = Vec::with_capacity(bufs.len());
+    for &(id, lower, upper, size) in &bufs {
+        let tid = format!("b{id}");
+        let (first, last) = (at(lower), at(upper) - 1);
+        operators[first].defines.push(tid.clone());
+        if last > first {
+            operators[last].uses.push(tid.clone());
+        }
+        tensors.push(TensorDesc::scratch(tid, size));
+    }
+    let desc = ModelDesc {
+        name: name.to_string(),
+        description: None,
+        memories: vec![MemoryConstraint::unlimited(MemoryType::Hbm(0))],
+        platform: Platform {
+            min_alignment: UNIT,
+        },
+        planner: MemoryPlannerType::Exact,
+        planner_options: PlannerOptions::default(),
+        tensors,
+        operators,
+    };
+    let m = Model::new(desc, PathBuf::from(".")).map_err(|e| e.to_string())?;
+    Ok((m, points))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_become_operators() {
+        let m = read(
+            "t",
+            "id,lower,upper,size\n0,0,10,2048\n1,10,30,1024\n2,5,30,3072\n",
+        )
+        .unwrap();
+        let lt = |i: usize| {
+            let l = m.tensors[i].lifetime.as_ref().unwrap();
+            (l.start_op, l.end_op)
+        };
+        // Points 0 5 10 30: operators 0..3.
+        assert_eq!(m.desc.operators.len(), 3);
+        assert_eq!([lt(0), lt(1), lt(2)], [(0, 1), (2, 2), (1, 2)]);
+        assert_eq!(m.liveness_lower_bound(), 5120);
+        let (_, times) = read_with_times(
+            "t",
+            "id,lower,upper,size\n0,0,10,2048\n1,10,30,1024\n2,5,30,3072\n",
+        )
+        .unwrap();
+        assert_eq!(times, [0, 5, 10, 30]);
+        let old = read("t", "buffer,start,end,size\n0,0,10,2048\n").unwrap();
+        assert_eq!(old.tensors.len(), 1);
+        assert!(read("t", "a,b\n").is_err());
+        assert!(read("t", "id,lower,upper,size\n0,3,3,1024\n").is_err());
+        assert!(read("t", "id,lower,upper,size\n0,0,3,100\n").is_err());
+    }
+}
