@@ -292,18 +292,20 @@ pub fn reset_resends_a_dropped_request() -> TestResult {
     )
 }
 
-/// FW_STATUS reads 0xdeadbeef for 200 ms after the take: each bad read is
-/// read again every millisecond (many bad reads, not the one per 100 ms
-/// look) and RESET returns 0; a window of 1.5 s, longer than all five
-/// looks, is waited out too (the reference's 1 s windows, 15 of them).
+/// FW_STATUS reads 0xdeadbeef for 500 ms after the take: each bad read is
+/// read again every millisecond (many bad reads: a look every 100 ms would
+/// see at most 6) and RESET returns 0; a window of 1.5 s, longer than all
+/// five looks, is waited out too (the reference's 1 s windows, 15 of them).
+/// 500 ms, not less: through the emulated function a read and its 1 ms
+/// sleep have taken up to 33 ms.
 pub fn deadbeef_window_is_waited_out() -> TestResult {
     with_firmware(
-        |c| c.write(BAD_MS, 200),
+        |c| c.write(BAD_MS, 500),
         |d, c| {
             ensure_eq("RESET status", d.reset(RESET_DEVICE, 0).ctx("RESET")?, 0)?;
-            ensure(c.read(BAD_READS_SEEN) >= 20, || {
+            ensure(c.read(BAD_READS_SEEN) >= 15, || {
                 format!(
-                    "{} reads of 0xdeadbeef in 200 ms, want re-reads every ms",
+                    "{} reads of 0xdeadbeef in 500 ms, want re-reads every ms",
                     c.read(BAD_READS_SEEN)
                 )
             })?;
