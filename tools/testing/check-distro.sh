@@ -245,10 +245,14 @@ for f in "${FLAVORS[@]}"; do
 	extra=$(guest_root "$rel") || die "cannot assemble the guest's module tree and modprobe"
 	say "booting Debian's unmodified $rel vmlinuz (UEFI) with the module from DKMS's install"
 	# KDIR only names a kernel build for the harness; this guest loads no
-	# module built against it.
+	# module built against it. nhbm_no_kprobes=1: Debian's kernels put a
+	# kprobe at a function's entry through ftrace, and under TCG patching it
+	# crashed one run (an int3 no handler claimed), so the one test that uses
+	# a kprobe (refused_resets_leave_no_audit_record) runs on the test
+	# kernel only; what it checks is the module's code, the same here.
 	NHBM_CACHE="$CACHE" KDIR="$ROOT/usr/src/linux-headers-$rel" NHBM_KERNEL_IMAGE="$vmlinuz" \
 		NHBM_KO="$OUT/neuron_hbm-$rel.ko" NHBM_GUEST_EXTRA="$extra" NHBM_QEMU_MEM="${NHBM_QEMU_MEM:-1024}" \
-		NHBM_QEMU_APPEND="nhbm_signed=1" \
+		NHBM_QEMU_APPEND="nhbm_signed=1 nhbm_no_kprobes=1" \
 		NHBM_QEMU_ARGS="-drive if=pflash,format=raw,readonly=on,file=$ROOT/usr/share/OVMF/OVMF_CODE_4M.fd -drive if=pflash,format=raw,file=$ROOT/tmp/nhbm-vars.fd" \
 		"$HERE/run-qemu.sh" distro || {
 		cp "$REPO/build/qemu-distro.log" "$OUT/qemu-$f.log"
