@@ -26,6 +26,7 @@ use crate::{
     },
     resched,
     telemetry::Telemetry,
+    trace,
     uapi::{self, *},
     user_source::UserSource,
 };
@@ -219,6 +220,7 @@ impl OpenFile {
     }
 
     fn plan_load(&self, arg: usize) -> Result {
+        let timer = trace::plan_load_timer();
         let mut req: PlanLoad = reader(arg)?;
         if req.flags != 0 || req.rsvd != 0 {
             return Err(EINVAL);
@@ -254,7 +256,10 @@ impl OpenFile {
             fault.point(ENOMEM)?;
             Ok(Arc::new(plan, GFP_KERNEL_ACCOUNT)?)
         })?;
-        self.insert_plan(plan, slot, id)
+        let (records, bytes) = (plan.vars().len(), plan.bytes);
+        self.insert_plan(plan, slot, id)?;
+        trace::plan_load(&timer, self.dev.index, id, records, bytes);
+        Ok(())
     }
 
     /// The HBM channel a load asks for: `EINVAL` for one the device lacks.
@@ -348,6 +353,7 @@ impl OpenFile {
     }
 
     fn plan_unload(&self, arg: usize) -> Result {
+        let timer = trace::plan_unload_timer();
         let req: PlanUnload = reader(arg)?;
         if req.rsvd != 0 {
             return Err(EINVAL);
@@ -364,8 +370,11 @@ impl OpenFile {
             st.unpin(entry.plan.remote_ids());
             entry
         };
-        // The plan's memory is given back here, outside the lock.
+        let (records, bytes) = (entry.plan.vars().len(), entry.plan.bytes);
+        // The plan's memory is given back here, outside the lock (unless a
+        // transfer in flight still holds the plan).
         drop(entry);
+        trace::plan_unload(&timer, self.dev.index, req.plan_id, records, bytes);
         Ok(())
     }
 
@@ -419,7 +428,16 @@ impl OpenFile {
     }
 
     fn mem_xfer(&self, arg: usize, write: bool) -> Result {
+        let timer = trace::mem_xfer_timer();
         let req: MemXfer = reader(arg)?;
+        let res = self.transfer(&req, write);
+        let ids = (req.plan_id, req.var_id);
+        trace::mem_xfer(&timer, self.dev.index, ids, write, req.len, &res);
+        res
+    }
+
+    /// Copies `req.len` bytes from (`write`) or to the user buffer of `req`.
+    fn transfer(&self, req: &MemXfer, write: bool) -> Result {
         self.dev.check_present()?;
         let plan = self.plan(req.plan_id)?;
         plan.check_live()?;

@@ -17,6 +17,7 @@ use crate::{
     reset_line::{self, ResetLine},
     reset_queue,
     sim::SimIo,
+    trace::{self, ResetCounts},
     tree_batch::{batch_from, Batch},
     user_source::UserSource,
 };
@@ -128,7 +129,14 @@ impl WorkItem for ResetJob {
         // Removal (unbind, unload) ends the handshake at its next poll.
         let stop = || dev.check_present();
         let clock = RealClock::new(&stop);
+        let timer = trace::reset_begin(dev.index, job.kind as u32, job.map);
         let (res, report) = fw::reset(dev.io(), &dev.info.reset, &clock, job.kind, job.map);
+        let counts = ResetCounts {
+            polls: report.polls,
+            resends: report.sends.saturating_sub(1),
+            looks: report.tries,
+        };
+        trace::reset_end(&timer, dev.index, job.kind as u32, &res, counts);
         if let Err(e) = res {
             pr_warn!(
                 "neuron_hbm{}: {:?} reset failed ({}) after {} ms, {} requests\n",

@@ -149,6 +149,8 @@ impl Clock for RealClock<'_> {
 pub(crate) struct WaitReport {
     /// Requests written to the mailbox (the first and every re-send).
     pub(crate) sends: u32,
+    /// Polls of RESET_REQUEST for the firmware's take of a request.
+    pub(crate) polls: u32,
     /// Looks at FW_STATUS made.
     pub(crate) tries: u32,
     /// Milliseconds from the first request to the end, by the clock.
@@ -217,6 +219,7 @@ fn initiate(
     let mut resend_at = start + kind.resend_ms();
     loop {
         clock.sleep_ms(timing.poll_ms)?;
+        report.polls += 1;
         if taken(io, clock)? {
             return Ok(());
         }
@@ -353,9 +356,10 @@ mod tests {
         Ok(reset(&*s, &V2.reset, clock, ResetKind::Device, 0))
     }
 
-    fn report(sends: u32, tries: u32, elapsed_ms: u64) -> WaitReport {
+    fn report(sends: u32, polls: u32, tries: u32, elapsed_ms: u64) -> WaitReport {
         WaitReport {
             sends,
+            polls,
             tries,
             elapsed_ms,
         }
@@ -367,7 +371,7 @@ mod tests {
         // One 100 ms poll sees the request taken, the first look sees it done.
         assert_eq!(
             device_reset(FwScript::PROMPT, &c)?,
-            (Ok(()), report(1, 1, 100))
+            (Ok(()), report(1, 1, 1, 100))
         );
         Ok(())
     }
@@ -381,14 +385,14 @@ mod tests {
         };
         // Look first, then sleep 100 ms * i: looks at +0, +0 and +100 ms
         // after the take seen at 100 ms.
-        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 3, 200)));
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 1, 3, 200)));
         let c = FakeClock::new();
         let script = FwScript {
             ready_on_poll: 5,
             ..FwScript::PROMPT
         };
         // The fifth look, at +600 ms.
-        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 5, 700)));
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 1, 5, 700)));
         let never = FwScript {
             ready_on_poll: 0,
             ..FwScript::PROMPT
@@ -397,7 +401,7 @@ mod tests {
         let c = FakeClock::new();
         assert_eq!(
             device_reset(never, &c)?,
-            (Err(ETIMEDOUT), report(1, 5, 1100))
+            (Err(ETIMEDOUT), report(1, 1, 5, 1100))
         );
         Ok(())
     }
@@ -410,7 +414,7 @@ mod tests {
             take_after: 24,
             ..FwScript::PROMPT
         };
-        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 1, 2500)));
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 25, 1, 2500)));
         Ok(())
     }
 
@@ -422,7 +426,10 @@ mod tests {
             ..FwScript::PROMPT
         };
         // The re-send at 30 s is taken at the next poll.
-        assert_eq!(device_reset(script, &c)?, (Ok(()), report(2, 1, 30_100)));
+        assert_eq!(
+            device_reset(script, &c)?,
+            (Ok(()), report(2, 301, 1, 30_100))
+        );
         Ok(())
     }
 
@@ -434,7 +441,7 @@ mod tests {
             ..FwScript::PROMPT
         })?;
         let (res, rep) = reset(&*s, &V2.reset, &c, ResetKind::Tpb, 0b11);
-        assert_eq!((res, rep), (Ok(()), report(3, 1, 20_100)));
+        assert_eq!((res, rep), (Ok(()), report(3, 201, 1, 20_100)));
         let io: &dyn DeviceIo = &*s;
         assert_eq!(io.misc_ram(|mb| mb.read(RESET_TPB_MAP).map().get())?, 0b11);
         Ok(())
@@ -450,14 +457,14 @@ mod tests {
         let c = FakeClock::new();
         assert_eq!(
             device_reset(never, &c)?,
-            (Err(ETIMEDOUT), report(5, 0, 120_000))
+            (Err(ETIMEDOUT), report(5, 1200, 0, 120_000))
         );
         // V3: 480 s.
         let s = KBox::pin_init(SimIo::new(&V3), GFP_KERNEL)?;
         s.set_fw_script(never);
         let c = FakeClock::new();
         let (res, rep) = reset(&*s, &V3.reset, &c, ResetKind::Device, 0);
-        assert_eq!((res, rep), (Err(ETIMEDOUT), report(17, 0, 480_000)));
+        assert_eq!((res, rep), (Err(ETIMEDOUT), report(17, 4800, 0, 480_000)));
         assert_eq!(s.resets_taken(), 0);
         Ok(())
     }
@@ -470,7 +477,7 @@ mod tests {
             bad_reads: 200,
             ..FwScript::PROMPT
         };
-        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 1, 300)));
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 1, 1, 300)));
         // A second and a half of them: the first window of 1 s ends, the
         // second one sees the status.
         let c = FakeClock::new();
@@ -478,7 +485,7 @@ mod tests {
             bad_reads: 1500,
             ..FwScript::PROMPT
         };
-        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 1, 1600)));
+        assert_eq!(device_reset(script, &c)?, (Ok(()), report(1, 1, 1, 1600)));
         Ok(())
     }
 
@@ -526,7 +533,7 @@ mod tests {
         })?;
         let c = FakeClock::new();
         let (res, rep) = reset(&*s, &V2.reset, &c, ResetKind::Device, 0);
-        assert_eq!((res, rep), (Ok(()), report(1, 4, 400)));
+        assert_eq!((res, rep), (Ok(()), report(1, 1, 4, 400)));
         Ok(())
     }
 

@@ -33,6 +33,23 @@ struct workqueue_struct *nhbm_reset_wq_alloc(void);
 void nhbm_reset_wq_destroy(struct workqueue_struct *wq);
 
 /*
+ * The module's trace events (nhbm_trace.c, nhbm_trace.h): event nhbm_<name>
+ * fired by nhbm_trace_<name>(); nhbm_trace_<name>_enabled() for the events
+ * that carry a time, measured only while they are on.
+ */
+bool nhbm_trace_plan_load_enabled(void);
+void nhbm_trace_plan_load(u32 dev, u32 plan_id, u32 records, u64 bytes, u64 ns);
+bool nhbm_trace_plan_unload_enabled(void);
+void nhbm_trace_plan_unload(u32 dev, u32 plan_id, u32 records, u64 bytes, u64 ns);
+void nhbm_trace_reset_begin(u32 dev, u32 type, u32 map);
+bool nhbm_trace_reset_end_enabled(void);
+void nhbm_trace_reset_end(u32 dev, u32 type, s32 result, u32 polls, u32 resends, u32 looks,
+			  u64 ns);
+bool nhbm_trace_mem_xfer_enabled(void);
+void nhbm_trace_mem_xfer(u32 dev, u32 plan_id, u32 var_id, bool write, u64 bytes, s32 result,
+			 u64 ns);
+
+/*
  * A copy from user memory with non-temporal stores where the architecture
  * has them (user_copy.c); returns the bytes not copied.
  */

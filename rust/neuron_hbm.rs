@@ -38,6 +38,7 @@ mod reset_queue;
 mod sim;
 mod sparse;
 mod telemetry;
+mod trace;
 mod tree_batch;
 mod uapi;
 mod user_source;
