@@ -14,6 +14,7 @@ use crate::suite::{device_opens, Suite};
 mod cases;
 mod library_resolve;
 mod planner;
+mod trace;
 
 mod reject;
 
