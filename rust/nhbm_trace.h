@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The module's trace events, under events/neuron_hbm/ in tracefs. Rust
- * cannot define them: rust/nhbm_trace.c creates them and wraps each in
- * two real symbols (nhbm_trace_<event>() and nhbm_trace_<event>_enabled(),
- * declared in rust/helpers.h) that rust/trace.rs calls. Every event carries
- * the device index N of /dev/neuron_hbmN; times are nanoseconds of the
- * monotonic clock. Documentation/uapi.rst lists the fields.
+ * cannot define them: rust/nhbm_trace.c creates them and makes each a real
+ * symbol, nhbm_trace_<event>(), and each event that carries a time also
+ * nhbm_trace_<event>_enabled() (declared in rust/helpers.h), which
+ * rust/trace.rs calls. Every event carries the device index N of
+ * /dev/neuron_hbmN; times are nanoseconds of the monotonic clock.
+ * Documentation/uapi.rst lists the fields.
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM neuron_hbm

@@ -5,9 +5,10 @@
 //! resets and transfers (Documentation/uapi.rst lists the fields).
 //!
 //! Rust cannot define a trace event: `rust/nhbm_trace.h` does, and
-//! `rust/nhbm_trace.c` makes each one two real symbols, the event and
-//! whether it is enabled. A [`Timer`] reads the clock only while its event
-//! is enabled, so a disabled event costs a call that tests its static key.
+//! `rust/nhbm_trace.c` makes each one a real symbol, and for each event
+//! that carries a time one that says whether it is enabled: a [`Timer`]
+//! reads the clock only then, so a disabled event costs a call that tests
+//! its static key.
 
 use crate::helpers::*;
 use kernel::{
