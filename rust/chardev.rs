@@ -12,6 +12,7 @@ use crate::{
     arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
     capability,
     device::Device,
+    fdinfo,
     fw::ResetKind,
     helpers::{
         NHBM_ATTR_ARCH, NHBM_ATTR_CHANNELS, NHBM_ATTR_COUNT, NHBM_ATTR_REGIONS, NHBM_ATTR_SIMULATED,
@@ -34,6 +35,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
+    seq_file::{seq_print, SeqFile},
     sync::aref::ARef,
     sync::{Arc, Mutex},
     transmute::AsBytes,
@@ -152,6 +154,8 @@ impl Drop for LoadingId<'_> {
 #[pin_data(PinnedDrop)]
 pub(crate) struct OpenFile {
     dev: Arc<Device>,
+    /// Its `drm-client-id` in fdinfo.
+    client_id: u64,
     #[pin]
     state: Mutex<FileState>,
 }
@@ -502,6 +506,7 @@ impl NodeFile for OpenFile {
         let file = KBox::try_pin_init(
             try_pin_init!(Self {
                 dev,
+                client_id: fdinfo::new_client_id(),
                 state <- new_mutex!(FileState {
                     ids: PlanIds::new(),
                     plans: RBTree::new(),
@@ -529,6 +534,28 @@ impl NodeFile for OpenFile {
             _ => return Err(ENOTTY),
         }
         Ok(0)
+    }
+
+    /// The file's own figures only (fdinfo is readable by the process's
+    /// owner and root): the HBM its listed plans hold on each channel.
+    fn show_fdinfo(me: Pin<&OpenFile>, m: &SeqFile, _file: &File) {
+        let mut channels = [0u64; MAX_CHANNELS];
+        let nr = me.dev.info.nr_channels.min(MAX_CHANNELS);
+        {
+            // At most MAX_PLANS_PER_FILE additions, printed after the lock.
+            let st = me.state.lock();
+            for e in st.plans.values() {
+                if let Some(c) = channels.get_mut(e.plan.channel()) {
+                    *c += e.plan.bytes;
+                }
+            }
+        }
+        let lines = fdinfo::Lines {
+            client_id: me.client_id,
+            pdev: me.dev.pci_slot.as_deref().and_then(|s| s.to_str().ok()),
+            channels: &channels[..nr],
+        };
+        seq_print!(m, "{lines}");
     }
 }
 
