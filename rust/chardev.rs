@@ -4,9 +4,11 @@
 //! and the ioctl surface of include/uapi/linux/neuron_hbm.h.
 //!
 //! Locking: each open file has one mutex over its plan table, held only for
-//! table lookups and updates, never across a user copy, a device transfer or
-//! staging. Ioctls that move data take a reference on the plan and drop the
-//! lock first, so a concurrent unload cannot free memory under a transfer.
+//! table lookups, updates and walks (MEM_STATS and fdinfo sum at most
+//! `MAX_PLANS_PER_FILE` plans), never across a user copy, a device transfer,
+//! staging or printing. Ioctls that move data take a reference on the plan
+//! and drop the lock first, so a concurrent unload cannot free memory under a
+//! transfer.
 
 use crate::{
     arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
