@@ -4,14 +4,17 @@
 //! and the ioctl surface of include/uapi/linux/neuron_hbm.h.
 //!
 //! Locking: each open file has one mutex over its plan table, held only for
-//! table lookups and updates, never across a user copy, a device transfer or
-//! staging. Ioctls that move data take a reference on the plan and drop the
-//! lock first, so a concurrent unload cannot free memory under a transfer.
+//! table lookups, updates and walks (MEM_STATS and fdinfo sum at most
+//! `MAX_PLANS_PER_FILE` plans), never across a user copy, a device transfer,
+//! staging or printing. Ioctls that move data take a reference on the plan
+//! and drop the lock first, so a concurrent unload cannot free memory under a
+//! transfer.
 
 use crate::{
     arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
     capability,
     device::Device,
+    fdinfo,
     fw::ResetKind,
     helpers::{
         NHBM_ATTR_ARCH, NHBM_ATTR_CHANNELS, NHBM_ATTR_COUNT, NHBM_ATTR_REGIONS, NHBM_ATTR_SIMULATED,
@@ -35,6 +38,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
+    seq_file::{seq_print, SeqFile},
     sync::aref::ARef,
     sync::{Arc, Mutex},
     transmute::AsBytes,
@@ -153,6 +157,8 @@ impl Drop for LoadingId<'_> {
 #[pin_data(PinnedDrop)]
 pub(crate) struct OpenFile {
     dev: Arc<Device>,
+    /// Its `drm-client-id` in fdinfo.
+    client_id: u64,
     #[pin]
     state: Mutex<FileState>,
 }
@@ -520,6 +526,7 @@ impl NodeFile for OpenFile {
         let file = KBox::try_pin_init(
             try_pin_init!(Self {
                 dev,
+                client_id: fdinfo::new_client_id(),
                 state <- new_mutex!(FileState {
                     ids: PlanIds::new(),
                     plans: RBTree::new(),
@@ -547,6 +554,28 @@ impl NodeFile for OpenFile {
             _ => return Err(ENOTTY),
         }
         Ok(0)
+    }
+
+    /// The file's own figures only (fdinfo is readable by the process's
+    /// owner and root): the HBM its listed plans hold on each channel.
+    fn show_fdinfo(me: Pin<&OpenFile>, m: &SeqFile, _file: &File) {
+        let mut channels = [0u64; MAX_CHANNELS];
+        let nr = me.dev.info.nr_channels.min(MAX_CHANNELS);
+        {
+            // At most MAX_PLANS_PER_FILE additions, printed after the lock.
+            let st = me.state.lock();
+            for e in st.plans.values() {
+                if let Some(c) = channels.get_mut(e.plan.channel()) {
+                    *c += e.plan.bytes;
+                }
+            }
+        }
+        let lines = fdinfo::Lines {
+            client_id: me.client_id,
+            pdev: me.dev.pci_slot.as_deref().and_then(|s| s.to_str().ok()),
+            channels: &channels[..nr],
+        };
+        seq_print!(m, "{lines}");
     }
 }
 

@@ -54,6 +54,8 @@ pub(crate) struct Device {
     pub(crate) pci_vendor: u16,
     /// PCI device id.
     pub(crate) pci_device: u16,
+    /// The PCI function's slot (`0000:00:04.0`); `None` when simulated.
+    pub(crate) pci_slot: Option<CString>,
     backend: Backend,
     /// The HBM pools.
     pub(crate) grid: Grid,
@@ -182,6 +184,7 @@ impl Device {
         slot: Option<&CStr>,
     ) -> Result<Arc<Self>> {
         let sim = matches!(backend, Backend::Sim(_));
+        let pci_slot = slot.map(CString::try_from).transpose()?;
         let claim = NodeIndex::claim()?;
         let grid = Grid::new(geo)?;
         let sim_place;
@@ -208,6 +211,7 @@ impl Device {
                 info: geo.info,
                 pci_vendor: pci.0,
                 pci_device: pci.1,
+                pci_slot,
                 backend,
                 grid,
                 gate <- new_mutex!(Gate {

@@ -18,6 +18,7 @@ use kernel::{
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
     prelude::*,
+    seq_file::SeqFile,
     sync::aref::ARef,
     types::Opaque,
 };
@@ -43,6 +44,10 @@ pub(crate) trait NodeFile: Sized + Send + Sync {
 
     /// Handles ioctl `cmd` with argument `arg` on an open file.
     fn ioctl(me: Pin<&Self>, file: &File, cmd: u32, arg: usize) -> Result<isize>;
+
+    /// Writes what `/proc/<pid>/fdinfo/<fd>` shows of an open file to `m`,
+    /// after the lines the VFS prints.
+    fn show_fdinfo(me: Pin<&Self>, m: &SeqFile, file: &File);
 }
 
 /// A registered misc device whose files are `T`s opened from its data.
@@ -152,6 +157,10 @@ impl<T: NodeFile> MiscDevice for Files<T> {
     fn ioctl(me: Pin<&T>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
         T::ioctl(me, file, cmd, arg)
     }
+
+    fn show_fdinfo(me: Pin<&T>, m: &SeqFile, file: &File) {
+        T::show_fdinfo(me, m, file)
+    }
 }
 
 #[kunit_tests(neuron_hbm_miscdev)]
@@ -176,6 +185,8 @@ mod tests {
         fn ioctl(_me: Pin<&Self>, _file: &File, _cmd: u32, _arg: usize) -> Result<isize> {
             Err(ENOTTY)
         }
+
+        fn show_fdinfo(_me: Pin<&Self>, _m: &SeqFile, _file: &File) {}
     }
 
     #[test]

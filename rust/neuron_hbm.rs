@@ -20,6 +20,7 @@ mod chardev;
 mod device;
 mod dmem;
 mod fault;
+mod fdinfo;
 mod fw;
 mod genpool;
 mod helpers;

@@ -166,6 +166,8 @@ pub(crate) struct Plan {
     pub(crate) shared_scratch_pa: u64,
     /// HBM bytes held (allocations and scratchpads).
     pub(crate) bytes: u64,
+    /// The HBM channel all of them are in.
+    channel: usize,
     /// Telemetry serial, 0 until registered with the device.
     serial: u64,
     /// The device's reset epoch when staging began.
@@ -249,6 +251,11 @@ impl Plan {
             .iter()
             .zip(r.plans.iter())
             .all(|(&id, p)| lookup(id).is_some_and(|q| Arc::ptr_eq(p, q)))
+    }
+
+    /// The HBM channel this plan's [`Plan::bytes`] are in.
+    pub(crate) fn channel(&self) -> usize {
+        self.channel
     }
 
     /// Live HBM chunks this plan holds (scratchpads included).
@@ -425,7 +432,7 @@ pub(crate) fn stage(
         index,
     } = parsed;
     let mut vars = KVVec::with_capacity(records.len(), GFP_KERNEL_ACCOUNT)?;
-    let mut plan = Plan::new(dev, index, remotes)?;
+    let mut plan = Plan::new(dev, index, remotes, channel)?;
     if local_scratch > 0 {
         plan.local_scratch_pa = plan.alloc_scratch(channel, local_scratch)?;
     }
@@ -441,8 +448,9 @@ pub(crate) fn stage(
 }
 
 impl Plan {
-    /// An empty plan on `dev`, holding `remotes`, its variables found by `index`.
-    fn new(dev: &Arc<Device>, index: VarIndex, remotes: Remotes) -> Result<Self> {
+    /// An empty plan on `dev` in HBM `channel`, holding `remotes`, its
+    /// variables found by `index`.
+    fn new(dev: &Arc<Device>, index: VarIndex, remotes: Remotes, channel: usize) -> Result<Self> {
         // Waits out a device reset under way; EIO in "reset state unknown".
         let reset_epoch = dev.ready_epoch()?;
         // The REMOTE targets were live when their references were taken; a
@@ -457,6 +465,7 @@ impl Plan {
             local_scratch_pa: PA_UNSTAGED,
             shared_scratch_pa: PA_UNSTAGED,
             bytes: 0,
+            channel,
             serial: 0,
             reset_epoch,
             depth: remotes.depth(),
@@ -1050,6 +1059,8 @@ mod tests {
             assert_eq!(off, 192 * GIB + (pa - info.channel_base[3]));
             assert_eq!(plan.resolve(2, 0, 0)?, sbuf_window(info, 7).unwrap().0);
             assert!(plan.local_scratch_pa >= info.channel_base[3]);
+            // fdinfo counts the plan's bytes on the channel it names.
+            assert_eq!(plan.channel(), 3);
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 
 use zerocopy::{FromBytes, IntoBytes};
@@ -109,6 +109,13 @@ impl From<OpenError> for io::Error {
 pub struct Device {
     file: File,
     path: PathBuf,
+}
+
+/// The open file's descriptor (to read its `/proc/self/fdinfo` entry, say).
+impl AsFd for Device {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
+    }
 }
 
 impl Device {

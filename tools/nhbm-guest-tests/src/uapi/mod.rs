@@ -12,6 +12,7 @@ use crate::ktap::Case;
 use crate::suite::{device_opens, Suite};
 
 mod cases;
+mod fdinfo;
 mod library_resolve;
 mod planner;
 mod trace;
