@@ -17,6 +17,8 @@ mod planner;
 
 mod reject;
 
+mod mapping;
+
 mod charges;
 mod limits;
 mod uffd;
