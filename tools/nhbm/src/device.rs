@@ -421,8 +421,9 @@ impl Mapping {
     pub fn write(&self, offset: usize, buf: &[u8]) -> io::Result<()> {
         self.check(offset, buf.len())?;
         // SAFETY: `[offset, offset + len)` lies in the mapping (checked),
-        // which is shared memory no Rust reference points into.
-        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), self.addr.add(offset), buf.len()) };
+        // which is shared memory no Rust reference points into. The C
+        // library's memcpy, as a C runtime copies a tensor.
+        unsafe { libc::memcpy(self.addr.add(offset).cast(), buf.as_ptr().cast(), buf.len()) };
         Ok(())
     }
 
@@ -430,7 +431,7 @@ impl Mapping {
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
         self.check(offset, buf.len())?;
         // SAFETY: as in `write`.
-        unsafe { std::ptr::copy_nonoverlapping(self.addr.add(offset), buf.as_mut_ptr(), buf.len()) };
+        unsafe { libc::memcpy(buf.as_mut_ptr().cast(), self.addr.add(offset).cast(), buf.len()) };
         Ok(())
     }
 }
