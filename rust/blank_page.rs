@@ -5,64 +5,69 @@
 //! page or zeros. The simulated device fills the pages a write covers whole
 //! this way, so a payload byte is copied once and nothing is cleared first.
 //!
-//! `KBox::new_uninit` hands out a `MaybeUninit<[u8; N]>`, which the kernel
-//! crate has no safe way to fill in parts and then declare initialized (the
-//! standard library's `MaybeUninit` slice helpers are unstable). [`Blank`]
-//! keeps the range that was filled and completes the rest itself before it
-//! gives the page out.
+//! [`Blank`] keeps the range that was filled and completes the rest itself
+//! before it gives the page out as a [`PageBox`].
 
-use crate::user_source::UserSource;
+use crate::{
+    page_box::{PageBox, Uninit},
+    user_source::UserSource,
+};
 use core::mem::MaybeUninit;
-use kernel::{alloc::Flags, prelude::*};
+use kernel::{alloc::Flags, page::PAGE_SIZE, prelude::*};
 
-/// `N` bytes, of which `[from, to)` were written.
+/// A page of which `[from, to)` was written.
 ///
 /// # Invariants
 ///
-/// Every byte of `page[from..to]` is initialized, `from <= to <= N`.
-pub(crate) struct Blank<const N: usize> {
-    page: KBox<MaybeUninit<[u8; N]>>,
+/// Every byte of the page's `[from, to)` is initialized, `from <= to <= PAGE_SIZE`.
+pub(crate) struct Blank {
+    page: Uninit,
     from: usize,
     to: usize,
 }
 
-impl<const N: usize> Blank<N> {
+impl Blank {
     /// A fresh page, not zeroed.
     pub(crate) fn new(flags: Flags) -> Result<Self> {
         // INVARIANT: the empty range is initialized.
         Ok(Self {
-            page: KBox::new_uninit(flags)?,
+            page: PageBox::new_uninit(flags)?,
             from: 0,
             to: 0,
         })
     }
 
     /// `page`, its bytes to be written again.
-    pub(crate) fn reuse(page: KBox<[u8; N]>) -> Self {
+    pub(crate) fn reuse(page: PageBox) -> Self {
         // INVARIANT: the empty range is initialized.
         Self {
-            page: KBox::drop_contents(page),
+            page: page.into(),
             from: 0,
             to: 0,
         }
     }
 
-    /// The page's bytes, initialized or not.
-    fn bytes(&mut self) -> *mut u8 {
-        self.page.as_mut_ptr().cast()
+    /// Checks that `[at, at + len)` lies inside the page: its end.
+    fn end(at: usize, len: usize) -> Result<usize> {
+        at.checked_add(len)
+            .filter(|&e| e <= PAGE_SIZE)
+            .ok_or(EINVAL)
     }
 
     /// Fills `[at, at + len)` with `len` bytes read from `src` (`EINVAL` past
     /// the page); the range filled before, if any, no longer counts.
     pub(crate) fn fill_from_user(&mut self, src: &mut UserSource, at: usize, len: usize) -> Result {
-        let end = at.checked_add(len).filter(|&e| e <= N).ok_or(EINVAL)?;
+        let end = Self::end(at, len)?;
         // INVARIANT: the empty range is initialized, whatever the copy does.
         self.to = self.from;
         // SAFETY: `[at, end)` lies inside the page (checked above), which is
         // ours alone; `MaybeUninit<u8>` has the layout of `u8` and no
         // invalid value.
         let room = unsafe {
-            core::slice::from_raw_parts_mut(self.bytes().add(at).cast::<MaybeUninit<u8>>(), len)
+            core::slice::from_raw_parts_mut(
+                self.page.as_mut_ptr().add(at).cast::<MaybeUninit<u8>>(),
+                len,
+            )
         };
         src.read_raw_nontemporal(room)?;
         // INVARIANT: `read_raw_nontemporal` succeeded, so it wrote every byte of the range.
@@ -73,13 +78,16 @@ impl<const N: usize> Blank<N> {
     /// Fills `[at, at + data.len())` with `data` (`EINVAL` past the page).
     #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn fill_from_slice(&mut self, at: usize, data: &[u8]) -> Result {
-        let end = at
-            .checked_add(data.len())
-            .filter(|&e| e <= N)
-            .ok_or(EINVAL)?;
+        let end = Self::end(at, data.len())?;
         // SAFETY: `[at, end)` lies inside the page (checked above), which is
         // ours alone, and `data` is another object.
-        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), self.bytes().add(at), data.len()) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.page.as_mut_ptr().add(at),
+                data.len(),
+            )
+        };
         // INVARIANT: every byte of `[at, end)` was just written.
         (self.from, self.to) = (at, end);
         Ok(())
@@ -87,24 +95,28 @@ impl<const N: usize> Blank<N> {
 
     /// The page, its bytes outside the filled range copied from `rest`, or
     /// zeros without one.
-    pub(crate) fn finish(mut self, rest: Option<&[u8; N]>) -> KBox<[u8; N]> {
+    pub(crate) fn finish(mut self, rest: Option<&PageBox>) -> PageBox {
         let (from, to) = (self.from, self.to);
-        let p = self.bytes();
+        let p = self.page.as_mut_ptr();
         // A page filled whole, the common case, skips both (not even a call).
-        if from > 0 || to < N {
-            // SAFETY: `[0, from)` and `[to, N)` lie inside the page
-            // (invariant), which is ours alone; `rest` is another page, `N`
-            // bytes long.
-            unsafe {
-                match rest {
-                    Some(r) => {
-                        core::ptr::copy_nonoverlapping(r.as_ptr(), p, from);
-                        core::ptr::copy_nonoverlapping(r.as_ptr().add(to), p.add(to), N - to);
-                    }
-                    None => {
-                        core::ptr::write_bytes(p, 0, from);
-                        core::ptr::write_bytes(p.add(to), 0, N - to);
-                    }
+        if from > 0 || to < PAGE_SIZE {
+            // SAFETY: `[0, from)` and `[to, PAGE_SIZE)` lie inside the page
+            // (invariant), which is ours alone.
+            let (head, tail) = unsafe {
+                (
+                    core::slice::from_raw_parts_mut(p, from),
+                    core::slice::from_raw_parts_mut(p.add(to), PAGE_SIZE - to),
+                )
+            };
+            // A whole page's ranges: neither copy can fail.
+            match rest {
+                Some(r) => {
+                    let _ = r.read(0, head);
+                    let _ = r.read(to, tail);
+                }
+                None => {
+                    head.fill(0);
+                    tail.fill(0);
                 }
             }
         }
@@ -117,44 +129,58 @@ impl<const N: usize> Blank<N> {
 mod tests {
     use super::*;
 
+    /// The bytes of `page`.
+    fn bytes(page: &PageBox) -> Result<KVec<u8>> {
+        let mut v = KVec::from_elem(0u8, PAGE_SIZE, GFP_KERNEL)?;
+        page.read(0, &mut v)?;
+        Ok(v)
+    }
+
     #[test]
     fn the_rest_is_zeros_or_the_other_page() -> Result {
-        let mut b = Blank::<64>::new(GFP_KERNEL)?;
+        let mut b = Blank::new(GFP_KERNEL)?;
         b.fill_from_slice(10, &[7; 20])?;
         let page = b.finish(None);
-        assert!(page[..10].iter().all(|&x| x == 0));
-        assert!(page[10..30].iter().all(|&x| x == 7));
-        assert!(page[30..].iter().all(|&x| x == 0));
+        let got = bytes(&page)?;
+        assert!(got[..10].iter().all(|&x| x == 0));
+        assert!(got[10..30].iter().all(|&x| x == 7));
+        assert!(got[30..].iter().all(|&x| x == 0));
 
-        let other: [u8; 64] = core::array::from_fn(|i| i as u8);
+        let mut other = PageBox::zeroed(GFP_KERNEL)?;
+        for i in 0..PAGE_SIZE / 256 {
+            let ramp: [u8; 256] = core::array::from_fn(|j| j as u8);
+            other.write(i * 256, &ramp)?;
+        }
         let mut b = Blank::reuse(page);
-        b.fill_from_slice(60, &[0xaa; 4])?;
+        b.fill_from_slice(PAGE_SIZE - 4, &[0xaa; 4])?;
         let page = b.finish(Some(&other));
-        assert_eq!(page[..60], other[..60]);
-        assert_eq!(page[60..], [0xaa; 4]);
+        let (got, want) = (bytes(&page)?, bytes(&other)?);
+        assert!(got[..PAGE_SIZE - 4] == want[..PAGE_SIZE - 4]);
+        assert_eq!(got[PAGE_SIZE - 4..], [0xaa; 4]);
         Ok(())
     }
 
     #[test]
     fn whole_and_empty_fills() -> Result {
-        let mut b = Blank::<32>::new(GFP_KERNEL)?;
-        b.fill_from_slice(0, &[3; 32])?;
-        assert_eq!(*b.finish(Some(&[9; 32])), [3; 32]);
+        let mut b = Blank::new(GFP_KERNEL)?;
+        let threes = KVec::from_elem(3u8, PAGE_SIZE, GFP_KERNEL)?;
+        b.fill_from_slice(0, &threes)?;
+        let mut nines = PageBox::zeroed(GFP_KERNEL)?;
+        nines.write(0, &KVec::from_elem(9u8, PAGE_SIZE, GFP_KERNEL)?)?;
+        assert!(bytes(&b.finish(Some(&nines)))?.iter().all(|&x| x == 3));
         // Nothing filled: the other page whole.
-        assert_eq!(
-            *Blank::<32>::new(GFP_KERNEL)?.finish(Some(&[9; 32])),
-            [9; 32]
-        );
+        let page = Blank::new(GFP_KERNEL)?.finish(Some(&nines));
+        assert!(bytes(&page)?.iter().all(|&x| x == 9));
         Ok(())
     }
 
     #[test]
     fn fills_past_the_page_are_refused() -> Result {
-        let mut b = Blank::<32>::new(GFP_KERNEL)?;
-        assert_eq!(b.fill_from_slice(30, &[1; 4]), Err(EINVAL));
+        let mut b = Blank::new(GFP_KERNEL)?;
+        assert_eq!(b.fill_from_slice(PAGE_SIZE - 2, &[1; 4]), Err(EINVAL));
         assert_eq!(b.fill_from_slice(usize::MAX, &[1; 4]), Err(EINVAL));
         // A refused fill leaves nothing counted as written.
-        assert_eq!(*b.finish(None), [0; 32]);
+        assert!(bytes(&b.finish(None))?.iter().all(|&x| x == 0));
         Ok(())
     }
 }

@@ -19,6 +19,7 @@ use crate::{
     helpers::{
         NHBM_ATTR_ARCH, NHBM_ATTR_CHANNELS, NHBM_ATTR_COUNT, NHBM_ATTR_REGIONS, NHBM_ATTR_SIMULATED,
     },
+    mapping::FileMaps,
     miscdev::{AttrValues, MiscNode, NodeFile},
     node_index::MAX_NODES,
     plan::{
@@ -32,6 +33,7 @@ use crate::{
     trace,
     uapi::{self, *},
     user_source::UserSource,
+    vma::{Backing, Fault, NewMapping, Space},
 };
 use kernel::{
     fs::File,
@@ -157,10 +159,15 @@ impl Drop for LoadingId<'_> {
 #[pin_data(PinnedDrop)]
 pub(crate) struct OpenFile {
     dev: Arc<Device>,
-    /// Its `drm-client-id` in fdinfo.
+    /// Its `drm-client-id` in fdinfo, and the key of its address space
+    /// among the device's.
     client_id: u64,
     #[pin]
     state: Mutex<FileState>,
+    /// Its plans' variables listed for mmap. Taken after `state` when both
+    /// are held.
+    #[pin]
+    maps: FileMaps,
 }
 
 fn reader<T: kernel::transmute::FromBytes>(arg: usize) -> Result<T> {
@@ -190,6 +197,7 @@ fn user_range(addr: u64, len: u64) -> Result<(UserPtr, usize)> {
 #[pinned_drop]
 impl PinnedDrop for OpenFile {
     fn drop(self: Pin<&mut Self>) {
+        self.dev.remove_space(self.client_id);
         self.dev.file_closed();
     }
 }
@@ -377,11 +385,29 @@ impl OpenFile {
             entry
         };
         let (records, bytes) = (entry.plan.vars().len(), entry.plan.bytes);
-        // The plan's memory is given back here, outside the lock (unless a
+        // No process keeps a page of it: mapped, its pages are taken away
+        // before its memory is given back, here, outside the lock (unless a
         // transfer in flight still holds the plan).
+        self.maps.revoke_plan(&entry.plan);
         drop(entry);
         trace::plan_unload(&timer, self.dev.index, req.plan_id, records, bytes);
         Ok(())
+    }
+
+    fn map_offset(&self, arg: usize) -> Result {
+        let mut req: MapOffset = reader(arg)?;
+        if req.flags != 0 || req.rsvd != 0 {
+            return Err(EINVAL);
+        }
+        self.dev.check_present()?;
+        let slot = FileMaps::slot()?;
+        // Listed under the plan table's lock: an unload, which takes it
+        // first, either comes after (and unlists it) or the plan is gone.
+        let st = self.state.lock();
+        let plan = &st.entry(req.plan_id)?.plan;
+        (req.offset, req.size) = self.maps.offset(&self.dev, plan, req.var_id, slot)?;
+        drop(st);
+        writeback(arg, &req)
     }
 
     fn resolve(&self, arg: usize) -> Result {
@@ -520,23 +546,29 @@ impl OpenFile {
 impl NodeFile for OpenFile {
     type Data = Arc<Device>;
 
-    fn open(_file: &File, dev: &Arc<Device>) -> Result<Pin<KBox<Self>>> {
+    fn open(file: &File, dev: &Arc<Device>) -> Result<Pin<KBox<Self>>> {
         let dev = dev.clone();
         dev.check_present()?;
+        let space = Arc::new(Space::of(file)?, GFP_KERNEL_ACCOUNT)?;
+        let client_id = fdinfo::new_client_id();
+        let listed = space.clone();
         let file = KBox::try_pin_init(
             try_pin_init!(Self {
                 dev,
-                client_id: fdinfo::new_client_id(),
+                client_id,
                 state <- new_mutex!(FileState {
                     ids: PlanIds::new(),
                     plans: RBTree::new(),
                     count: 0,
                 }),
+                maps <- FileMaps::new(space),
             }),
             GFP_KERNEL_ACCOUNT,
         )?;
-        // Counted once the file exists: its drop uncounts it.
+        // Counted once the file exists: its drop uncounts it (and unlists
+        // its address space, listed or not).
         file.dev.file_opened();
+        file.dev.add_space(client_id, listed)?;
         Ok(file)
     }
 
@@ -551,6 +583,7 @@ impl NodeFile for OpenFile {
             IOC_MEM_READ => me.mem_xfer(arg, false)?,
             IOC_MEM_STATS => me.mem_stats(arg)?,
             IOC_RESET => me.reset(arg)?,
+            IOC_MAP_OFFSET => me.map_offset(arg)?,
             _ => return Err(ENOTTY),
         }
         Ok(0)
@@ -576,6 +609,15 @@ impl NodeFile for OpenFile {
             channels: &channels[..nr],
         };
         seq_print!(m, "{lines}");
+    }
+
+    fn mmap(me: Pin<&OpenFile>, _file: &File, map: &NewMapping<'_>) -> Result<Backing> {
+        me.dev.check_present()?;
+        me.maps.check_map(&me.dev, map)
+    }
+
+    fn fault(me: Pin<&OpenFile>, pgoff: u64, fault: &Fault<'_>) -> Result {
+        me.maps.fault(&me.dev, pgoff, fault)
     }
 }
 

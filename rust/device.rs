@@ -20,11 +20,13 @@ use crate::{
     trace::{self, ResetCounts},
     tree_batch::{batch_from, Batch},
     user_source::UserSource,
+    vma::Space,
 };
 use kernel::{
     impl_has_work, new_condvar, new_mutex, new_spinlock, new_work,
+    page::PAGE_SIZE,
     prelude::*,
-    rbtree::RBTree,
+    rbtree::{RBTree, RBTreeNodeReservation},
     str::CString,
     sync::{
         atomic::{Acquire, Atomic, Release},
@@ -77,6 +79,11 @@ pub(crate) struct Device {
     /// What each live plan holds, for telemetry, by serial number.
     #[pin]
     pub(crate) plans: Mutex<RBTree<u64, PlanSummary>>,
+    /// The address space of each open file, by the file's client id:
+    /// what a device reset and the device's removal take every mapping of
+    /// its memory away from.
+    #[pin]
+    spaces: Mutex<RBTree<u64, Arc<Space>>>,
     /// The claim on `index`, given back when the device is dropped, after
     /// its dmem regions (fields drop in order).
     _index: NodeIndex,
@@ -93,8 +100,10 @@ struct Gate {
     resetting: bool,
     /// A device reset is under way: no BAR4 transfer may start.
     blocking: bool,
-    /// BAR4 transfer pieces in flight.
+    /// BAR4 transfer pieces in flight (mapping faults included).
     transfers: u32,
+    /// Revocations of every mapping waiting for `transfers` to reach 0.
+    draining: u32,
     /// The last device reset failed or was interrupted: the firmware may
     /// still carry it out, so no plan can trust its HBM.
     unknown: bool,
@@ -219,6 +228,7 @@ impl Device {
                     resetting: false,
                     blocking: false,
                     transfers: 0,
+                    draining: 0,
                     unknown: false,
                     line: ResetLine::new(),
                 }),
@@ -226,6 +236,7 @@ impl Device {
                 reset_epoch: Atomic::new(0),
                 fault: FaultInjector::new(sim || crate::fault_injection_asked()),
                 plans <- new_mutex!(RBTree::new()),
+                spaces <- new_mutex!(RBTree::new()),
             }),
             GFP_KERNEL,
         )
@@ -269,6 +280,41 @@ impl Device {
     /// Counts a closed file of the device node.
     pub(crate) fn file_closed(&self) {
         self.gate.lock().open_files -= 1;
+    }
+
+    /// Lists `space`, the address space of the open file `client`, as one
+    /// that [`Device::revoke_mappings`] takes mappings away from.
+    pub(crate) fn add_space(&self, client: u64, space: Arc<Space>) -> Result {
+        let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
+        self.spaces.lock().insert(node.into_node(client, space));
+        Ok(())
+    }
+
+    /// Unlists the address space of the file `client`, which is closing
+    /// (no mapping of it is left: each holds the file open).
+    pub(crate) fn remove_space(&self, client: u64) {
+        drop(self.spaces.lock().remove(&client));
+    }
+
+    /// Takes every mapping of the device's memory away from every process:
+    /// their next access faults, and is refused. Waits first for the
+    /// transfer pieces in flight, mapping faults among them: one that began
+    /// before the device was found gone or reset may still map a page, and
+    /// the ones after see that. Called once a device reset moved the epoch
+    /// and once the device is gone (before its BAR is released).
+    pub(crate) fn revoke_mappings(&self) {
+        {
+            let mut g = self.gate.lock();
+            g.draining += 1;
+            while g.transfers > 0 {
+                self.gate_changed.wait(&mut g);
+            }
+            g.draining -= 1;
+        }
+        let spaces = self.spaces.lock();
+        for space in spaces.values() {
+            space.unmap(0, 0);
+        }
     }
 
     /// Open files of the device node.
@@ -323,7 +369,7 @@ impl Device {
         let res = op();
         let mut g = self.gate.lock();
         g.transfers -= 1;
-        if g.transfers == 0 && g.blocking {
+        if g.transfers == 0 && (g.blocking || g.draining > 0) {
             self.gate_changed.notify_all();
         }
         res
@@ -489,6 +535,10 @@ impl Device {
         let map = dev.reset_map(kind, cores)?;
         let job = Self::new_job(dev, kind, map)?;
         dev.begin_reset(kind, exclusive)?;
+        if kind == ResetKind::Device {
+            // The reset wipes the HBM: no process keeps a page of it.
+            dev.revoke_mappings();
+        }
         dev.start(job.clone())?;
         let mut g = dev.gate.lock();
         loop {
@@ -606,6 +656,22 @@ impl Device {
             done += n;
             Ok(())
         })
+    }
+
+    /// Calls `insert` with the page frame backing the page at device PA
+    /// `pa` (a page boundary) of memory staged at reset epoch `staged_at`,
+    /// for a process to map; inside the reset gate, as a transfer piece:
+    /// `EIO` once a device reset began since, `ENODEV` once the device is
+    /// gone.
+    pub(crate) fn map_page(
+        &self,
+        staged_at: u64,
+        pa: u64,
+        insert: &mut dyn FnMut(usize) -> Result,
+    ) -> Result {
+        self.check_present()?;
+        let off = addr::bar4_offset(self.info, pa, PAGE_SIZE as u64)?;
+        self.transfer_piece(staged_at, || self.io().bar4_map_page(off, insert))
     }
 
     /// Gives back what backs `[pa, pa + len)`, a chunk being freed (the

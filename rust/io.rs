@@ -8,6 +8,7 @@
 
 use crate::regs::MiscRam;
 use crate::user_source::UserSource;
+use crate::vma::Backing;
 use kernel::prelude::*;
 
 /// Runs the device-side step it is given inside the reset gate
@@ -84,6 +85,14 @@ pub(crate) trait DeviceIo: Send + Sync {
     /// has nothing to give back, and freed memory is scrubbed when it is
     /// next allocated either way.
     fn bar4_release(&self, _off: u64, _len: u64) {}
+
+    /// What backs the pages [`DeviceIo::bar4_map_page`] gives.
+    fn bar4_backing(&self) -> Backing;
+
+    /// Calls `insert` with the page frame of the page at BAR4 offset `off`
+    /// (a page boundary), for a process to map; the frame stays what backs
+    /// that page while `insert` runs. `ENODEV` once the device is gone.
+    fn bar4_map_page(&self, off: u64, insert: &mut dyn FnMut(usize) -> Result) -> Result;
 
     /// Whether the device is still there (false after surprise removal).
     fn is_present(&self) -> bool;

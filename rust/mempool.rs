@@ -526,7 +526,6 @@ impl Grid {
     }
 
     /// The live chunk `(pa, size)` containing device PA `pa`, if any.
-    #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn lookup(&self, pa: u64) -> Option<(u64, u64)> {
         let pool = self.pools.iter().find(|p| p.contains(pa))?;
         let books = pool.books();

@@ -10,17 +10,22 @@
 //! the node's data. It goes away once `MiscDeviceOptions` takes a mode and
 //! attribute groups and the registration carries data for `open`.
 
-use crate::helpers::{nhbm_attr_groups, NHBM_ATTR_COUNT};
+use crate::{
+    helpers::{nhbm_attr_groups, vm_fault, NHBM_ATTR_COUNT},
+    vma::{Backing, Fault, NewMapping},
+};
 use core::marker::PhantomData;
 use kernel::{
     bindings, device,
     error::to_result,
+    ffi::{c_int, c_ulong, c_void},
     fs::File,
     miscdevice::{MiscDevice, MiscDeviceOptions, MiscDeviceRegistration},
+    mm::virt::VmaNew,
     prelude::*,
     seq_file::SeqFile,
     sync::aref::ARef,
-    types::Opaque,
+    types::{ForeignOwnable, Opaque},
 };
 
 /// The values of a node's sysfs attributes, indexed by `enum nhbm_attr`.
@@ -48,6 +53,17 @@ pub(crate) trait NodeFile: Sized + Send + Sync {
     /// Writes what `/proc/<pid>/fdinfo/<fd>` shows of an open file to `m`,
     /// after the lines the VFS prints.
     fn show_fdinfo(me: Pin<&Self>, m: &SeqFile, file: &File);
+    /// Accepts or refuses `mmap(2)` of `map` on an open file, and says what
+    /// backs its pages. The mapping is then filled by [`NodeFile::fault`].
+    fn mmap(_me: Pin<&Self>, _file: &File, _map: &NewMapping<'_>) -> Result<Backing> {
+        Err(ENODEV)
+    }
+
+    /// Fills file page `pgoff` of the faulting mapping of an open file
+    /// (`fault` inserts it); an error gives the access `SIGBUS`.
+    fn fault(_me: Pin<&Self>, _pgoff: u64, _fault: &Fault<'_>) -> Result {
+        Err(EFAULT)
+    }
 }
 
 /// A registered misc device whose files are `T`s opened from its data.
@@ -160,6 +176,39 @@ impl<T: NodeFile> MiscDevice for Files<T> {
 
     fn show_fdinfo(me: Pin<&T>, m: &SeqFile, file: &File) {
         T::show_fdinfo(me, m, file)
+    }
+
+    fn mmap(me: Pin<&T>, file: &File, vma: &VmaNew) -> Result {
+        let map = NewMapping::new(vma);
+        let backing = T::mmap(me, file, &map)?;
+        map.set_up(backing, fault::<T>);
+        Ok(())
+    }
+}
+
+/// The fault handler of the mappings of every [`MiscNode<T>`]'s files.
+///
+/// # Safety
+///
+/// `file_data` is the `private_data` of an open file of a node with
+/// `Files<T>`'s operations, and `vmf` the fault being handled in one of its
+/// mappings (vma_helpers.c calls it so, for mappings `Files::<T>::mmap` set up).
+unsafe extern "C" fn fault<T: NodeFile>(
+    file_data: *mut c_void,
+    pgoff: c_ulong,
+    vmf: *mut vm_fault,
+) -> c_int {
+    // SAFETY: the file's private data is the `Pin<KBox<T>>` that `open`
+    // made foreign; the mapping holds the file open, so `release` (which
+    // takes it back) has not run.
+    let me = unsafe { <Pin<KBox<T>> as ForeignOwnable>::borrow(file_data) };
+    // SAFETY: `vmf` is the fault being handled (the caller's contract).
+    let Some(fault) = (unsafe { Fault::from_raw(vmf) }) else {
+        return EFAULT.to_errno();
+    };
+    match T::fault(me, pgoff as u64, &fault) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
     }
 }
 

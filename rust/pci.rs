@@ -22,12 +22,14 @@ use crate::{
     pci_presence,
     regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
     resched,
+    vma::Backing,
     wc_bar::WcBar,
 };
 use kernel::{
     device::Core,
     devres::Devres,
     io::{Io, IoBase, IoSysMap},
+    page::{PAGE_SHIFT, PAGE_SIZE},
     pci::{self, Bar, DevresBar},
     prelude::*,
     sync::{
@@ -62,6 +64,8 @@ pub(crate) struct PciIo {
     pdev: ARef<pci::Device>,
     bar0: DevresBar,
     bar4: Devres<WcBar>,
+    /// Bus address of BAR4, where a process's mapping of it points.
+    bar4_start: u64,
     /// BAR0 offset of the MISC RAM; `MISC_RAM_SIZE` bytes from there are in BAR0.
     misc_ram: usize,
     bar4_size: u64,
@@ -140,6 +144,26 @@ impl DeviceIo for PciIo {
         })
     }
 
+    fn bar4_backing(&self) -> Backing {
+        Backing::Io
+    }
+
+    fn bar4_map_page(&self, off: u64, insert: &mut dyn FnMut(usize) -> Result) -> Result {
+        // The BAR stays requested until the function is unbound, and
+        // unbinding takes every mapping away (`Device::revoke_mappings`)
+        // after this flag falls and before the BAR is released; a fault
+        // racing it runs under the lock the revocation takes.
+        if !self.present.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        check_range(off, PAGE_SIZE as u64, self.bar4_size)?;
+        if off % PAGE_SIZE as u64 != 0 {
+            return Err(EINVAL);
+        }
+        let pfn = (self.bar4_start + off) >> PAGE_SHIFT;
+        insert(usize::try_from(pfn)?)
+    }
+
     fn is_present(&self) -> bool {
         self.present.load(Relaxed) && self.bar0.try_access().is_some()
     }
@@ -166,6 +190,7 @@ impl DeviceIo for PciIo {
 pub(crate) struct PciBinding {
     _node: Pin<KBox<Node>>,
     io: Arc<PciIo>,
+    dev: Arc<Device>,
 }
 
 /// The PCI driver of Neuron devices.
@@ -225,6 +250,7 @@ impl PciDriver {
                 pdev: pdev.into(),
                 bar0: pdev.iomap_region(BAR_APB, c"neuron_hbm")?.into_devres()?,
                 bar4: WcBar::map(pdev, BAR_DRAM, c"neuron_hbm")?,
+                bar4_start: pdev.resource_start(BAR_DRAM)?,
                 misc_ram: usize::try_from(info.bar0_misc_ram)?,
                 bar4_size,
                 present: Atomic::new(true),
@@ -279,8 +305,9 @@ impl PciDriver {
             Device::reset_at_probe(&dev)?;
         }
         Ok(PciBinding {
-            _node: Node::new(dev, Some(pdev.as_ref().into()))?,
+            _node: Node::new(dev.clone(), Some(pdev.as_ref().into()))?,
             io,
+            dev,
         })
     }
 }
@@ -302,8 +329,10 @@ impl pci::Driver for PciDriver {
     }
 
     fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
-        // Open files keep the device; from now on they see ENODEV.
+        // Open files keep the device; from now on they see ENODEV, and no
+        // process keeps a page of the BAR, which is released after this.
         this.io.present.store(false, Relaxed);
+        this.dev.revoke_mappings();
     }
 }
 

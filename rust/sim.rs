@@ -28,6 +28,7 @@ use crate::{
     },
     sparse::SparseMem,
     user_source::UserSource,
+    vma::Backing,
 };
 use kernel::{
     io::{Io, IoSysMap},
@@ -312,6 +313,15 @@ impl DeviceIo for SimIo {
     fn bar4_zero(&self, off: u64, len: u64) -> Result {
         self.check_present()?;
         self.bar4.zero(off, len)
+    }
+
+    fn bar4_backing(&self) -> Backing {
+        Backing::Pages
+    }
+
+    fn bar4_map_page(&self, off: u64, insert: &mut dyn FnMut(usize) -> Result) -> Result {
+        self.check_present()?;
+        self.bar4.map_page(off, insert)
     }
 
     fn bar4_release(&self, off: u64, len: u64) {

@@ -8,29 +8,31 @@
 use crate::{
     blank_page::Blank,
     io::{check_range, Gate, XFER_CHUNK},
+    page_box::PageBox,
     user_source::UserSource,
 };
 use kernel::{
     new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
-    sync::Mutex,
+    sync::{Mutex, MutexGuard},
 };
 
 /// Bytes copied under one hold of the page lock.
 const LOCK_SPAN: usize = 64 * 1024;
 
-/// Granule of the store: the smallest HBM allocation (`min_alloc`'s
-/// default), so that a payload, which starts on an allocation boundary,
-/// covers every page it touches whole but its last one.
-const SIM_PAGE: usize = 4096;
+/// Granule of the store: a page of the kernel's, which a process can map;
+/// 4 KiB on x86-64, the smallest HBM allocation (`min_alloc`'s default), so
+/// that a payload, which starts on an allocation boundary, covers every page
+/// it touches whole but its last one.
+const SIM_PAGE: usize = kernel::page::PAGE_SIZE;
 
 /// Pages one step of a user write places under one hold of the lock: a
 /// transfer piece.
 const GROUP: usize = XFER_CHUNK / SIM_PAGE;
 
 /// One simulated page.
-type Page = KBox<[u8; SIM_PAGE]>;
+type Page = PageBox;
 
 /// The pages of one group: [`GROUP`] consecutive pages, page `g * GROUP + i`
 /// in slot `i` of group `g`.
@@ -106,7 +108,7 @@ pub(crate) struct SparseMem {
 /// A fresh page of zeros, charged to the memory cgroup of the task whose
 /// write materializes it.
 fn zeroed_page() -> Result<Page> {
-    Ok(KBox::zeroed(GFP_KERNEL_ACCOUNT)?)
+    PageBox::zeroed(GFP_KERNEL_ACCOUNT)
 }
 
 /// Which way a page access copies.
@@ -161,31 +163,15 @@ impl SparseMem {
             }
             let (idx, in_page, n) = page_part(off, done, len)?;
             held += n;
-            while create && !pages.has_page(idx) {
-                // Allocated with the lock dropped: reclaim in the writer's
-                // memory cgroup never runs while every other user of the
-                // device waits on `pages`. A node only for a new group; if
-                // the group went meanwhile, once more.
-                let new_group = pages.tree.get(&split(idx).0).is_none();
-                drop(pages);
-                let page = zeroed_page()?;
-                let mut node = match new_group {
-                    true => Some(RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?),
-                    false => None,
-                };
-                pages = self.pages.lock();
+            if create && !pages.has_page(idx) {
+                pages = self.materialize(pages, idx)?;
                 held = n;
-                // A page handed back (its group went) is freed.
-                let _ = pages.put(idx, page, &mut node);
             }
             match pages.page_mut(idx) {
-                Some(page) => {
-                    let bytes = &mut page[in_page..in_page + n];
-                    match &mut op {
-                        Copy::From(src) => bytes.copy_from_slice(&src[done..done + n]),
-                        Copy::To(dst) => dst[done..done + n].copy_from_slice(bytes),
-                    }
-                }
+                Some(page) => match &mut op {
+                    Copy::From(src) => page.write(in_page, &src[done..done + n])?,
+                    Copy::To(dst) => page.read(in_page, &mut dst[done..done + n])?,
+                },
                 None => match &mut op {
                     Copy::To(dst) => dst[done..done + n].fill(0),
                     Copy::From(_) => {}
@@ -194,6 +180,47 @@ impl SparseMem {
             done += n;
         }
         Ok(())
+    }
+
+    /// Makes page `idx` resident (zeroed, charged to the caller's memory
+    /// cgroup) if it is not, with `pages` dropped while it is allocated:
+    /// reclaim in the caller's cgroup never runs while every other user of
+    /// the device waits on the lock. Returns the lock, held again.
+    fn materialize<'a>(
+        &'a self,
+        mut pages: MutexGuard<'a, Pages>,
+        idx: usize,
+    ) -> Result<MutexGuard<'a, Pages>> {
+        while !pages.has_page(idx) {
+            // A node only for a new group; if the group went meanwhile, once more.
+            let new_group = pages.tree.get(&split(idx).0).is_none();
+            drop(pages);
+            let page = zeroed_page()?;
+            let mut node = match new_group {
+                true => Some(RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?),
+                false => None,
+            };
+            pages = self.pages.lock();
+            // A page handed back (its group went) is freed.
+            let _ = pages.put(idx, page, &mut node);
+        }
+        Ok(pages)
+    }
+
+    /// Calls `insert` with the page frame of the page at `off`, a page
+    /// boundary, for a process to map: a page not resident yet is
+    /// allocated (zeroed, charged to the caller's memory cgroup, as a write
+    /// would). The page stays in place while `insert` runs; once mapped it
+    /// is never replaced, only written in place (see `place`).
+    pub(crate) fn map_page(&self, off: u64, insert: &mut dyn FnMut(usize) -> Result) -> Result {
+        check_range(off, SIM_PAGE as u64, self.size)?;
+        if off % SIM_PAGE as u64 != 0 {
+            return Err(EINVAL);
+        }
+        let idx = usize::try_from(off / SIM_PAGE as u64)?;
+        let mut pages = self.materialize(self.pages.lock(), idx)?;
+        let page = pages.page_mut(idx).ok_or(EFAULT)?;
+        insert(page.pfn())
     }
 
     /// Writes `src` at `off`.
@@ -223,7 +250,7 @@ impl SparseMem {
         let mut done = 0usize;
         let mut spares: Spares = [const { None }; GROUP];
         while done < len {
-            let mut blanks: [Option<(usize, Blank<SIM_PAGE>)>; GROUP] = [const { None }; GROUP];
+            let mut blanks: [Option<(usize, Blank)>; GROUP] = [const { None }; GROUP];
             let mut count = 0;
             let mut end = done;
             while end < len && count < GROUP {
@@ -268,7 +295,7 @@ impl SparseMem {
     /// left in `blanks`).
     fn place(
         &self,
-        blanks: &mut [Option<(usize, Blank<SIM_PAGE>)>],
+        blanks: &mut [Option<(usize, Blank)>],
         nodes: &mut [Option<RBTreeNodeReservation<usize, Group>>],
         spares: &mut Spares,
     ) -> usize {
@@ -282,12 +309,26 @@ impl SparseMem {
             let (g, i) = split(*idx);
             if let Some(group) = pages.tree.get_mut(&g) {
                 if let Some((_, blank)) = slot.take() {
-                    let old = group[i].take();
-                    group[i] = Some(blank.finish(old.as_deref()));
-                    // Beyond the spares kept, the page is freed.
-                    if let (Some(old), Some(free)) = (old, spares.iter_mut().find(|s| s.is_none()))
+                    let spare = match group[i].as_mut() {
+                        // A process maps the page (or pinned it): it stays
+                        // where the mapping sees it and takes the new bytes.
+                        Some(old) if old.is_shared() => {
+                            let new = blank.finish(Some(old));
+                            old.copy_from(&new);
+                            Some(new)
+                        }
+                        _ => {
+                            let old = group[i].take();
+                            group[i] = Some(blank.finish(old.as_ref()));
+                            old
+                        }
+                    };
+                    // Beyond the spares kept, the page is freed; a shared
+                    // page never becomes a spare.
+                    if let (Some(page), Some(free)) =
+                        (spare, spares.iter_mut().find(|s| s.is_none()))
                     {
-                        *free = Some(old);
+                        *free = Some(page);
                     }
                 }
                 continue;
@@ -331,7 +372,7 @@ impl SparseMem {
             let last = ((idx as u64 + 1) * page).min(end);
             if let Some(p) = pages.page_mut(idx) {
                 let base = idx as u64 * page;
-                p[(first - base) as usize..(last - base) as usize].fill(0);
+                p.zero((first - base) as usize, (last - first) as usize)?;
             }
         }
         // Whole pages: drop every resident one in [ceil(off), floor(end)).

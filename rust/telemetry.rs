@@ -147,5 +147,7 @@ fn set_unplug(dev: &Arc<Device>, r: &mut UserSliceReader) -> Result {
     let sim = dev.sim().ok_or(EOPNOTSUPP)?;
     pr_info!("neuron_hbm{}: simulated surprise removal\n", dev.index);
     sim.unplug();
+    // As a PCI function's unbind does: no process keeps a page of it.
+    dev.revoke_mappings();
     Ok(())
 }

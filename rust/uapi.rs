@@ -202,6 +202,18 @@ pub(crate) struct Reset {
     pub(crate) rsvd: u32,
 }
 
+/// `struct nhbm_map_offset`.
+#[repr(C)]
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct MapOffset {
+    pub(crate) plan_id: u32,
+    pub(crate) var_id: u32,
+    pub(crate) flags: u32,
+    pub(crate) rsvd: u32,
+    pub(crate) offset: u64,
+    pub(crate) size: u64,
+}
+
 macro_rules! plain_data {
     ($($t:ty),*) => {$(
         // SAFETY: `$t` is `repr(C)` with only integer fields and no padding (the
@@ -224,7 +236,8 @@ plain_data!(
     MemXfer,
     PoolStats,
     MemStats,
-    Reset
+    Reset,
+    MapOffset
 );
 
 const _: () = {
@@ -252,6 +265,7 @@ const _: () = {
     assert!(size_of::<PoolStats>() == 32);
     assert!(size_of::<MemStats>() == 528);
     assert!(size_of::<Reset>() == 16);
+    assert!(size_of::<MapOffset>() == 32);
 };
 
 /// `NHBM_IOC_DEVICE_INFO`.
@@ -272,3 +286,5 @@ pub(crate) const IOC_MEM_READ: u32 = _IOW::<MemXfer>(IOC_MAGIC, 0x06);
 pub(crate) const IOC_MEM_STATS: u32 = _IOR::<MemStats>(IOC_MAGIC, 0x07);
 /// `NHBM_IOC_RESET`.
 pub(crate) const IOC_RESET: u32 = _IOWR::<Reset>(IOC_MAGIC, 0x08);
+/// `NHBM_IOC_MAP_OFFSET`.
+pub(crate) const IOC_MAP_OFFSET: u32 = _IOWR::<MapOffset>(IOC_MAGIC, 0x09);

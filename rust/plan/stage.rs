@@ -258,6 +258,12 @@ impl Plan {
         self.channel
     }
 
+    /// `(pa, size)` of each chunk holding the plan's allocating variables
+    /// (its scratchpads are not among them).
+    pub(crate) fn var_chunks(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.chunks.iter().map(|c| (c.pa(), c.size()))
+    }
+
     /// Live HBM chunks this plan holds (scratchpads included).
     pub(crate) fn chunk_count(&self) -> usize {
         self.chunks.len() + self.scratch.len()

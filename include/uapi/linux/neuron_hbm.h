@@ -274,6 +274,22 @@ struct nhbm_reset {
 	__u32 rsvd;
 };
 
+/*
+ * NHBM_IOC_MAP_OFFSET: where to mmap() a variable of one of the caller's
+ * plans. The variable must be one the plan allocates (not MR_SB, MR_PTR,
+ * MR_VIRTUAL_TMP_BUF or MR_REMOTE) and start on a page; its last page is
+ * mapped whole, which stays inside the plan's own allocation. Map it
+ * MAP_SHARED through the same open file at `offset`, at most `size` bytes.
+ */
+struct nhbm_map_offset {
+	__u32 plan_id;
+	__u32 var_id;
+	__u32 flags;   /* 0 */
+	__u32 rsvd;
+	__u64 offset;  /* out: the mmap() offset, a multiple of the page size */
+	__u64 size;    /* out: bytes mappable, the variable rounded up to pages */
+};
+
 #define NHBM_IOC_DEVICE_INFO   _IOR(NHBM_IOC_MAGIC, 0x00, struct nhbm_device_info)
 #define NHBM_IOC_PLAN_LOAD     _IOWR(NHBM_IOC_MAGIC, 0x01, struct nhbm_plan_load)
 #define NHBM_IOC_PLAN_UNLOAD   _IOW(NHBM_IOC_MAGIC, 0x02, struct nhbm_plan_unload)
@@ -283,5 +299,6 @@ struct nhbm_reset {
 #define NHBM_IOC_MEM_READ      _IOW(NHBM_IOC_MAGIC, 0x06, struct nhbm_mem_xfer)
 #define NHBM_IOC_MEM_STATS     _IOR(NHBM_IOC_MAGIC, 0x07, struct nhbm_mem_stats)
 #define NHBM_IOC_RESET         _IOWR(NHBM_IOC_MAGIC, 0x08, struct nhbm_reset)
+#define NHBM_IOC_MAP_OFFSET    _IOWR(NHBM_IOC_MAGIC, 0x09, struct nhbm_map_offset)
 
 #endif /* _UAPI_LINUX_NEURON_HBM_H */

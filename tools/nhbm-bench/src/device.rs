@@ -29,11 +29,11 @@ pub const LARGE_PLAN: u32 = 100_000;
 /// device's pages, the memcpy destination).
 pub const UPLOAD_CHUNK: usize = 64 << 20;
 /// Repetitions of the upload comparison (one MEM_WRITE and one memcpy each).
-const UPLOAD_REPS: usize = 9;
+pub const UPLOAD_REPS: usize = 9;
 
 /// Every plan goes to HBM channel 0, so that plans staged together share one
 /// pool (NHBM_CHANNEL_ANY would spread them over the channels).
-const CHANNEL: u32 = 0;
+pub const CHANNEL: u32 = 0;
 
 /// Length of one timed block of ioctls.
 const BLOCK: Duration = Duration::from_millis(150);
@@ -87,7 +87,7 @@ fn load_ns(dev: &Device, blob: &[u8], rounds: usize) -> io::Result<f64> {
     Ok(median(&v))
 }
 
-fn invalid(msg: String) -> io::Error {
+pub fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
 
@@ -717,7 +717,7 @@ pub const PCI_WRITE_TARGET: f64 = 0.02;
 
 /// Bytes of each transfer compared with the BAR mapping, and repetitions.
 pub const BAR_XFER: usize = 64 << 20;
-const BAR_REPS: usize = 9;
+pub const BAR_REPS: usize = 9;
 /// Targets of the three figures against the BAR mapping (see
 /// Documentation/benchmarks.rst).
 pub const BAR_WRITE_TARGET: f64 = 0.8;

@@ -112,7 +112,15 @@
 //!    mapping), `pci_read_vs_bar_copy` (MEM_READ / a memcpy out of it) and
 //!    `pci_scrub_vs_memset` (PLAN_LOAD of a fresh 64 MiB buffer, which the
 //!    module scrubs / a memset of the mapping), 9 repetitions each, bytes/ns
-//!    over bytes/ns. Targets >= 0.8 (write), >= 0.65 (read, scrub).
+//!    over bytes/ns. Targets >= 0.8 (write), >= 0.65 (read, scrub). And
+//!    `pci_mmap_write_vs_bar_copy` / `pci_mmap_read_vs_bar_copy`: a memcpy
+//!    into / out of the same 64 MiB variable mapped through the module
+//!    (MAP_OFFSET, mmap) against the same memcpy through the sysfs mapping,
+//!    9 repetitions each, target >= 0.95.
+//! 10. `sim_mmap_upload_vs_memcpy`: a memcpy of 64 MiB into a variable of
+//!    the simulated device mapped through the module against a memcpy
+//!    between two buffers, 9 repetitions in ABBA order after one untimed
+//!    pass of each, target >= 0.9.
 //!
 //! Diagnostics (`#` lines) that locate a cost without being figures: a
 //! 1-entry RESOLVE_BATCH (fixed against per-entry cost); a 10,000-variable
@@ -130,6 +138,7 @@
 mod adversarial;
 mod bar;
 mod device;
+mod mapped;
 mod measure;
 mod planner;
 mod report;
@@ -266,6 +275,10 @@ fn device_figures(path: &Path, out: &mut Out) {
         Ok(f) => out.figure(&f),
         Err(e) => out.error(&["upload_bandwidth"], &e),
     }
+    match mapped::sim_mmap_figure(&dev) {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(&["sim_mmap_upload_vs_memcpy"], &e),
+    }
     match device::model_staging_figure(&dev) {
         Ok(f) => out.figure(&f),
         Err(e) => out.error(&["model_staging"], &e),
@@ -284,6 +297,8 @@ fn pci_figures(sim: &Path, pci: &Path, bar4: Option<&Path>, out: &mut Out) {
         "pci_write_vs_bar_copy",
         "pci_read_vs_bar_copy",
         "pci_scrub_vs_memset",
+        "pci_mmap_write_vs_bar_copy",
+        "pci_mmap_read_vs_bar_copy",
     ];
     let opened = Device::open_path(sim)
         .and_then(|s| Ok((s, Device::open_path(pci)?)))
@@ -306,7 +321,12 @@ fn pci_figures(sim: &Path, pci: &Path, bar4: Option<&Path>, out: &mut Out) {
             ));
         }
     }
-    match file.and_then(|f| device::pci_bar_figures(&p, &f)) {
+    let figs = file.and_then(|f| {
+        let mut figs = device::pci_bar_figures(&p, &f)?;
+        figs.extend(mapped::pci_mmap_figures(&p, &f)?);
+        Ok(figs)
+    });
+    match figs {
         Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
         Err(e) => out.error(&bar_names, &e),
     }

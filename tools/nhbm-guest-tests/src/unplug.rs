@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use nhbm::cli::DeviceArg;
 use nhbm::uapi::*;
-use nhbm::{Device, Record};
+use nhbm::{Device, Mapping, Record};
 
 use crate::debugfs::DevDebugFs;
 use crate::fixtures::{every_local_kind, one_buffer, pattern, Usage, KIB};
@@ -126,6 +126,36 @@ struct Findings {
     reopen: Result<String, String>,
     close: Result<String, String>,
     other: Result<String, String>,
+    mapping: Result<String, String>,
+}
+
+/// A child's access to `m`, a mapping of the removed device made before
+/// the removal: it must die of `SIGBUS`.
+fn access_in_child(m: &Mapping) -> Result<String, String> {
+    // SAFETY: the child only reads the mapping and leaves with _exit; the
+    // threads of the removal have all been joined.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let mut b = [0u8; 8];
+        let _ = m.read(0, &mut b);
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(0) };
+    }
+    let mut status = 0;
+    // SAFETY: `pid` is our child; blocks until it is gone.
+    if unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
+        return Err(format!("waitpid: {}", std::io::Error::last_os_error()));
+    }
+    if libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGBUS {
+        Ok("a mapping made before the removal: SIGBUS at the next access".into())
+    } else {
+        Err(format!(
+            "an access to a mapping made before the removal did not get SIGBUS (status {status:#x})"
+        ))
+    }
 }
 
 fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
@@ -147,6 +177,7 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
         .ctx("PLAN_LOAD")?;
     f1.mem_write(p.plan_id, 3, 0, &pattern(128 * KIB, 1))
         .ctx("MEM_WRITE")?;
+    let mapped = f1.map(p.plan_id, 3).ctx("map")?;
 
     // Threads inside ioctls while the device goes away.
     let stop = AtomicBool::new(false);
@@ -211,6 +242,9 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
             Err(msgs.join("\n"))
         }
     });
+
+    let mapping = access_in_child(&mapped);
+    drop(mapped);
 
     // Every ioctl on the open files now answers ENODEV.
     let mut bad = Vec::new();
@@ -345,15 +379,17 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
         reopen,
         close,
         other: other_r,
+        mapping,
     })
 }
 
-const TESTS: [&str; 5] = [
+const TESTS: [&str; 6] = [
     "ioctls_answer_enodev_after_removal",
     "ioctls_in_flight_across_removal",
     "open_after_removal_is_refused",
     "open_files_close_after_removal",
     "other_device_unaffected",
+    "mappings_fault_after_removal",
 ];
 
 /// The suite; returns whether it passed.
@@ -385,7 +421,7 @@ fn run_suite(device: u32, force: bool, w: &mut dyn std::io::Write) -> bool {
             k.result(TESTS[0], &o, &n);
             for (t, r) in TESTS[1..]
                 .iter()
-                .zip([f.threads, f.reopen, f.close, f.other])
+                .zip([f.threads, f.reopen, f.close, f.other, f.mapping])
             {
                 let (o, n) = line(r);
                 k.result(t, &o, &n);

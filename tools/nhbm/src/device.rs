@@ -3,7 +3,7 @@
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use zerocopy::{FromBytes, IntoBytes};
@@ -338,6 +338,118 @@ impl Device {
     }
 }
 
+impl AsRawFd for Device {
+    fn as_raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+impl Device {
+    /// NHBM_IOC_MAP_OFFSET: the mmap offset and mappable size of a
+    /// variable of one of this file's plans.
+    pub fn map_offset(&self, plan_id: u32, var_id: u32) -> io::Result<(u64, u64)> {
+        let mut arg = MapOffset {
+            plan_id,
+            var_id,
+            ..MapOffset::default()
+        };
+        self.ioctl(IOC_MAP_OFFSET, &mut arg)?;
+        Ok((arg.offset, arg.size))
+    }
+
+    /// Maps a variable of one of this file's plans into the process
+    /// (MAP_OFFSET, then a shared, read-write `mmap` of all of it).
+    pub fn map(&self, plan_id: u32, var_id: u32) -> io::Result<Mapping> {
+        let (offset, len) = self.map_offset(plan_id, var_id)?;
+        let len = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let offset =
+            libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        // SAFETY: a new mapping at an address of the kernel's choosing; it
+        // touches no memory of ours.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.as_raw_fd(),
+                offset,
+            )
+        };
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Mapping {
+            addr: addr.cast(),
+            len,
+        })
+    }
+}
+
+/// A variable mapped into the process by [`Device::map`], unmapped when
+/// dropped. Its bytes are the device's: they may change under the caller
+/// (another thread, a transfer), and after an unload, a device reset or
+/// the device's removal any access gets `SIGBUS`.
+#[derive(Debug)]
+pub struct Mapping {
+    addr: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory, usable from any thread.
+unsafe impl Send for Mapping {}
+// SAFETY: every access copies bytes; none hands out a reference.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// The first byte of the mapping.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.addr
+    }
+
+    /// Bytes mapped (the variable, rounded up to pages).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is mapped (never, for a mapping that was made).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn check(&self, offset: usize, len: usize) -> io::Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        }
+    }
+
+    /// Copies `buf` to the mapping at `offset`.
+    pub fn write(&self, offset: usize, buf: &[u8]) -> io::Result<()> {
+        self.check(offset, buf.len())?;
+        // SAFETY: `[offset, offset + len)` lies in the mapping (checked),
+        // which is shared memory no Rust reference points into. The C
+        // library's memcpy, as a C runtime copies a tensor.
+        unsafe { libc::memcpy(self.addr.add(offset).cast(), buf.as_ptr().cast(), buf.len()) };
+        Ok(())
+    }
+
+    /// Copies the mapping at `offset` into `buf`.
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
+        self.check(offset, buf.len())?;
+        // SAFETY: as in `write`.
+        unsafe { libc::memcpy(buf.as_mut_ptr().cast(), self.addr.add(offset).cast(), buf.len()) };
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping `Device::map` made, unmapped once.
+        unsafe { libc::munmap(self.addr.cast(), self.len) };
+    }
+}
+
 /// A plan staged through [`Device::load`]: every per-plan ioctl as a method,
 /// and NHBM_IOC_PLAN_UNLOAD when it is dropped (or by [`PlanHandle::unload`],
 /// which reports the kernel's answer).
@@ -377,6 +489,11 @@ impl PlanHandle<'_> {
     /// [`Device::mem_read`] from a variable of this plan.
     pub fn read(&self, var_id: u32, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         self.dev.mem_read(self.id(), var_id, offset, buf)
+    }
+
+    /// [`Device::map`] of a variable of this plan.
+    pub fn map(&self, var_id: u32) -> io::Result<Mapping> {
+        self.dev.map(self.id(), var_id)
     }
 
     /// Unloads the plan now, with the kernel's answer (`EBUSY` while a

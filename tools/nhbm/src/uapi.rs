@@ -57,7 +57,7 @@ mod generated {
 }
 
 pub use generated::{
-    Backing, DeviceInfo, MemRef, MemRefUnion, MemStats, MemXfer, MrList, MrPtr, MrRemote, MrSb,
+    Backing, DeviceInfo, MapOffset, MemRef, MemRefUnion, MemStats, MemXfer, MrList, MrPtr, MrRemote, MrSb,
     MrType, MrVtmp, PlanHeader, PlanLoad, PlanUnload, PoolStats, Reset, ResetType, Resolve,
     ResolveBatch, ResolveQuery, ABI_VERSION, ARCH_V2, ARCH_V3, ARCH_V4, BACKING_LOCAL,
     BACKING_MAIN, BACKING_SHARDED, BACKING_SHARED, CHANNEL_ANY, IOC_MAGIC, MAX_ALIGNMENT,
@@ -204,6 +204,8 @@ pub const IOC_MEM_READ: u32 = iow::<MemXfer>(0x06);
 pub const IOC_MEM_STATS: u32 = ior::<MemStats>(0x07);
 /// `NHBM_IOC_RESET`.
 pub const IOC_RESET: u32 = iowr::<Reset>(0x08);
+/// `NHBM_IOC_MAP_OFFSET`.
+pub const IOC_MAP_OFFSET: u32 = iowr::<MapOffset>(0x09);
 
 #[cfg(test)]
 mod tests {
@@ -223,6 +225,7 @@ mod tests {
         assert_eq!(IOC_MEM_READ, 0x4020_BB06); // W, 32 bytes
         assert_eq!(IOC_MEM_STATS, 0x8210_BB07); // R, 528 bytes
         assert_eq!(IOC_RESET, 0xC010_BB08); // RW, 16 bytes
+        assert_eq!(IOC_MAP_OFFSET, 0xC020_BB09); // RW, 32 bytes
     }
 
     #[test]

@@ -154,6 +154,44 @@ pub fn mem_write_lands_at_the_device_address() -> TestResult {
     Ok(())
 }
 
+/// A variable mapped into the process (MAP_OFFSET, `mmap`) is the device's
+/// memory at the variable's address, through the BAR4 remap of each arch:
+/// what the process stores there, the model reads at that device address,
+/// and what the model writes there, the process loads, on every channel.
+pub fn mapped_variable_is_the_device_address() -> TestResult {
+    let d = dev()?;
+    let c = control()?;
+    let inf = info(&d)?;
+    let len = 64 * KIB;
+    for ch in 0..inf.nr_channels {
+        let p = d
+            .plan_load(&one_buffer(1, len).to_blob().ctx("build")?, ch)
+            .ctx("PLAN_LOAD")?;
+        let pa = d.resolve(p.plan_id, 1, 0, len).ctx("RESOLVE")?;
+        let m = d.map(p.plan_id, 1).ctx("map")?;
+        let w = pattern(len, 70 + ch);
+        m.write(0, &w).ctx("write through the mapping")?;
+        for off in [0usize, 4, 4096, 40000, len as usize - 4] {
+            ensure_eq(
+                &format!("channel {ch}: HBM at PA 0x{:x}", pa + off as u64),
+                c.hbm_read(pa + off as u64),
+                word(&w, off),
+            )?;
+        }
+        c.hbm_write(pa + 4096 + 8, 0x8765_4321);
+        let mut r = [0u8; 4];
+        m.read(4096 + 8, &mut r).ctx("read through the mapping")?;
+        ensure_eq(
+            &format!("channel {ch}: a word the model wrote, read through the mapping"),
+            u32::from_le_bytes(r),
+            0x8765_4321,
+        )?;
+        drop(m);
+        d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
+    }
+    Ok(())
+}
+
 /// Runs `f` with the firmware scripted by `script`, then restores it and
 /// resets the device once more, so that no case leaves "reset state
 /// unknown" behind.

@@ -12,6 +12,8 @@
 mod isolation;
 mod tenancy;
 
+mod mapping;
+
 mod faults;
 
 mod concurrency;

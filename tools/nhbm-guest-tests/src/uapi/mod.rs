@@ -19,6 +19,8 @@ mod trace;
 
 mod reject;
 
+mod mapping;
+
 mod charges;
 mod limits;
 mod uffd;

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-2.0-only
+
+//! One open file's mappings of its own plans' variables (`mmap(2)` on the
+//! device node): the offsets MAP_OFFSET hands out, the mmap check, the
+//! pages a fault fills, and their revocation when a plan is unloaded.
+//!
+//! A variable's offset is its first page's device PA: unique on the device
+//! among live chunks, so taking one plan's range away from the file's
+//! address space (shared by every file opened on the same inode) touches
+//! no other plan's mapping. A fault finds its variable in the faulting
+//! file's own table, never anyone else's, and fills it through the reset
+//! gate ([`Device::map_page`]), so a device reset or removal can wait out
+//! faults in flight and take every page away after them
+//! ([`Device::revoke_mappings`]).
+
+use crate::{
+    device::Device,
+    plan::stage::Plan,
+    resched,
+    vma::{Backing, Fault, NewMapping, Space},
+};
+use kernel::{
+    new_mutex,
+    page::{PAGE_SHIFT, PAGE_SIZE},
+    prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
+    sync::{Arc, Mutex},
+};
+
+/// Pages one fault of a BAR mapping fills (the faulting one and those after
+/// it in the variable): a copy through a fresh mapping then takes a fault
+/// per 64 KiB, not per page.
+const PREFAULT: u64 = 16;
+
+/// A mappable variable: pages `first..=` its key of the file's offsets.
+pub(crate) struct Entry {
+    /// The plan it belongs to, held while the variable is listed.
+    plan: Arc<Plan>,
+    /// First page of the file offset (its device PA's page).
+    first: u64,
+    /// Device PA of that page.
+    pa: u64,
+}
+
+/// The mappable variables of one open file, by last page.
+type Table = RBTree<u64, Entry>;
+
+/// Room for one more listed variable, taken before any lock.
+pub(crate) type Slot = RBTreeNodeReservation<u64, Entry>;
+
+/// The entry whose pages include `pgoff`: `(last page, entry)`.
+fn find(t: &Table, pgoff: u64) -> Result<(u64, &Entry)> {
+    let last = *t.cursor_lower_bound(&pgoff).ok_or(EINVAL)?.current().0;
+    let e = t.get(&last).ok_or(EINVAL)?;
+    if e.first <= pgoff {
+        Ok((last, e))
+    } else {
+        Err(EINVAL)
+    }
+}
+
+/// One open file's mappable variables and its address space.
+#[pin_data]
+pub(crate) struct FileMaps {
+    space: Arc<Space>,
+    #[pin]
+    table: Mutex<Table>,
+}
+
+impl FileMaps {
+    /// No variable mappable yet, in the file's address space `space`.
+    pub(crate) fn new(space: Arc<Space>) -> impl PinInit<Self> {
+        pin_init!(Self {
+            space,
+            table <- new_mutex!(RBTree::new()),
+        })
+    }
+
+    /// Room for one more listed variable, charged to the caller.
+    pub(crate) fn slot() -> Result<Slot> {
+        Ok(RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?)
+    }
+
+    /// The mmap offset and mappable size of variable `var_id` of `plan`, a
+    /// live plan of this file (the caller holds the file's plan table, so
+    /// the plan cannot be unloaded meanwhile), listed for mmap if it was
+    /// not. `EINVAL` unless the variable is one the plan allocates, of
+    /// non-zero size, starting on a page; its last page is mapped whole
+    /// only where it lies in the same chunk (else `EINVAL`): a mapping
+    /// never reaches another plan's memory or free space.
+    pub(crate) fn offset(
+        &self,
+        dev: &Device,
+        plan: &Arc<Plan>,
+        var_id: u32,
+        node: Slot,
+    ) -> Result<(u64, u64)> {
+        plan.check_live()?;
+        let var = plan.var(var_id)?;
+        let page = PAGE_SIZE as u64;
+        if !var.mr_type.allocates() || var.size == 0 || var.pa % page != 0 {
+            return Err(EINVAL);
+        }
+        let end = var
+            .pa
+            .checked_add(var.size)
+            .and_then(|e| e.checked_next_multiple_of(page))
+            .ok_or(EINVAL)?;
+        let (start, size) = dev.grid.lookup(var.pa).ok_or(EINVAL)?;
+        if end > start + size {
+            return Err(EINVAL);
+        }
+        let (first, last) = (var.pa >> PAGE_SHIFT, (end >> PAGE_SHIFT) - 1);
+        let mut t = self.table.lock();
+        let next = t.cursor_lower_bound(&first).map(|c| {
+            let (&l, e) = c.current();
+            (l, e.first)
+        });
+        match next {
+            // Listed already, by an earlier call.
+            Some((l, f)) if l == last && f == first => {}
+            // Variables placed in the same pages: a page is listed once.
+            Some((_, f)) if f <= last => return Err(EINVAL),
+            _ => {
+                let entry = Entry {
+                    plan: plan.clone(),
+                    first,
+                    pa: var.pa,
+                };
+                t.insert(node.into_node(last, entry));
+            }
+        }
+        Ok((first << PAGE_SHIFT, (last - first + 1) << PAGE_SHIFT))
+    }
+
+    /// Accepts `mmap(2)` of `map` if it is shared and lies inside one listed
+    /// variable of a live plan (`EINVAL`, `EIO` after a device reset,
+    /// `ENODEV` once the device is gone); says what backs its pages.
+    pub(crate) fn check_map(&self, dev: &Device, map: &NewMapping<'_>) -> Result<Backing> {
+        if !map.shared() {
+            return Err(EINVAL);
+        }
+        let first = map.pgoff();
+        let last = first
+            .checked_add(map.pages().checked_sub(1).ok_or(EINVAL)?)
+            .ok_or(EINVAL)?;
+        let t = self.table.lock();
+        let (end, e) = find(&t, first)?;
+        if last > end {
+            return Err(EINVAL);
+        }
+        e.plan.check_live()?;
+        dev.check_present()?;
+        Ok(dev.io().bar4_backing())
+    }
+
+    /// Fills page `pgoff` of a mapping of this file (and, on a BAR, up to
+    /// [`PREFAULT`] pages after it in the same variable): `EINVAL` when no
+    /// listed variable holds it any more (unloaded), `EIO` after a device
+    /// reset, `ENODEV` once the device is gone. Runs under the table's
+    /// lock, which [`FileMaps::revoke_plan`] takes before it unmaps.
+    pub(crate) fn fault(&self, dev: &Device, pgoff: u64, fault: &Fault<'_>) -> Result {
+        let t = self.table.lock();
+        let (last, e) = find(&t, pgoff)?;
+        let count = match dev.io().bar4_backing() {
+            Backing::Io => PREFAULT.min(last - pgoff + 1),
+            Backing::Pages => 1,
+        };
+        for p in pgoff..pgoff + count {
+            let pa = e.pa + ((p - e.first) << PAGE_SHIFT);
+            let res = dev.map_page(e.plan.reset_epoch(), pa, &mut |pfn| fault.insert(p, pfn));
+            match res {
+                Err(err) if p == pgoff => return Err(err),
+                // The mapping ends there, or the device stopped: the
+                // faulting page is in.
+                Err(_) => break,
+                Ok(()) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes every mapping of `plan`'s variables away (their processes get
+    /// `SIGBUS` at their next access) and unlists them: called when the
+    /// plan is unloaded, before its memory is freed. Costs the plan's
+    /// chunks, and nothing for a file that never listed a variable.
+    pub(crate) fn revoke_plan(&self, plan: &Plan) {
+        let page = PAGE_SIZE as u64;
+        let mut t = self.table.lock();
+        if t.iter().next().is_none() {
+            return;
+        }
+        for (i, (pa, size)) in plan.var_chunks().enumerate() {
+            if i % resched::EVERY == 0 {
+                resched::yield_now();
+            }
+            let (first, end) = (pa / page, (pa + size).div_ceil(page));
+            let mut any = false;
+            let mut cursor = t.cursor_lower_bound_mut(&first);
+            while let Some(c) = cursor {
+                let e = c.current().1;
+                if e.first >= end {
+                    break;
+                }
+                if core::ptr::eq(&*e.plan, plan) {
+                    any = true;
+                    cursor = c.remove_current().0;
+                } else {
+                    cursor = c.move_next();
+                }
+            }
+            if any {
+                self.space.unmap(first * page, (end - first) * page);
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0-only
+
+//! Mappings of a device node's file into processes, over vma_helpers.c: what
+//! the kernel crate's `VmaNew` lacks (a fault handler, write-combining, the
+//! file offset a mapping starts at) and the revocation of a file range from
+//! every process that maps it.
+//!
+//! A mapping is filled only by its fault handler, one page (or a few) at a
+//! time: a range taken away with [`Space::unmap`] faults again, and the
+//! handler can refuse it (`SIGBUS`).
+
+use crate::helpers;
+use core::{marker::PhantomData, ptr::NonNull};
+use kernel::{
+    ffi::{c_int, c_ulong, c_void},
+    fs::File,
+    mm::virt::{flags, VmaNew},
+    page::PAGE_SHIFT,
+    prelude::*,
+};
+
+/// What backs a mapping's pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Backing {
+    /// Device memory (a BAR): raw page frames, mapped write-combining.
+    Io,
+    /// Pages of system memory, each mapped with a reference on it.
+    Pages,
+}
+
+/// The fault handler a mapping is set up with: fills file page `pgoff` of
+/// the faulting mapping of the file whose `private_data` is `file_data`;
+/// 0, `-ENOMEM`, or another errno (the access gets `SIGBUS`).
+pub(crate) type FaultFn =
+    unsafe extern "C" fn(*mut c_void, c_ulong, *mut helpers::vm_fault) -> c_int;
+
+/// A mapping being created by `mmap(2)`.
+pub(crate) struct NewMapping<'a> {
+    vma: &'a VmaNew,
+}
+
+impl<'a> NewMapping<'a> {
+    /// The mapping `vma`, being set up.
+    pub(crate) fn new(vma: &'a VmaNew) -> Self {
+        Self { vma }
+    }
+
+    /// The first page of the file it maps.
+    pub(crate) fn pgoff(&self) -> u64 {
+        // SAFETY: `vma` is a valid vma under initial setup, which nothing
+        // else writes meanwhile.
+        unsafe { (*self.vma.as_ptr()).vm_pgoff as u64 }
+    }
+
+    /// Pages it spans.
+    pub(crate) fn pages(&self) -> u64 {
+        ((self.vma.end() - self.vma.start()) >> PAGE_SHIFT) as u64
+    }
+
+    /// Whether it is `MAP_SHARED` (`MAP_PRIVATE` ones are copy-on-write).
+    pub(crate) fn shared(&self) -> bool {
+        self.vma.flags() & flags::MAYSHARE != 0
+    }
+
+    /// Sets the mapping up to be filled by `fault`, with pages of `backing`.
+    pub(crate) fn set_up(&self, backing: Backing, fault: FaultFn) {
+        // SAFETY: `vma` is under initial setup, with the mmap lock held for
+        // writing (the `mmap` file operation); `fault` is a function that
+        // lives as long as the module, which outlives the mapping (it holds
+        // the file, and the file the module).
+        unsafe {
+            helpers::nhbm_vma_setup(
+                self.vma.as_ptr().cast(),
+                backing == Backing::Io,
+                Some(fault),
+            )
+        };
+    }
+}
+
+/// A page fault in a mapping, being handled.
+pub(crate) struct Fault<'a> {
+    vmf: NonNull<helpers::vm_fault>,
+    _handling: PhantomData<&'a helpers::vm_fault>,
+}
+
+impl Fault<'_> {
+    /// The fault `vmf`, for the time its handler runs.
+    ///
+    /// # Safety
+    ///
+    /// `vmf` is the fault being handled by the caller, a fault handler set
+    /// up with [`NewMapping::set_up`], valid for `'a`.
+    pub(crate) unsafe fn from_raw(vmf: *mut helpers::vm_fault) -> Option<Self> {
+        Some(Self {
+            vmf: NonNull::new(vmf)?,
+            _handling: PhantomData,
+        })
+    }
+
+    /// Maps page frame `pfn` at file page `pgoff` of the faulting mapping:
+    /// `ERANGE` if the mapping does not span that page, `ENOMEM`, `EFAULT`.
+    /// A page frame of system memory must be a page the caller keeps alive
+    /// until this returns (the mapping takes its own reference).
+    pub(crate) fn insert(&self, pgoff: u64, pfn: usize) -> Result {
+        let pgoff = c_ulong::try_from(pgoff).map_err(|_| ERANGE)?;
+        // SAFETY: `vmf` is the fault being handled (type invariant), whose
+        // mapping was set up for inserts by `nhbm_vma_setup`.
+        kernel::error::to_result(unsafe {
+            helpers::nhbm_vmf_insert(self.vmf.as_ptr(), pgoff, pfn as c_ulong)
+        })
+    }
+}
+
+/// The address space of a file: the mappings of every file opened on its
+/// inode. Holds a reference on the inode.
+///
+/// # Invariants
+///
+/// `mapping` is a valid address space whose inode this holds a reference on.
+pub(crate) struct Space {
+    mapping: NonNull<helpers::address_space>,
+}
+
+// SAFETY: an address space is a kernel object usable from any thread.
+unsafe impl Send for Space {}
+// SAFETY: `unmap` takes the address space's own locks.
+unsafe impl Sync for Space {}
+
+impl Space {
+    /// The address space of `file`.
+    pub(crate) fn of(file: &File) -> Result<Self> {
+        // SAFETY: `file` is a valid open file, which holds its inode.
+        let mapping = unsafe { helpers::nhbm_mapping_get(file.as_ptr().cast()) };
+        // INVARIANT: `nhbm_mapping_get` took a reference on the inode.
+        Ok(Self {
+            mapping: NonNull::new(mapping).ok_or(EINVAL)?,
+        })
+    }
+
+    /// Takes bytes `[off, off + len)` of the file (to its end if `len` is 0)
+    /// away from every process that maps them: their next access faults.
+    pub(crate) fn unmap(&self, off: u64, len: u64) {
+        // SAFETY: `mapping` is valid (invariant); sleeps, as callers may.
+        unsafe { helpers::nhbm_unmap_mapping(self.mapping.as_ptr(), off, len) };
+    }
+}
+
+impl Drop for Space {
+    fn drop(&mut self) {
+        // SAFETY: the reference `of` took, given back once.
+        unsafe { helpers::nhbm_mapping_put(self.mapping.as_ptr()) };
+    }
+}

@@ -1,0 +1,177 @@
+//! The figures of variables mapped into this process (MAP_OFFSET, `mmap`):
+//! a copy through the mapping against the same copy through the function's
+//! BAR4 mapped by sysfs, and against a copy between two plain buffers on a
+//! simulated device.
+
+use std::cell::RefCell;
+use std::io;
+use std::path::Path;
+
+use nhbm::{Device, Mapping};
+
+use crate::bar::BarMap;
+use crate::device::{
+    buffers_blob, invalid, BAR_REPS, BAR_XFER, CHANNEL, UPLOAD_CHUNK, UPLOAD_REPS,
+};
+use crate::measure::{interleave, time_ns, Pairs};
+use crate::report::{Figure, Op, Raw};
+
+/// What `pci_mmap_write_vs_bar_copy` and `pci_mmap_read_vs_bar_copy` must
+/// reach: the mapping is the same BAR, write-combining (see
+/// Documentation/benchmarks.rst).
+pub const PCI_MMAP_TARGET: f64 = 0.95;
+/// What `sim_mmap_upload_vs_memcpy` must reach.
+pub const SIM_MMAP_TARGET: f64 = 0.9;
+
+/// `len` bytes of a pattern no two words of which are equal.
+fn pattern(len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    for (i, w) in v.chunks_exact_mut(8).enumerate() {
+        w.copy_from_slice(&(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+    }
+    v
+}
+
+/// Nanoseconds `f` took, or its error.
+fn timed(f: impl FnOnce() -> io::Result<()>) -> io::Result<f64> {
+    let (r, ns) = time_ns(f);
+    r.map(|()| ns)
+}
+
+/// A loaded one-buffer plan of `len` bytes on [`CHANNEL`], mapped: its
+/// id, device address and mapping.
+fn mapped_buffer(dev: &Device, len: usize) -> io::Result<(u32, u64, Mapping)> {
+    let p = dev.plan_load(&buffers_blob(1, len as u64), CHANNEL)?;
+    let m = dev.map(p.plan_id, 1).inspect_err(|_| {
+        let _ = dev.plan_unload(p.plan_id);
+    })?;
+    Ok((p.plan_id, p.addrs[0], m))
+}
+
+/// A figure of `p` (mapping time, other time) as bytes/ns over bytes/ns.
+fn figure(name: &str, p: &Pairs, len: usize, what: [String; 2], target: f64) -> Figure {
+    let bw = |ns: f64| format!("{:.4}", len as f64 / ns);
+    Figure::of_ratios(
+        name,
+        &p.inverse_ratios(),
+        Raw::new(format!("{} median bytes/ns", what[0]), bw(p.a_median())),
+        Raw::new(format!("{} median bytes/ns", what[1]), bw(p.b_median())),
+        Op::AtLeast,
+        target,
+    )
+}
+
+/// `pci_mmap_write_vs_bar_copy` and `pci_mmap_read_vs_bar_copy`: a memcpy
+/// of [`BAR_XFER`] bytes into and out of a variable mapped through the
+/// module, against the same memcpy into and out of the same bytes of the
+/// function's BAR4 mapped through `bar4` (sysfs `resource4_wc`), after one
+/// untimed pass of each (which fills the module's mapping), [`BAR_REPS`]
+/// repetitions each in ABBA order. V2 only: its channel 0 is BAR4 offset 0.
+pub fn pci_mmap_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
+    if pci.device_info()?.arch != 2 {
+        return Err(invalid("the BAR4 comparison needs a V2 function".into()));
+    }
+    let len = BAR_XFER;
+    let file = bar4
+        .file_name()
+        .map_or("BAR4".into(), |f| f.to_string_lossy().into_owned());
+    let (id, pa, m) = mapped_buffer(pci, len)?;
+    let res = (|| {
+        let bar = BarMap::open(bar4, pa, len)?;
+        let src = pattern(len);
+        m.write(0, &src)?;
+        bar.copy_from(&src);
+        let w = interleave(
+            BAR_REPS,
+            || timed(|| m.write(0, &src)),
+            || Ok(time_ns(|| bar.copy_from(&src)).1),
+        )?;
+        // One destination for both sides: two buffers of 64 MiB need not
+        // cost the same to write (one may be backed by huge pages, which
+        // the emulator's TLB handles much faster), and that would be
+        // measured instead of the mappings.
+        let dst = RefCell::new(vec![0u8; len]);
+        m.read(0, &mut dst.borrow_mut())?;
+        let via_map = dst.borrow().clone();
+        bar.copy_to(&mut dst.borrow_mut());
+        if via_map != src || *dst.borrow() != src {
+            return Err(invalid("the two mappings differ from what was written".into()));
+        }
+        drop(via_map);
+        let r = interleave(
+            BAR_REPS,
+            || timed(|| m.read(0, &mut dst.borrow_mut())),
+            || Ok(time_ns(|| bar.copy_to(&mut dst.borrow_mut())).1),
+        )?;
+        let mib = len >> 20;
+        Ok(vec![
+            figure(
+                "pci_mmap_write_vs_bar_copy",
+                &w,
+                len,
+                [
+                    format!("memcpy into the mapped variable {mib} MiB"),
+                    format!("memcpy into {file} {mib} MiB"),
+                ],
+                PCI_MMAP_TARGET,
+            ),
+            figure(
+                "pci_mmap_read_vs_bar_copy",
+                &r,
+                len,
+                [
+                    format!("memcpy out of the mapped variable {mib} MiB"),
+                    format!("memcpy out of {file} {mib} MiB"),
+                ],
+                PCI_MMAP_TARGET,
+            ),
+        ])
+    })();
+    drop(m);
+    pci.plan_unload(id)?;
+    res
+}
+
+/// `sim_mmap_upload_vs_memcpy`: a memcpy of [`UPLOAD_CHUNK`] bytes into a
+/// variable of a simulated device mapped into the process, against the same
+/// memcpy into a plain buffer, after one untimed pass of each (which
+/// allocates the simulated pages and faults both in), [`UPLOAD_REPS`]
+/// repetitions in ABBA order.
+pub fn sim_mmap_figure(dev: &Device) -> io::Result<Figure> {
+    let len = UPLOAD_CHUNK;
+    let (id, _, m) = mapped_buffer(dev, len)?;
+    let res = (|| {
+        let src = pattern(len);
+        let mut dst = vec![0u8; len];
+        let mut copy = |src: &[u8]| {
+            dst.copy_from_slice(std::hint::black_box(src));
+            std::hint::black_box(&dst);
+        };
+        m.write(0, &src)?;
+        copy(&src);
+        let p = interleave(
+            UPLOAD_REPS,
+            || timed(|| m.write(0, &src)),
+            || Ok(time_ns(|| copy(&src)).1),
+        )?;
+        let mut back = vec![0u8; 4096];
+        dev.mem_read(id, 1, (len / 2) as u64, &mut back)?;
+        if back[..] != src[len / 2..len / 2 + 4096] {
+            return Err(invalid("MEM_READ differs from what the mapping wrote".into()));
+        }
+        let mib = len >> 20;
+        Ok(figure(
+            "sim_mmap_upload_vs_memcpy",
+            &p,
+            len,
+            [
+                format!("memcpy into the mapped variable {mib} MiB"),
+                format!("memcpy {mib} MiB"),
+            ],
+            SIM_MMAP_TARGET,
+        ))
+    })();
+    drop(m);
+    dev.plan_unload(id)?;
+    res
+}
