@@ -48,6 +48,7 @@ void nhbm_trace_reset_end(u32 dev, u32 type, s32 result, u32 polls, u32 resends,
 bool nhbm_trace_mem_xfer_enabled(void);
 void nhbm_trace_mem_xfer(u32 dev, u32 plan_id, u32 var_id, bool write, u64 bytes, s32 result,
 			 u64 ns);
+void nhbm_trace_map_fault(u32 dev, u64 pgoff, u32 pages, s32 result);
 
 /*
  * A copy from user memory with non-temporal stores where the architecture

@@ -16,7 +16,7 @@
 use crate::{
     device::Device,
     plan::stage::Plan,
-    resched,
+    resched, trace,
     vma::{Backing, Fault, NewMapping, Space},
 };
 use kernel::{
@@ -160,6 +160,14 @@ impl FileMaps {
     /// reset, `ENODEV` once the device is gone. Runs under the table's
     /// lock, which [`FileMaps::revoke_plan`] takes before it unmaps.
     pub(crate) fn fault(&self, dev: &Device, pgoff: u64, fault: &Fault<'_>) -> Result {
+        let mut pages = 0;
+        let res = self.fill(dev, pgoff, fault, &mut pages);
+        trace::map_fault(dev.index, pgoff, pages, &res);
+        res
+    }
+
+    /// [`FileMaps::fault`], counting the pages it mapped in `pages`.
+    fn fill(&self, dev: &Device, pgoff: u64, fault: &Fault<'_>, pages: &mut u32) -> Result {
         let t = self.table.lock();
         let (last, e) = find(&t, pgoff)?;
         let count = match dev.io().bar4_backing() {
@@ -174,7 +182,7 @@ impl FileMaps {
                 // The mapping ends there, or the device stopped: the
                 // faulting page is in.
                 Err(_) => break,
-                Ok(()) => {}
+                Ok(()) => *pages += 1,
             }
         }
         Ok(())

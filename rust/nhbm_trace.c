@@ -48,3 +48,6 @@ NHBM_TRACE_EVENT(mem_xfer,
 			u64 ns),
 		 PARAMS(dev, plan_id, var_id, write, bytes, result, ns))
 NHBM_TRACE_ENABLED(mem_xfer)
+NHBM_TRACE_EVENT(map_fault,
+		 PARAMS(u32 dev, u64 pgoff, u32 pages, s32 result),
+		 PARAMS(dev, pgoff, pages, result))

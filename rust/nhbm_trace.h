@@ -136,6 +136,30 @@ TRACE_EVENT(nhbm_mem_xfer,
 		  __entry->result, __entry->ns)
 );
 
+/*
+ * A fault in a process's mapping of a variable: file page pgoff (the
+ * variable's device address >> PAGE_SHIFT, plus the page), the pages it
+ * mapped (up to 16 on a BAR), and its result (an error: SIGBUS).
+ */
+TRACE_EVENT(nhbm_map_fault,
+	TP_PROTO(u32 dev, u64 pgoff, u32 pages, s32 result),
+	TP_ARGS(dev, pgoff, pages, result),
+	TP_STRUCT__entry(
+		__field(u32, dev)
+		__field(u64, pgoff)
+		__field(u32, pages)
+		__field(s32, result)
+	),
+	TP_fast_assign(
+		__entry->dev = dev;
+		__entry->pgoff = pgoff;
+		__entry->pages = pages;
+		__entry->result = result;
+	),
+	TP_printk("dev=%u pgoff=%#llx pages=%u result=%d", __entry->dev,
+		  __entry->pgoff, __entry->pages, __entry->result)
+);
+
 #endif /* NEURON_HBM_NHBM_TRACE_H */
 
 /* Outside the guard: this is what expands the events above. */

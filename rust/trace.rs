@@ -121,3 +121,10 @@ pub(crate) fn mem_xfer(
         unsafe { nhbm_trace_mem_xfer(dev, plan_id, var_id, write, bytes, result(res), ns) };
     }
 }
+
+/// Event `nhbm_map_fault`: a fault at file page `pgoff` of a mapping of
+/// device `dev` mapped `pages` pages and ended with `res`.
+pub(crate) fn map_fault(dev: u32, pgoff: u64, pages: u32, res: &Result) {
+    // SAFETY: As in `plan_load`.
+    unsafe { nhbm_trace_map_fault(dev, pgoff, pages, result(res)) };
+}

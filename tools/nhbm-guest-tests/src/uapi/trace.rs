@@ -1,6 +1,6 @@
 //! The module's trace events (`events/neuron_hbm/` in tracefs): a load, a
-//! write, a read, an unload and a device reset each leave their event, in
-//! that order, with the fields the ioctls imply.
+//! write, a read, a mapping's fault, an unload and a device reset each
+//! leave their event, in that order, with the fields the calls imply.
 
 use std::collections::HashMap;
 
@@ -9,6 +9,9 @@ use nhbm::{Plan, Record};
 
 use crate::fixtures::*;
 use crate::ktap::*;
+
+/// The guest's page size, and so the unit of mmap offsets.
+const PAGE: u64 = 4096;
 
 /// Where tracefs is mounted.
 const TRACEFS: &str = "/sys/kernel/tracing";
@@ -91,8 +94,10 @@ fn trace_events() -> Option<String> {
 }
 
 /// With the neuron_hbm events enabled, a PLAN_LOAD of three buffers, a
-/// MEM_WRITE and a MEM_READ of the second, a PLAN_UNLOAD and a device
-/// RESET give exactly these events, in order, each naming the device: the
+/// MEM_WRITE and a MEM_READ of the second, a read of its second page
+/// through a mapping, a PLAN_UNLOAD and a device RESET give exactly these
+/// events, in order, each naming the device: the fault its file page, the
+/// pages it mapped and success; the
 /// load and the unload the plan id PLAN_LOAD returned, its three records
 /// and the bytes it allocated; the transfers the plan, the variable, their
 /// direction, their length and success; the reset its kind and, at its
@@ -125,15 +130,21 @@ pub fn trace_events_report_loads_transfers_and_resets(notes: &mut Notes) -> Test
             .ctx("MEM_WRITE")?;
         let back = read(&d, loaded.plan_id, 2, 4 * KIB, data.len() as u64)?;
         ensure_bytes("MEM_READ after MEM_WRITE", &back, &data)?;
+        let (offset, _) = d.map_offset(loaded.plan_id, 2).ctx("MAP_OFFSET")?;
+        let m = d.map(loaded.plan_id, 2).ctx("map")?;
+        let mut word = [0u8; 8];
+        m.read(PAGE as usize, &mut word).ctx("read through the mapping")?;
+        ensure_bytes("a word through the mapping", &word, &data[..8])?;
+        drop(m);
         d.plan_unload(loaded.plan_id).ctx("PLAN_UNLOAD")?;
         ensure_eq("RESET status", d.reset(RESET_DEVICE, 0).ctx("RESET")?, 0)?;
         w(&format!("{ours}/enable"), "0")?;
         let trace = std::fs::read_to_string(format!("{TRACEFS}/trace")).ctx("trace")?;
-        Ok((loaded, trace))
+        Ok((loaded, offset, trace))
     })();
     // Off again whatever happened.
     let _ = std::fs::write(format!("{ours}/enable"), "0");
-    let (loaded, trace) = traced?;
+    let (loaded, offset, trace) = traced?;
     let evs = events(&trace);
     let names: Vec<&str> = evs.iter().map(|e| e.name.as_str()).collect();
     ensure_eq(
@@ -143,6 +154,7 @@ pub fn trace_events_report_loads_transfers_and_resets(notes: &mut Notes) -> Test
             "nhbm_plan_load",
             "nhbm_mem_xfer",
             "nhbm_mem_xfer",
+            "nhbm_map_fault",
             "nhbm_plan_unload",
             "nhbm_reset_begin",
             "nhbm_reset_end",
@@ -154,9 +166,15 @@ pub fn trace_events_report_loads_transfers_and_resets(notes: &mut Notes) -> Test
     let id = loaded.plan_id;
     let bytes = loaded.bytes_allocated;
     ensure(bytes >= 76 * KIB, || format!("bytes_allocated {bytes}"))?;
-    let [load, write, read, unload, begin, end] = &evs[..] else {
-        unreachable!("six events, checked above");
+    let [load, write, read, fault, unload, begin, end] = &evs[..] else {
+        unreachable!("seven events, checked above");
     };
+    // The word at 4 KiB into the mapping: its second page, and from there
+    // one page on a simulated device, the variable's other 15 on a BAR.
+    fault.expect("pgoff", format!("{:#x}", offset / PAGE + 1))?;
+    let simulated = info(&d)?.simulated != 0;
+    fault.expect("pages", if simulated { 1 } else { 15 })?;
+    fault.expect("result", 0)?;
     for (e, what) in [(load, "load"), (unload, "unload")] {
         e.expect("plan", id)?;
         e.expect("records", 3)?;
