@@ -78,7 +78,7 @@ impl FileMaps {
 
     /// Room for one more listed variable, charged to the caller.
     pub(crate) fn slot() -> Result<Slot> {
-        Ok(RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?)
+        RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)
     }
 
     /// The mmap offset and mappable size of variable `var_id` of `plan`, a

@@ -118,9 +118,9 @@
 //!    (MAP_OFFSET, mmap) against the same memcpy through the sysfs mapping,
 //!    9 repetitions each, target >= 0.95.
 //! 10. `sim_mmap_upload_vs_memcpy`: a memcpy of 64 MiB into a variable of
-//!    the simulated device mapped through the module against a memcpy
-//!    between two buffers, 9 repetitions in ABBA order after one untimed
-//!    pass of each, target >= 0.9.
+//!     the simulated device mapped through the module against a memcpy
+//!     between two buffers, 9 repetitions in ABBA order after one untimed
+//!     pass of each, target >= 0.9.
 //!
 //! Diagnostics (`#` lines) that locate a cost without being figures: a
 //! 1-entry RESOLVE_BATCH (fixed against per-entry cost); a 10,000-variable

@@ -95,7 +95,9 @@ pub fn pci_mmap_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
         let via_map = dst.borrow().clone();
         bar.copy_to(&mut dst.borrow_mut());
         if via_map != src || *dst.borrow() != src {
-            return Err(invalid("the two mappings differ from what was written".into()));
+            return Err(invalid(
+                "the two mappings differ from what was written".into(),
+            ));
         }
         drop(via_map);
         let r = interleave(
@@ -157,7 +159,9 @@ pub fn sim_mmap_figure(dev: &Device) -> io::Result<Figure> {
         let mut back = vec![0u8; 4096];
         dev.mem_read(id, 1, (len / 2) as u64, &mut back)?;
         if back[..] != src[len / 2..len / 2 + 4096] {
-            return Err(invalid("MEM_READ differs from what the mapping wrote".into()));
+            return Err(invalid(
+                "MEM_READ differs from what the mapping wrote".into(),
+            ));
         }
         let mib = len >> 20;
         Ok(figure(

@@ -362,8 +362,8 @@ impl Device {
     pub fn map(&self, plan_id: u32, var_id: u32) -> io::Result<Mapping> {
         let (offset, len) = self.map_offset(plan_id, var_id)?;
         let len = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        let offset =
-            libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let offset = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         // SAFETY: a new mapping at an address of the kernel's choosing; it
         // touches no memory of ours.
         let addr = unsafe {
@@ -438,7 +438,13 @@ impl Mapping {
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
         self.check(offset, buf.len())?;
         // SAFETY: as in `write`.
-        unsafe { libc::memcpy(buf.as_mut_ptr().cast(), self.addr.add(offset).cast(), buf.len()) };
+        unsafe {
+            libc::memcpy(
+                buf.as_mut_ptr().cast(),
+                self.addr.add(offset).cast(),
+                buf.len(),
+            )
+        };
         Ok(())
     }
 }

@@ -57,9 +57,9 @@ mod generated {
 }
 
 pub use generated::{
-    Backing, DeviceInfo, MapOffset, MemRef, MemRefUnion, MemStats, MemXfer, MrList, MrPtr, MrRemote, MrSb,
-    MrType, MrVtmp, PlanHeader, PlanLoad, PlanUnload, PoolStats, Reset, ResetType, Resolve,
-    ResolveBatch, ResolveQuery, ABI_VERSION, ARCH_V2, ARCH_V3, ARCH_V4, BACKING_LOCAL,
+    Backing, DeviceInfo, MapOffset, MemRef, MemRefUnion, MemStats, MemXfer, MrList, MrPtr,
+    MrRemote, MrSb, MrType, MrVtmp, PlanHeader, PlanLoad, PlanUnload, PoolStats, Reset, ResetType,
+    Resolve, ResolveBatch, ResolveQuery, ABI_VERSION, ARCH_V2, ARCH_V3, ARCH_V4, BACKING_LOCAL,
     BACKING_MAIN, BACKING_SHARDED, BACKING_SHARED, CHANNEL_ANY, IOC_MAGIC, MAX_ALIGNMENT,
     MAX_BATCH, MAX_CHANNELS, MAX_LIST_COUNT, MAX_PLANS_PER_DEVICE, MAX_PLANS_PER_FILE,
     MAX_PLAN_RECORDS, MAX_REGIONS, MAX_REMOTE_DEPTH, MR_BUFFER, MR_BUFFER_STAGED, MR_INPUT,

@@ -125,7 +125,9 @@ fn round(rng: &mut Rng, ending: Ending) -> Result<bool, Fail> {
             Ending::Close => Ok(()),
         };
         stop.store(true, Relaxed);
-        let joined = mapper.join().map_err(|_| Fail::Fail("the mapper panicked".into()))?;
+        let joined = mapper
+            .join()
+            .map_err(|_| Fail::Fail("the mapper panicked".into()))?;
         ended?;
         joined.map_err(Fail::Fail)
     });
@@ -168,7 +170,11 @@ pub fn mappings_race_unload_reset_and_close(notes: &mut Notes) -> TestResult {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    ensure(sigbus > 0, || "no toucher ever got SIGBUS: nothing was taken away".into())?;
-    notes.add(format!("{ROUNDS} rounds, {sigbus} touchers ended by SIGBUS"));
+    ensure(sigbus > 0, || {
+        "no toucher ever got SIGBUS: nothing was taken away".into()
+    })?;
+    notes.add(format!(
+        "{ROUNDS} rounds, {sigbus} touchers ended by SIGBUS"
+    ));
     Ok(())
 }

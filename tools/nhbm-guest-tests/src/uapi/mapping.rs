@@ -112,7 +112,11 @@ pub fn other_files_cannot_map_a_plan() -> TestResult {
         .load(&one_buffer(1, 4 * page()).to_blob().ctx("build")?, 0)
         .ctx("PLAN_LOAD")?;
     let (offset, len) = owner.map_offset(p.id(), 1).ctx("MAP_OFFSET")?;
-    ensure_errno("MAP_OFFSET from another file", other.map_offset(p.id(), 1), libc::ENOENT)?;
+    ensure_errno(
+        "MAP_OFFSET from another file",
+        other.map_offset(p.id(), 1),
+        libc::ENOENT,
+    )?;
     ensure_errno(
         "mmap of the owner's offset from another file",
         try_map(&other, offset, len, libc::MAP_SHARED),
@@ -133,11 +137,13 @@ pub fn maps_beyond_a_variable_are_refused() -> TestResult {
         .with(Record::buffer(1, 2 * page()))
         .with(Record::sb(2, 4 * KIB, 0, 0))
         .with(Record::ptr(3, 1, 2 * page()));
-    let p = d
-        .load(&plan.to_blob().ctx("build")?, 0)
-        .ctx("PLAN_LOAD")?;
+    let p = d.load(&plan.to_blob().ctx("build")?, 0).ctx("PLAN_LOAD")?;
     let (offset, len) = d.map_offset(p.id(), 1).ctx("MAP_OFFSET")?;
-    ensure_errno("MAP_PRIVATE", try_map(&d, offset, len, libc::MAP_PRIVATE), libc::EINVAL)?;
+    ensure_errno(
+        "MAP_PRIVATE",
+        try_map(&d, offset, len, libc::MAP_PRIVATE),
+        libc::EINVAL,
+    )?;
     ensure_errno(
         "a length past the variable",
         try_map(&d, offset, len + page(), libc::MAP_SHARED),
@@ -148,9 +154,21 @@ pub fn maps_beyond_a_variable_are_refused() -> TestResult {
         try_map(&d, offset + len, page(), libc::MAP_SHARED),
         libc::EINVAL,
     )?;
-    ensure_errno("MAP_OFFSET of a State Buffer window", d.map_offset(p.id(), 2), libc::EINVAL)?;
-    ensure_errno("MAP_OFFSET of a pointer", d.map_offset(p.id(), 3), libc::EINVAL)?;
-    ensure_errno("MAP_OFFSET of an unknown variable", d.map_offset(p.id(), 9), libc::ENOENT)?;
+    ensure_errno(
+        "MAP_OFFSET of a State Buffer window",
+        d.map_offset(p.id(), 2),
+        libc::EINVAL,
+    )?;
+    ensure_errno(
+        "MAP_OFFSET of a pointer",
+        d.map_offset(p.id(), 3),
+        libc::EINVAL,
+    )?;
+    ensure_errno(
+        "MAP_OFFSET of an unknown variable",
+        d.map_offset(p.id(), 9),
+        libc::ENOENT,
+    )?;
     // A part of the variable is fine.
     try_map(&d, offset + page(), page(), libc::MAP_SHARED).ctx("mmap of the second page")
 }

@@ -133,7 +133,8 @@ pub fn trace_events_report_loads_transfers_and_resets(notes: &mut Notes) -> Test
         let (offset, _) = d.map_offset(loaded.plan_id, 2).ctx("MAP_OFFSET")?;
         let m = d.map(loaded.plan_id, 2).ctx("map")?;
         let mut word = [0u8; 8];
-        m.read(PAGE as usize, &mut word).ctx("read through the mapping")?;
+        m.read(PAGE as usize, &mut word)
+            .ctx("read through the mapping")?;
         ensure_bytes("a word through the mapping", &word, &data[..8])?;
         drop(m);
         d.plan_unload(loaded.plan_id).ctx("PLAN_UNLOAD")?;
