@@ -2,6 +2,7 @@
 //! wrappers.
 
 use std::io;
+use std::os::fd::RawFd;
 
 use crate::mem::{page_size, Mapping};
 
@@ -118,6 +119,45 @@ impl ReadOnly {
     pub fn read(&self, len: usize) -> Vec<u8> {
         self.map.read(0, len)
     }
+}
+
+/// Where tracefs is mounted.
+pub const TRACEFS: &str = "/sys/kernel/tracing";
+
+/// `TRACEFS/<file>`, with tracefs mounted there first if need be; `None`
+/// when the kernel has no such file.
+pub fn tracefs_file(file: &str) -> Option<String> {
+    let path = format!("{TRACEFS}/{file}");
+    if !std::path::Path::new(&path).exists() {
+        let (src, dir, fs) = (c"tracefs", c"/sys/kernel/tracing", c"tracefs");
+        // SAFETY: plain mount(2) with NUL-terminated strings and no data.
+        unsafe { libc::mount(src.as_ptr(), dir.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+    }
+    std::path::Path::new(&path).exists().then_some(path)
+}
+
+/// `mmap(2)` of `len` bytes of `fd` at `offset`, read-write with `flags`,
+/// unmapped again at once if it succeeded (`MAP_POPULATE` makes the kernel
+/// fault every page in first, where a failure signals nothing).
+pub fn map_and_unmap(fd: RawFd, offset: u64, len: u64, flags: i32) -> io::Result<()> {
+    // SAFETY: a new mapping at an address of the kernel's choosing, which
+    // nothing touches before it is unmapped below.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len as usize,
+            libc::PROT_READ | libc::PROT_WRITE,
+            flags,
+            fd,
+            offset as libc::off_t,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the mapping just made, `len` bytes.
+    unsafe { libc::munmap(addr, len as usize) };
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,11 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use nhbm::uapi::*;
-use nhbm::{Device, Mapping};
+use nhbm::Mapping;
 
 use crate::fixtures::{device_index, one_buffer, open_device, Usage, KIB};
 use crate::ktap::{ensure, ensure_eq, fail, Ctx, Fail, Notes, TestResult};
 use crate::rng::Rng;
+use crate::sys::map_and_unmap;
 
 /// Rounds of the race.
 const ROUNDS: u64 = 36;
@@ -25,29 +26,6 @@ enum Ending {
     Unload,
     Reset,
     Close,
-}
-
-/// `mmap(2)` of all of `d`'s variable at `offset`, populated by the kernel
-/// (faults inside mmap, which never signal), and unmapped again.
-fn map_populated(d: &Device, offset: u64, len: u64) -> io::Result<()> {
-    // SAFETY: a new mapping at an address of the kernel's choosing, which
-    // nothing touches before it is unmapped below.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_POPULATE,
-            d.as_raw_fd(),
-            offset as libc::off_t,
-        )
-    };
-    if addr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the mapping just made.
-    unsafe { libc::munmap(addr, len as usize) };
-    Ok(())
 }
 
 /// A child that writes and reads through `m` until `ms` milliseconds have
@@ -104,7 +82,8 @@ fn round(rng: &mut Rng, ending: Ending) -> Result<bool, Fail> {
     let mapped = std::thread::scope(|s| -> Result<(), Fail> {
         let mapper = s.spawn(|| -> Result<(), String> {
             while !stop.load(Relaxed) {
-                if let Err(e) = map_populated(&d, offset, len) {
+                let flags = libc::MAP_SHARED | libc::MAP_POPULATE;
+                if let Err(e) = map_and_unmap(d.as_raw_fd(), offset, len, flags) {
                     // After the unload: no such offset; after a reset: EIO.
                     if ![libc::EINVAL, libc::EIO].contains(&e.raw_os_error().unwrap_or(0)) {
                         return Err(format!("mmap: {e}"));

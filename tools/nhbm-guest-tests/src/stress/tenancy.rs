@@ -8,6 +8,7 @@ use crate::fixtures::pattern;
 use crate::fixtures::{device_index, open_device, var_refused, KIB, MIB};
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Notes, TestResult};
 use crate::stress::child::fork_child;
+use crate::sys::{tracefs_file, TRACEFS};
 
 /// Bytes of each victim buffer.
 const VICTIM: u64 = 64 * KIB;
@@ -225,9 +226,6 @@ pub fn usage_of_others_is_for_the_administrator(notes: &mut Notes) -> TestResult
     Ok(())
 }
 
-/// Where tracefs is (mounted here if it is not yet).
-const TRACEFS: &str = "/sys/kernel/tracing";
-
 /// `CAP_SYS_ADMIN`, and the `opts` bit of a capability check that writes no
 /// audit record (`CAP_OPT_NOAUDIT`, include/linux/security.h).
 const CAP_SYS_ADMIN: i32 = 21;
@@ -246,13 +244,7 @@ fn kprobe_events() -> Option<String> {
     if cmdline.split_whitespace().any(|w| w == NO_KPROBES) {
         return None;
     }
-    let events = format!("{TRACEFS}/kprobe_events");
-    if !std::path::Path::new(&events).exists() {
-        let (src, dir, fs) = (c"tracefs", c"/sys/kernel/tracing", c"tracefs");
-        // SAFETY: plain mount(2) with NUL-terminated strings and no data.
-        unsafe { libc::mount(src.as_ptr(), dir.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
-    }
-    std::path::Path::new(&events).exists().then_some(events)
+    tracefs_file("kprobe_events")
 }
 
 /// A RESET refused by the sole-opener rule leaves no audit record: a tenant

@@ -11,34 +11,17 @@ use nhbm::{Device, Plan, Record};
 
 use crate::fixtures::*;
 use crate::ktap::*;
+use crate::mem::page_size;
+use crate::sys::map_and_unmap;
 
 /// The page size of the guest.
 fn page() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
+    page_size() as u64
 }
 
-/// `mmap(2)` of `len` bytes of `d` at `offset` with `flags`; unmapped again
-/// at once if it succeeded.
+/// [`map_and_unmap`] of `d`.
 fn try_map(d: &Device, offset: u64, len: u64, flags: i32) -> io::Result<()> {
-    // SAFETY: a new mapping at an address of the kernel's choosing, which
-    // nothing touches before it is unmapped below.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len as usize,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            d.as_raw_fd(),
-            offset as libc::off_t,
-        )
-    };
-    if addr == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: the mapping just made, `len` bytes.
-    unsafe { libc::munmap(addr, len as usize) };
-    Ok(())
+    map_and_unmap(d.as_raw_fd(), offset, len, flags)
 }
 
 /// Runs `f` in a child process, which ends with exit code 0 when `f`

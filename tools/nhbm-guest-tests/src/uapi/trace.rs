@@ -9,12 +9,10 @@ use nhbm::{Plan, Record};
 
 use crate::fixtures::*;
 use crate::ktap::*;
+use crate::sys::{tracefs_file, TRACEFS};
 
 /// The guest's page size, and so the unit of mmap offsets.
 const PAGE: u64 = 4096;
-
-/// Where tracefs is mounted.
-const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// The reset handshake sleeps this long before each poll of the firmware
 /// (`poll_ms` of every arch, rust/arch.rs).
@@ -81,18 +79,6 @@ fn events(trace: &str) -> Vec<Event> {
         .collect()
 }
 
-/// The events directory of tracefs, mounted if need be; `None` when the
-/// kernel has no trace events.
-fn trace_events() -> Option<String> {
-    let events = format!("{TRACEFS}/events");
-    if !std::path::Path::new(&events).exists() {
-        let (src, dir, fs) = (c"tracefs", c"/sys/kernel/tracing", c"tracefs");
-        // SAFETY: plain mount(2) with NUL-terminated strings and no data.
-        unsafe { libc::mount(src.as_ptr(), dir.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
-    }
-    std::path::Path::new(&events).exists().then_some(events)
-}
-
 /// With the neuron_hbm events enabled, a PLAN_LOAD of three buffers, a
 /// MEM_WRITE and a MEM_READ of the second, a read of its second page
 /// through a mapping, a PLAN_UNLOAD and a device RESET give exactly these
@@ -105,7 +91,7 @@ fn trace_events() -> Option<String> {
 /// that its time covers (every poll follows a 100 ms sleep). Skipped on a
 /// kernel without trace events; a kernel with them must list the module's.
 pub fn trace_events_report_loads_transfers_and_resets(notes: &mut Notes) -> TestResult {
-    let Some(events_dir) = trace_events() else {
+    let Some(events_dir) = tracefs_file("events") else {
         return skip("the kernel has no trace events (tracefs/events)");
     };
     let ours = format!("{events_dir}/neuron_hbm");
