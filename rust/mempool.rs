@@ -262,7 +262,7 @@ impl Pool {
         }
     }
 
-    #[cfg(CONFIG_KUNIT = "y")]
+    /// Whether device PA `pa` lies in the pool's range.
     fn contains(&self, pa: u64) -> bool {
         pa >= self.pa_base && pa - self.pa_base < self.size
     }
