@@ -717,7 +717,7 @@ pub const PCI_WRITE_TARGET: f64 = 0.02;
 
 /// Bytes of each transfer compared with the BAR mapping, and repetitions.
 pub const BAR_XFER: usize = 64 << 20;
-pub const BAR_REPS: usize = 9;
+const BAR_REPS: usize = 9;
 /// Targets of the three figures against the BAR mapping (see
 /// Documentation/benchmarks.rst).
 pub const BAR_WRITE_TARGET: f64 = 0.8;
