@@ -114,9 +114,9 @@
 //!    module scrubs / a memset of the mapping), 9 repetitions each, bytes/ns
 //!    over bytes/ns. Targets >= 0.8 (write), >= 0.65 (read, scrub). And
 //!    `pci_mmap_write_vs_bar_copy` / `pci_mmap_read_vs_bar_copy`: a memcpy
-//!    into / out of the same 64 MiB variable mapped through the module
+//!    into / out of a 16 MiB variable mapped through the module
 //!    (MAP_OFFSET, mmap) against the same memcpy through the sysfs mapping,
-//!    9 repetitions each, target >= 0.95.
+//!    61 repetitions each, target >= 0.95.
 //! 10. `sim_mmap_upload_vs_memcpy`: a memcpy of 64 MiB into a variable of
 //!     the simulated device mapped through the module against a memcpy
 //!     between two buffers, 9 repetitions in ABBA order after one untimed
