@@ -120,7 +120,7 @@
 //! 10. `sim_mmap_upload_vs_memcpy`: a memcpy of 64 MiB into a variable of
 //!     the simulated device mapped through the module against a memcpy
 //!     between two buffers, 9 repetitions in ABBA order after one untimed
-//!     pass of each, target >= 0.9.
+//!     pass of each, target >= 0.6.
 //!
 //! Diagnostics (`#` lines) that locate a cost without being figures: a
 //! 1-entry RESOLVE_BATCH (fixed against per-entry cost); a 10,000-variable
