@@ -204,6 +204,6 @@ clean:
 	@find $(REPO) -path $(REPO)/tools/target -prune -o \( -name '*.o' -o -name '*.ko' \
 		-o -name '*.mod' -o -name '*.mod.c' -o -name '.*.cmd' -o -name '*.rmeta' \) -print \
 		| grep -v '^$(REPO)/tools/target$$' | xargs rm -f
-	@rm -f $(REPO)/rust/helpers_generated.rs
+	@rm -f $(REPO)/rust/abstractions/helpers_generated.rs
 
 endif

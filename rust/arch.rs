@@ -9,9 +9,11 @@
 //! v4/address_map.h), cited beside each value. The few V4 values no public
 //! source gives are taken from V3 and marked as assumed.
 
+pub(crate) mod addr;
+
 use kernel::prelude::*;
 
-/// The reset handshake's timing of one arch (see [`crate::fw`]).
+/// The reset handshake's timing of one arch (see [`crate::hw::fw`]).
 #[derive(Debug)]
 pub(crate) struct ResetTiming {
     /// Milliseconds between two looks at the mailbox (`reset_poll_interval`).

@@ -10,30 +10,33 @@
 //! and drop the lock first, so a concurrent unload cannot free memory under a
 //! transfer.
 
+pub(crate) mod fdinfo;
+pub(crate) mod mapping;
+pub(crate) mod telemetry;
+
 use crate::{
-    arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
-    capability,
-    device::Device,
-    fdinfo,
-    fw::ResetKind,
-    helpers::{
+    abstractions::capability,
+    abstractions::helpers::{
         NHBM_ATTR_ARCH, NHBM_ATTR_CHANNELS, NHBM_ATTR_COUNT, NHBM_ATTR_REGIONS, NHBM_ATTR_SIMULATED,
     },
-    mapping::FileMaps,
-    miscdev::{AttrValues, MiscNode, NodeFile},
-    node_index::MAX_NODES,
+    abstractions::miscdev::{AttrValues, MiscNode, NodeFile},
+    abstractions::resched,
+    abstractions::trace,
+    abstractions::user_source::UserSource,
+    abstractions::vma::{Backing, Fault, NewMapping, Space},
+    arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
+    chardev::mapping::FileMaps,
+    chardev::telemetry::Telemetry,
+    device::node_index::MAX_NODES,
+    device::Device,
+    hw::fw::ResetKind,
     plan::{
         blob::UserBlob,
         ids::{IdNode, PlanIds},
         parse::parse,
         stage::{stage, Plan, Remotes},
     },
-    resched,
-    telemetry::Telemetry,
-    trace,
     uapi::{self, *},
-    user_source::UserSource,
-    vma::{Backing, Fault, NewMapping, Space},
 };
 use kernel::{
     fs::File,

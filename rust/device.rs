@@ -4,23 +4,27 @@
 //! the firmware reset. Shared (`Arc`) by its device node and every open file,
 //! so it outlives a PCI unbind until the last file is closed.
 
+pub(crate) mod fault;
+pub(crate) mod node_index;
+pub(crate) mod reset_line;
+
 use crate::{
-    addr,
+    abstractions::dmem::Region,
+    abstractions::resched,
+    abstractions::reset_queue,
+    abstractions::trace::{self, ResetCounts},
+    abstractions::user_source::UserSource,
+    abstractions::vma::Space,
+    arch::addr,
     arch::ArchInfo,
-    dmem::Region,
-    fault::FaultInjector,
-    fw::{self, RealClock, ResetKind, WaitReport, SLEEP_SLICE_MS},
-    io::{Bounce, DeviceIo, XFER_CHUNK},
-    mempool::{Geometry, Grid},
-    node_index::NodeIndex,
-    resched,
-    reset_line::{self, ResetLine},
-    reset_queue,
+    device::fault::FaultInjector,
+    device::node_index::NodeIndex,
+    device::reset_line::ResetLine,
+    hw::fw::{self, RealClock, ResetKind, WaitReport, SLEEP_SLICE_MS},
+    hw::io::{Bounce, DeviceIo, XFER_CHUNK},
+    pool::mempool::{Geometry, Grid},
+    pool::tree_batch::{batch_from, Batch},
     sim::SimIo,
-    trace::{self, ResetCounts},
-    tree_batch::{batch_from, Batch},
-    user_source::UserSource,
-    vma::Space,
 };
 use kernel::{
     impl_has_work, new_condvar, new_mutex, new_spinlock, new_work,
@@ -375,7 +379,7 @@ impl Device {
         res
     }
 
-    /// Up to [`BATCH`](crate::tree_batch::BATCH) summaries of live plans with serial numbers from
+    /// Up to [`BATCH`](crate::pool::tree_batch::BATCH) summaries of live plans with serial numbers from
     /// `from` on, in order, taken under one short hold of the plans' lock:
     /// readers walk batch by batch, so a tenant's many plans never keep
     /// loads and unloads waiting on a reader.
@@ -728,7 +732,7 @@ impl Device {
 #[kunit_tests(neuron_hbm_device)]
 mod tests {
     use super::*;
-    use crate::tree_batch::{walk, BATCH};
+    use crate::pool::tree_batch::{walk, BATCH};
     use crate::{arch::GIB, sim::FwScript};
 
     fn sim_device() -> Result<Arc<Device>> {

@@ -10,50 +10,23 @@
 
 use kernel::prelude::*;
 
-mod addr;
+mod abstractions;
 mod arch;
-#[cfg(nhbm_bench)]
-mod bench;
-mod blank_page;
-mod capability;
 mod chardev;
 mod device;
-mod dmem;
-mod fault;
-mod fdinfo;
-mod fw;
-mod genpool;
-mod helpers;
-mod io;
-mod io_view;
-mod mapping;
-mod mempool;
-mod miscdev;
-mod node_index;
-mod page_box;
+mod hw;
 mod pci;
-mod pci_presence;
 mod plan;
-mod regs;
-mod resched;
-mod reset_line;
-mod reset_queue;
+mod pool;
 mod sim;
-mod sparse;
-mod telemetry;
-mod trace;
-mod tree_batch;
 mod uapi;
-mod user_source;
-mod vma;
-mod wc_bar;
 
+use abstractions::{dmem, reset_queue};
 use arch::ArchInfo;
 use chardev::Node;
-use device::{Backend, Device};
+use device::{node_index::MAX_NODES, Backend, Device};
 use kernel::sync::Arc;
-use mempool::Geometry;
-use node_index::MAX_NODES;
+use pool::mempool::Geometry;
 use sim::SimIo;
 
 module! {
@@ -204,7 +177,7 @@ impl kernel::InPlaceModule for NeuronHbm {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         // Only the build `make bench` loads has benchmarks: they run at load.
         #[cfg(nhbm_bench)]
-        bench::run();
+        pool::bench::run();
         let regions = dmem::Kept::new();
         try_pin_init!(Self {
             _regions: regions,

@@ -12,18 +12,18 @@
 //! unaligned bytes at their ends go one at a time.
 
 use crate::{
+    abstractions::io_view::mmio_window,
+    abstractions::pci_presence,
+    abstractions::resched,
+    abstractions::vma::Backing,
+    abstractions::wc_bar::WcBar,
     arch::{ArchInfo, MIB, PCI_VENDOR_AMAZON, V2, V3, V4},
     chardev::Node,
     device::{Backend, Device},
-    fw::{self, Clock, RealClock},
     geometry,
-    io::{check_range, DeviceIo},
-    io_view::mmio_window,
-    pci_presence,
-    regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
-    resched,
-    vma::Backing,
-    wc_bar::WcBar,
+    hw::fw::{self, Clock, RealClock},
+    hw::io::{check_range, DeviceIo},
+    hw::regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
 };
 use kernel::{
     device::Core,

@@ -18,17 +18,19 @@
 //! every register reads all ones and writes are lost, and the function's
 //! configuration space is gone too, as on a PCI function that is gone.
 
+pub(crate) mod sparse;
+
 use crate::{
+    abstractions::io_view::sys_mem_words,
+    abstractions::user_source::UserSource,
+    abstractions::vma::Backing,
     arch::ArchInfo,
-    io::{Bounce, DeviceIo, Gate},
-    io_view::sys_mem_words,
-    regs::{
+    hw::io::{Bounce, DeviceIo, Gate},
+    hw::regs::{
         MiscRam, DEVICE_ID, FW_IO_BAD_READ, FW_STATUS, GONE, MISC_RAM_SIZE, RESET_REQUEST,
         RESET_TPB_MAP, RESET_TRIGGER, RESET_TYPE_TPB,
     },
-    sparse::SparseMem,
-    user_source::UserSource,
-    vma::Backing,
+    sim::sparse::SparseMem,
 };
 use kernel::{
     io::{Io, IoSysMap},

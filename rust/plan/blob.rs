@@ -3,7 +3,7 @@
 //! Where a plan blob's bytes come from: user memory (the ioctl) or a kernel
 //! buffer (tests). Payloads move straight from the source to the device.
 
-use crate::{device::Device, fault::FaultInjector, user_source::UserSource};
+use crate::{abstractions::user_source::UserSource, device::fault::FaultInjector, device::Device};
 use kernel::{
     prelude::*,
     uaccess::{UserPtr, UserSlice},

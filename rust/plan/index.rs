@@ -6,7 +6,7 @@
 //! no choice of ids costs more than O(log n) per lookup or O(n log n) to
 //! build (a hash table would let crafted ids collide into one probe run).
 
-use crate::resched;
+use crate::abstractions::resched;
 use kernel::prelude::*;
 
 const EMPTY: u32 = u32::MAX;

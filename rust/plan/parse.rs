@@ -9,8 +9,8 @@
 
 use super::{blob::BlobSource, index::VarIndex, mr_type::MrType};
 use crate::{
+    abstractions::resched,
     arch::{ArchInfo, SBUF_SIZE},
-    resched,
     uapi::{MemRef, PlanHeader, MAX_ALIGNMENT, MAX_LIST_COUNT, MAX_PLAN_RECORDS},
 };
 use core::mem::size_of;

@@ -13,10 +13,10 @@ use super::{
     parse::{Backing, ParsedPlan, Placement, Record},
 };
 use crate::{
-    addr::sbuf_window,
+    abstractions::resched,
+    arch::addr::sbuf_window,
     device::{Device, PlanSummary},
-    mempool::Chunk,
-    resched,
+    pool::mempool::Chunk,
     uapi::{MAX_PLANS_PER_FILE, MAX_REMOTE_DEPTH, PA_UNSTAGED},
 };
 use kernel::{
@@ -723,7 +723,7 @@ fn alias_size(own: u64, target: u64) -> Result<u64> {
 mod tests {
     use super::*;
     use crate::{
-        addr::sbuf_window,
+        arch::addr::sbuf_window,
         arch::{GIB, MIB, V2},
         plan::{parse::parse, test_blob::TestBlob},
     };
@@ -870,7 +870,7 @@ mod tests {
         let target = Arc::new(load(&dev, &tb, 0)?, GFP_KERNEL)?;
         // The reference is taken after the reset here, as it is when the
         // reset ends between PLAN_LOAD taking it and staging.
-        crate::device::Device::reset(&dev, crate::fw::ResetKind::Device, 0, false)?;
+        crate::device::Device::reset(&dev, crate::hw::fw::ResetKind::Device, 0, false)?;
         let mut b = TestBlob::new(0, 0);
         let r = b.rec(MrType::Remote, 1, 0)?;
         b.recs[r].u = [1 | (5 << 32), 0];
@@ -1061,7 +1061,7 @@ mod tests {
             dev.read(0, pa, &mut back)?;
             assert_eq!(&back, b"far away");
             // BAR4: channel 3 sits at 192 GiB.
-            let off = crate::addr::bar4_offset(info, pa, 8)?;
+            let off = crate::arch::addr::bar4_offset(info, pa, 8)?;
             assert_eq!(off, 192 * GIB + (pa - info.channel_base[3]));
             assert_eq!(plan.resolve(2, 0, 0)?, sbuf_window(info, 7).unwrap().0);
             assert!(plan.local_scratch_pa >= info.channel_base[3]);

@@ -11,8 +11,8 @@
 //! attribute groups and the registration carries data for `open`.
 
 use crate::{
-    helpers::{nhbm_attr_groups, vm_fault, NHBM_ATTR_COUNT},
-    vma::{Backing, Fault, NewMapping},
+    abstractions::helpers::{nhbm_attr_groups, vm_fault, NHBM_ATTR_COUNT},
+    abstractions::vma::{Backing, Fault, NewMapping},
 };
 use core::marker::PhantomData;
 use kernel::{
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn the_node_matches_c() {
-        use crate::helpers::{nhbm_misc_node_attrs_offset, nhbm_misc_node_size};
+        use crate::abstractions::helpers::{nhbm_misc_node_attrs_offset, nhbm_misc_node_size};
         // SAFETY: Two constants of sysfs.c, initialized at build time.
         let (size, attrs) = unsafe { (nhbm_misc_node_size, nhbm_misc_node_attrs_offset) };
         assert_eq!(size, size_of::<RawNode>());

@@ -9,7 +9,7 @@
 //! time: a range taken away with [`Space::unmap`] faults again, and the
 //! handler can refuse it (`SIGBUS`).
 
-use crate::helpers;
+use crate::abstractions::helpers;
 use core::{marker::PhantomData, ptr::NonNull};
 use kernel::{
     ffi::{c_int, c_ulong, c_void},

@@ -5,7 +5,7 @@
 //! every device is gone, and `destroy_workqueue()` first waits for every
 //! reset still running, so no work item outlives the module's code.
 
-use crate::helpers::{nhbm_reset_wq_alloc, nhbm_reset_wq_destroy, workqueue_struct};
+use crate::abstractions::helpers::{nhbm_reset_wq_alloc, nhbm_reset_wq_destroy, workqueue_struct};
 use core::sync::atomic::{AtomicPtr, Ordering};
 use kernel::{
     bindings,

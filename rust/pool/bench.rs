@@ -7,9 +7,9 @@
 //! absolute speed cancels out.
 
 use crate::{
+    abstractions::genpool::{raw, GenPool},
     arch::{V2, V4},
-    genpool::{raw, GenPool},
-    mempool::{Chunk, Geometry, Grid, DEVMEM_TAG},
+    pool::mempool::{Chunk, Geometry, Grid, DEVMEM_TAG},
 };
 use kernel::{
     prelude::*,
@@ -44,7 +44,7 @@ fn time(mut f: impl FnMut() -> Result) -> Result<i64> {
 /// The reference driver's per-allocation path (`rust/bench_refpool.c`): the
 /// allocator benchmark's peer.
 mod reference {
-    use crate::helpers::{
+    use crate::abstractions::helpers::{
         nhbm_ref_alloc, nhbm_ref_chunk, nhbm_ref_free, nhbm_ref_pool, nhbm_ref_pool_create,
         nhbm_ref_pool_destroy,
     };

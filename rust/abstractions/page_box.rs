@@ -11,7 +11,7 @@
 //! under the kernel at any time (a process's stores), so its bytes are only
 //! ever copied, never borrowed as a Rust slice.
 
-use crate::helpers;
+use crate::abstractions::helpers;
 use core::ptr::NonNull;
 use kernel::{
     alloc::{flags::__GFP_ZERO, Flags},

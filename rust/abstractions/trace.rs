@@ -10,7 +10,7 @@
 //! reads the clock only then, so a disabled event costs a call that tests
 //! its static key.
 
-use crate::helpers::*;
+use crate::abstractions::helpers::*;
 use kernel::{
     prelude::*,
     time::{Instant, Monotonic},

@@ -11,8 +11,8 @@
 //! `gen_pool_destroy()`, which would `BUG()`.
 
 #[cfg(CONFIG_KUNIT = "y")]
-use crate::helpers::gen_pool_virt_to_phys;
-use crate::helpers::{
+use crate::abstractions::helpers::gen_pool_virt_to_phys;
+use crate::abstractions::helpers::{
     gen_pool, gen_pool_avail, gen_pool_create, gen_pool_destroy, nhbm_gen_pool_add_virt,
     nhbm_gen_pool_alloc_align, nhbm_gen_pool_alloc_top, nhbm_gen_pool_free,
 };

@@ -12,10 +12,10 @@
 //! the pool rather than destroy it with chunks in use.
 
 use crate::{
+    abstractions::dmem::{Charge, Region},
+    abstractions::genpool::{GenChunk, GenPool},
     arch::{ArchInfo, Bar4Layout, MAX_CHANNELS, MAX_REGIONS},
-    dmem::{Charge, Region},
-    genpool::{GenChunk, GenPool},
-    tree_batch::{batch_from, walk, Batch},
+    pool::tree_batch::{batch_from, walk, Batch},
 };
 use kernel::{
     new_spinlock,
@@ -28,7 +28,7 @@ use kernel::{
 pub(crate) const DEVMEM_TAG: u64 = 1 << 63;
 
 /// Largest alignment an allocation may ask for.
-pub(crate) const MAX_ALIGN: u64 = crate::genpool::MAX_ALIGN;
+pub(crate) const MAX_ALIGN: u64 = crate::abstractions::genpool::MAX_ALIGN;
 
 /// How a grid is laid out.
 #[derive(Clone, Copy)]
@@ -369,7 +369,7 @@ impl Pool {
         Ok(())
     }
 
-    /// Up to [`BATCH`](crate::tree_batch::BATCH) live chunks `(pa, size)`
+    /// Up to [`BATCH`](crate::pool::tree_batch::BATCH) live chunks `(pa, size)`
     /// whose last byte is at or above `from`, in PA order, taken under one
     /// short hold of the lock.
     fn chunks_from(&self, from: u64) -> Batch<(u64, u64)> {
@@ -554,7 +554,7 @@ impl Grid {
     }
 
     /// Writes every live chunk as `channel region pa size`, pool by pool.
-    /// The pool's lock is held for [`BATCH`](crate::tree_batch::BATCH)
+    /// The pool's lock is held for [`BATCH`](crate::pool::tree_batch::BATCH)
     /// chunks at a time, never while writing: a tenant may make millions of
     /// chunks, and allocations must not wait for a reader of debugfs.
     pub(crate) fn dump_chunks(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -605,7 +605,7 @@ impl Grid {
 mod tests {
     use super::*;
     use crate::arch::{FW_CARVEOUT, GIB, MIB, V2, V3, V4};
-    use crate::tree_batch::BATCH;
+    use crate::pool::tree_batch::BATCH;
 
     fn grid(info: &'static ArchInfo, regions: usize, carveout: bool) -> Result<Grid> {
         Grid::new(Geometry {
@@ -879,7 +879,7 @@ mod tests {
         for ch in 0..2 {
             let (_, end) = g.pool_range(ch, 0)?;
             assert_eq!(end, V2.channel_base[ch] + 16 * GIB - 4096);
-            assert!(crate::addr::bar4_offset(&V2, end - 4096, 4096).is_ok());
+            assert!(crate::arch::addr::bar4_offset(&V2, end - 4096, 4096).is_ok());
         }
         Ok(())
     }

@@ -11,7 +11,7 @@
 //! `CONFIG_CGROUP_DMEM` the header's stubs make every region absent and every
 //! charge succeed.
 
-use crate::helpers::{
+use crate::abstractions::helpers::{
     dmem_cgroup_pool_state, dmem_cgroup_region, nhbm_dmem_register, nhbm_dmem_try_charge,
     nhbm_dmem_uncharge, nhbm_dmem_unregister,
 };
@@ -177,7 +177,7 @@ impl Drop for Charge {
 #[kunit_tests(neuron_hbm_dmem)]
 mod tests {
     use super::*;
-    use crate::node_index::MAX_NODES;
+    use crate::device::node_index::MAX_NODES;
 
     /// A device number no device has, for a region of the tests' own.
     const DEV: u32 = MAX_NODES as u32 + 1;

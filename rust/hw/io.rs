@@ -6,9 +6,9 @@
 //! [`crate::device::Device`], never copied under a backend's lock). The PCI backend ([`crate::pci`]) and the simulated one
 //! ([`crate::sim`]) implement it; nothing above this file knows which one runs.
 
-use crate::regs::MiscRam;
-use crate::user_source::UserSource;
-use crate::vma::Backing;
+use crate::abstractions::user_source::UserSource;
+use crate::abstractions::vma::Backing;
+use crate::hw::regs::MiscRam;
 use kernel::prelude::*;
 
 /// Runs the device-side step it is given inside the reset gate

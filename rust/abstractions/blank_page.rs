@@ -9,8 +9,8 @@
 //! before it gives the page out as a [`PageBox`].
 
 use crate::{
-    page_box::{PageBox, Uninit},
-    user_source::UserSource,
+    abstractions::page_box::{PageBox, Uninit},
+    abstractions::user_source::UserSource,
 };
 use core::mem::MaybeUninit;
 use kernel::{alloc::Flags, page::PAGE_SIZE, prelude::*};

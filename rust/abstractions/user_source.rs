@@ -7,7 +7,7 @@
 
 use core::mem::MaybeUninit;
 
-use crate::helpers::nhbm_copy_from_user_nontemporal;
+use crate::abstractions::helpers::nhbm_copy_from_user_nontemporal;
 use kernel::{
     prelude::*,
     uaccess::{UserPtr, UserSlice},

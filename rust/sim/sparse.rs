@@ -6,10 +6,10 @@
 //! transfer piece's worth, one tree node per group.
 
 use crate::{
-    blank_page::Blank,
-    io::{check_range, Gate, XFER_CHUNK},
-    page_box::PageBox,
-    user_source::UserSource,
+    abstractions::blank_page::Blank,
+    abstractions::page_box::PageBox,
+    abstractions::user_source::UserSource,
+    hw::io::{check_range, Gate, XFER_CHUNK},
 };
 use kernel::{
     new_mutex,

@@ -51,7 +51,7 @@ pub(crate) fn walk<T: Copy, E>(
             f(item)?;
         }
         from = after;
-        crate::resched::yield_now();
+        crate::abstractions::resched::yield_now();
     }
     Ok(())
 }

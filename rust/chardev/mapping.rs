@@ -14,10 +14,11 @@
 //! ([`Device::revoke_mappings`]).
 
 use crate::{
+    abstractions::resched,
+    abstractions::trace,
+    abstractions::vma::{Backing, Fault, NewMapping, Space},
     device::Device,
     plan::stage::Plan,
-    resched, trace,
-    vma::{Backing, Fault, NewMapping, Space},
 };
 use kernel::{
     new_mutex,

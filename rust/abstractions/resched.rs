@@ -3,7 +3,7 @@
 //! Preemption points for loops whose length a user chooses: each gives the
 //! CPU away if needed and stops the loop once the caller was killed.
 
-use crate::helpers::{nhbm_cond_resched, nhbm_fatal_signal_pending};
+use crate::abstractions::helpers::{nhbm_cond_resched, nhbm_fatal_signal_pending};
 use kernel::prelude::*;
 
 /// Iterations of a cheap loop between two [`checkpoint`]s.

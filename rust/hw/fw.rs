@@ -32,8 +32,8 @@
 
 use crate::{
     arch::ResetTiming,
-    io::DeviceIo,
-    regs::{
+    hw::io::DeviceIo,
+    hw::regs::{
         FW_IO_BAD_READ, FW_STATUS, GONE, RESET_REQUEST, RESET_TPB_MAP, RESET_TRIGGER,
         RESET_TYPE_DEVICE, RESET_TYPE_TPB,
     },
@@ -164,7 +164,7 @@ pub(crate) struct WaitReport {
 fn fw_read(
     io: &dyn DeviceIo,
     clock: &dyn Clock,
-    read: &dyn Fn(&crate::regs::MiscRam<'_>) -> u32,
+    read: &dyn Fn(&crate::hw::regs::MiscRam<'_>) -> u32,
 ) -> Result<Option<u32>> {
     for _ in 0..BAD_READ_TRIES {
         let start = clock.now_ms();
@@ -287,7 +287,9 @@ pub(crate) fn wait_for_firmware(io: &dyn DeviceIo, clock: &dyn Clock) -> Result<
         if i > 0 {
             clock.sleep_ms(PROBE_SLEEP_MS)?;
         }
-        let id = fw_read(io, clock, &|mb| u32::from(mb.read(crate::regs::DEVICE_ID)))?;
+        let id = fw_read(io, clock, &|mb| {
+            u32::from(mb.read(crate::hw::regs::DEVICE_ID))
+        })?;
         if let Some(id) = id {
             return Ok(id);
         }

@@ -8,10 +8,10 @@
 //! - `plans`: per live plan `pid plan_id vars bytes kmem`;
 //! - `chunks`: every live chunk `ch region pa size`;
 //! - `kmem`: `plans <n> vars <n> bytes <n>`, kernel memory of plan bookkeeping;
-//! - `fail_nth` (rw), `fail_points` (ro): fault injection, see [`crate::fault`];
+//! - `fail_nth` (rw), `fail_points` (ro): fault injection, see [`crate::device::fault`];
 //! - `unplug` (wo): writing 1 simulates surprise removal of a simulated device.
 
-use crate::{device::Device, tree_batch::walk};
+use crate::{device::Device, pool::tree_batch::walk};
 use core::fmt::{self, Formatter};
 use kernel::{
     debugfs::{Dir, File},

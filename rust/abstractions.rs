@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: GPL-2.0-only
+
+//! Kernel abstractions the kernel crate lacks, over their C helpers: the only
+//! files of the module with `unsafe` code or `extern "C"` declarations.
+
+pub(crate) mod blank_page;
+pub(crate) mod capability;
+pub(crate) mod dmem;
+pub(crate) mod genpool;
+pub(crate) mod helpers;
+pub(crate) mod io_view;
+pub(crate) mod miscdev;
+pub(crate) mod page_box;
+pub(crate) mod pci_presence;
+pub(crate) mod resched;
+pub(crate) mod reset_queue;
+pub(crate) mod trace;
+pub(crate) mod user_source;
+pub(crate) mod vma;
+pub(crate) mod wc_bar;
