@@ -12,6 +12,9 @@ pub(crate) mod io_view;
 pub(crate) mod miscdev;
 pub(crate) mod page_box;
 pub(crate) mod pci_presence;
+pub(crate) mod plain;
+#[cfg(nhbm_bench)]
+pub(crate) mod ref_pool;
 pub(crate) mod resched;
 pub(crate) mod reset_queue;
 pub(crate) mod trace;

@@ -3,11 +3,9 @@
 //! The UAPI of include/uapi/linux/neuron_hbm.h, mirrored with compile-time
 //! size and offset checks so that the kernel and userspace cannot disagree.
 
+use crate::abstractions::plain::plain_struct;
 use core::mem::{offset_of, size_of};
-use kernel::{
-    ioctl::{_IOR, _IOW, _IOWR},
-    transmute::{AsBytes, FromBytes},
-};
+use kernel::ioctl::{_IOR, _IOW, _IOWR};
 
 /// `NHBM_ABI_VERSION`.
 pub(crate) const ABI_VERSION: u32 = 2;
@@ -56,189 +54,176 @@ pub(crate) const MR_PTR_TABLE: u32 = 10;
 /// `NHBM_MR_REMOTE`: variable of another plan.
 pub(crate) const MR_REMOTE: u32 = 11;
 
-/// `struct nhbm_plan_header`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct PlanHeader {
-    pub(crate) local_scratchpad_size: u64,
-    pub(crate) shared_scratchpad_size: u64,
-    pub(crate) nmem: u32,
-    pub(crate) rsvd: u32,
+plain_struct! {
+    /// `struct nhbm_plan_header`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct PlanHeader {
+        pub(crate) local_scratchpad_size: u64,
+        pub(crate) shared_scratchpad_size: u64,
+        pub(crate) nmem: u32,
+        pub(crate) rsvd: u32,
+    }
 }
 
-/// `struct nhbm_mem_ref`; the 16-byte union is kept as raw words and decoded
-/// per kind by the parser.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct MemRef {
-    pub(crate) mr_type: u32,
-    pub(crate) flags: u32,
-    pub(crate) name_off: u64,
-    pub(crate) size: u64,
-    pub(crate) alignment: u64,
-    pub(crate) var_id: u32,
-    pub(crate) dtype: [u8; 16],
-    pub(crate) ndim: u32,
-    pub(crate) shape: [u64; 8],
-    pub(crate) data_off: u64,
-    pub(crate) data_len: u64,
-    pub(crate) u: [u64; 2],
+plain_struct! {
+    /// `struct nhbm_mem_ref`; the 16-byte union is kept as raw words and decoded
+    /// per kind by the parser.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct MemRef {
+        pub(crate) mr_type: u32,
+        pub(crate) flags: u32,
+        pub(crate) name_off: u64,
+        pub(crate) size: u64,
+        pub(crate) alignment: u64,
+        pub(crate) var_id: u32,
+        pub(crate) dtype: [u8; 16],
+        pub(crate) ndim: u32,
+        pub(crate) shape: [u64; 8],
+        pub(crate) data_off: u64,
+        pub(crate) data_len: u64,
+        pub(crate) u: [u64; 2],
+    }
 }
 
-/// `struct nhbm_device_info`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct DeviceInfo {
-    pub(crate) abi_version: u32,
-    pub(crate) arch: u32,
-    pub(crate) pci_vendor: u32,
-    pub(crate) pci_device: u32,
-    pub(crate) simulated: u32,
-    pub(crate) nr_channels: u32,
-    pub(crate) regions_per_channel: u32,
-    pub(crate) nr_cores: u32,
-    pub(crate) sbuf_size: u64,
-    pub(crate) min_alloc_size: u64,
-    pub(crate) bar0_size: u64,
-    pub(crate) bar4_size: u64,
-    pub(crate) channel_base: [u64; 4],
-    pub(crate) channel_size: [u64; 4],
+plain_struct! {
+    /// `struct nhbm_device_info`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct DeviceInfo {
+        pub(crate) abi_version: u32,
+        pub(crate) arch: u32,
+        pub(crate) pci_vendor: u32,
+        pub(crate) pci_device: u32,
+        pub(crate) simulated: u32,
+        pub(crate) nr_channels: u32,
+        pub(crate) regions_per_channel: u32,
+        pub(crate) nr_cores: u32,
+        pub(crate) sbuf_size: u64,
+        pub(crate) min_alloc_size: u64,
+        pub(crate) bar0_size: u64,
+        pub(crate) bar4_size: u64,
+        pub(crate) channel_base: [u64; 4],
+        pub(crate) channel_size: [u64; 4],
+    }
 }
 
-/// `struct nhbm_plan_load`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct PlanLoad {
-    pub(crate) blob: u64,
-    pub(crate) blob_len: u64,
-    pub(crate) addrs: u64,
-    pub(crate) channel: u32,
-    pub(crate) flags: u32,
-    pub(crate) plan_id: u32,
-    pub(crate) rsvd: u32,
-    pub(crate) local_scratchpad_pa: u64,
-    pub(crate) shared_scratchpad_pa: u64,
-    pub(crate) bytes_allocated: u64,
+plain_struct! {
+    /// `struct nhbm_plan_load`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct PlanLoad {
+        pub(crate) blob: u64,
+        pub(crate) blob_len: u64,
+        pub(crate) addrs: u64,
+        pub(crate) channel: u32,
+        pub(crate) flags: u32,
+        pub(crate) plan_id: u32,
+        pub(crate) rsvd: u32,
+        pub(crate) local_scratchpad_pa: u64,
+        pub(crate) shared_scratchpad_pa: u64,
+        pub(crate) bytes_allocated: u64,
+    }
 }
 
-/// `struct nhbm_plan_unload`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct PlanUnload {
-    pub(crate) plan_id: u32,
-    pub(crate) rsvd: u32,
+plain_struct! {
+    /// `struct nhbm_plan_unload`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct PlanUnload {
+        pub(crate) plan_id: u32,
+        pub(crate) rsvd: u32,
+    }
 }
 
-/// `struct nhbm_resolve`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct Resolve {
-    pub(crate) plan_id: u32,
-    pub(crate) var_id: u32,
-    pub(crate) offset: u64,
-    pub(crate) size: u64,
-    pub(crate) addr: u64,
+plain_struct! {
+    /// `struct nhbm_resolve`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct Resolve {
+        pub(crate) plan_id: u32,
+        pub(crate) var_id: u32,
+        pub(crate) offset: u64,
+        pub(crate) size: u64,
+        pub(crate) addr: u64,
+    }
 }
 
-/// `struct nhbm_resolve_query`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct ResolveQuery {
-    pub(crate) var_id: u32,
-    pub(crate) status: i32,
-    pub(crate) offset: u64,
-    pub(crate) size: u64,
-    pub(crate) addr: u64,
+plain_struct! {
+    /// `struct nhbm_resolve_query`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct ResolveQuery {
+        pub(crate) var_id: u32,
+        pub(crate) status: i32,
+        pub(crate) offset: u64,
+        pub(crate) size: u64,
+        pub(crate) addr: u64,
+    }
 }
 
-/// `struct nhbm_resolve_batch`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct ResolveBatch {
-    pub(crate) plan_id: u32,
-    pub(crate) count: u32,
-    pub(crate) queries: u64,
+plain_struct! {
+    /// `struct nhbm_resolve_batch`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct ResolveBatch {
+        pub(crate) plan_id: u32,
+        pub(crate) count: u32,
+        pub(crate) queries: u64,
+    }
 }
 
-/// `struct nhbm_mem_xfer`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct MemXfer {
-    pub(crate) plan_id: u32,
-    pub(crate) var_id: u32,
-    pub(crate) offset: u64,
-    pub(crate) len: u64,
-    pub(crate) buf: u64,
+plain_struct! {
+    /// `struct nhbm_mem_xfer`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct MemXfer {
+        pub(crate) plan_id: u32,
+        pub(crate) var_id: u32,
+        pub(crate) offset: u64,
+        pub(crate) len: u64,
+        pub(crate) buf: u64,
+    }
 }
 
-/// `struct nhbm_pool_stats`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct PoolStats {
-    pub(crate) total: u64,
-    pub(crate) used: u64,
-    pub(crate) peak: u64,
-    pub(crate) live_chunks: u32,
-    pub(crate) present: u32,
+plain_struct! {
+    /// `struct nhbm_pool_stats`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct PoolStats {
+        pub(crate) total: u64,
+        pub(crate) used: u64,
+        pub(crate) peak: u64,
+        pub(crate) live_chunks: u32,
+        pub(crate) present: u32,
+    }
 }
 
-/// `struct nhbm_mem_stats`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct MemStats {
-    pub(crate) pools: [[PoolStats; 4]; 4],
-    pub(crate) own_bytes: u64,
-    pub(crate) own_chunks: u32,
-    pub(crate) own_plans: u32,
+plain_struct! {
+    /// `struct nhbm_mem_stats`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct MemStats {
+        pub(crate) pools: [[PoolStats; 4]; 4],
+        pub(crate) own_bytes: u64,
+        pub(crate) own_chunks: u32,
+        pub(crate) own_plans: u32,
+    }
 }
 
-/// `struct nhbm_reset`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct Reset {
-    pub(crate) r#type: u32,
-    pub(crate) nc_map: u32,
-    pub(crate) status: i32,
-    pub(crate) rsvd: u32,
+plain_struct! {
+    /// `struct nhbm_reset`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct Reset {
+        pub(crate) r#type: u32,
+        pub(crate) nc_map: u32,
+        pub(crate) status: i32,
+        pub(crate) rsvd: u32,
+    }
 }
 
-/// `struct nhbm_map_offset`.
-#[repr(C)]
-#[derive(Clone, Copy, Default, Debug)]
-pub(crate) struct MapOffset {
-    pub(crate) plan_id: u32,
-    pub(crate) var_id: u32,
-    pub(crate) flags: u32,
-    pub(crate) rsvd: u32,
-    pub(crate) offset: u64,
-    pub(crate) size: u64,
+plain_struct! {
+    /// `struct nhbm_map_offset`.
+    #[derive(Clone, Copy, Default, Debug)]
+    pub(crate) struct MapOffset {
+        pub(crate) plan_id: u32,
+        pub(crate) var_id: u32,
+        pub(crate) flags: u32,
+        pub(crate) rsvd: u32,
+        pub(crate) offset: u64,
+        pub(crate) size: u64,
+    }
 }
-
-macro_rules! plain_data {
-    ($($t:ty),*) => {$(
-        // SAFETY: `$t` is `repr(C)` with only integer fields and no padding (the
-        // size assertions below), so every byte pattern is valid and all bytes
-        // are initialized.
-        unsafe impl FromBytes for $t {}
-        // SAFETY: See `FromBytes` above.
-        unsafe impl AsBytes for $t {}
-    )*};
-}
-plain_data!(
-    PlanHeader,
-    MemRef,
-    DeviceInfo,
-    PlanLoad,
-    PlanUnload,
-    Resolve,
-    ResolveQuery,
-    ResolveBatch,
-    MemXfer,
-    PoolStats,
-    MemStats,
-    Reset,
-    MapOffset
-);
 
 const _: () = {
     assert!(size_of::<PlanHeader>() == 24);

@@ -8,6 +8,7 @@
 
 use crate::{
     abstractions::genpool::{raw, GenPool},
+    abstractions::ref_pool,
     arch::{V2, V4},
     pool::mempool::{Chunk, Geometry, Grid, DEVMEM_TAG},
 };
@@ -39,69 +40,6 @@ fn time(mut f: impl FnMut() -> Result) -> Result<i64> {
     let t0 = Instant::<Monotonic>::now();
     f()?;
     Ok(t0.elapsed().as_nanos())
-}
-
-/// The reference driver's per-allocation path (`rust/bench_refpool.c`): the
-/// allocator benchmark's peer.
-mod reference {
-    use crate::abstractions::helpers::{
-        nhbm_ref_alloc, nhbm_ref_chunk, nhbm_ref_free, nhbm_ref_pool, nhbm_ref_pool_create,
-        nhbm_ref_pool_destroy,
-    };
-    use kernel::{ffi::c_int, prelude::*};
-
-    /// One device pool with the reference's books around it.
-    ///
-    /// # Invariants
-    ///
-    /// `raw` was returned by `nhbm_ref_pool_create` and is destroyed only on drop.
-    pub(super) struct Pool {
-        raw: *mut nhbm_ref_pool,
-    }
-
-    /// A live allocation of a [`Pool`]; given back once, with [`Pool::free`].
-    pub(super) struct Chunk(*mut nhbm_ref_chunk);
-
-    impl Pool {
-        /// A pool of granule `1 << min_order` over `[pa, pa + size)`.
-        pub(super) fn new(min_order: u32, pa: u64, size: u64) -> Result<Self> {
-            // SAFETY: Plain constructor; it checks nothing we rely on.
-            let raw = unsafe { nhbm_ref_pool_create(min_order as c_int, pa, size) };
-            if raw.is_null() {
-                return Err(ENOMEM);
-            }
-            Ok(Self { raw })
-        }
-
-        /// `mc_alloc` of `size` bytes at alignment `align`.
-        #[inline(always)]
-        pub(super) fn alloc(&self, size: u64, align: u64) -> Result<Chunk> {
-            let mut out = core::ptr::null_mut();
-            // SAFETY: `self.raw` is a live pool (invariant); `out` is writable.
-            let ret = unsafe { nhbm_ref_alloc(self.raw, size, align, &mut out) };
-            if ret != 0 {
-                return Err(Error::from_errno(ret));
-            }
-            Ok(Chunk(out))
-        }
-
-        /// `mc_free` of `chunk`.
-        #[inline(always)]
-        pub(super) fn free(&self, chunk: Chunk) {
-            // SAFETY: `chunk` came from `alloc` of this pool, which outlives it,
-            // and is consumed here, so it is freed once.
-            unsafe { nhbm_ref_free(chunk.0) }
-        }
-    }
-
-    impl Drop for Pool {
-        fn drop(&mut self) {
-            // SAFETY: `self.raw` is live (invariant) and every chunk was freed:
-            // `Chunk` tokens borrow nothing, but the benchmark frees each one
-            // before the next allocation.
-            unsafe { nhbm_ref_pool_destroy(self.raw) }
-        }
-    }
 }
 
 /// A ratio in thousandths as `x.yyy`.
@@ -175,7 +113,7 @@ const ALLOC_BYTES: u64 = 4096;
 fn allocator_round(
     r: usize,
     grid: &Grid,
-    refpool: &reference::Pool,
+    refpool: &ref_pool::Pool,
     pool: &GenPool,
 ) -> Result<[i64; 4]> {
     let grid_round = || {
@@ -227,7 +165,7 @@ fn allocator() -> Result {
     };
     let grid = Grid::new(geo)?;
     let (start, end) = grid.pool_range(0, 0)?;
-    let refpool = reference::Pool::new(12, start, end - start)?;
+    let refpool = ref_pool::Pool::new(12, start, end - start)?;
     let pool = GenPool::new(12, start | DEVMEM_TAG, start, end - start)?;
     let mut rounds = [[0i64; ROUNDS]; 4];
     for r in 0..ROUNDS {
