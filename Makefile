@@ -13,7 +13,8 @@
 #   make demo       boot the module on a simulated device and show what it does
 #   make bench      the benchmarks (Documentation/benchmarks.rst), on a copy of
 #                   the module built with them; the module hosts load has none
-#   make lint       rustfmt check + clippy build
+#   make lint       import cycles, layer order and unsafe confinement (rust/),
+#                   rustfmt check + clippy build
 #   make python-check  build the Python package's wheel and run its pytest suite
 #   make install-lib  build and install libnhbm, the C library (DESTDIR=, PREFIX=,
 #                   LIBDIR=)
@@ -161,11 +162,12 @@ RUSTFMT_CFG = $(firstword $(wildcard $(KDIR_AUTO)/source/.rustfmt.toml $(KDIR_AU
 RUSTFMT     = rustfmt --edition 2021 --config-path $(RUSTFMT_CFG) $(REPO)/rust/neuron_hbm.rs
 
 lint:
+	@python3 $(REPO)/tools/testing/import-cycles.py $(REPO)/rust $(wildcard $(REPO)/tools/*/src)
+	@python3 $(REPO)/tools/testing/layers.py $(REPO)/rust
 	@$(RUSTFMT) --check
 	@$(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
 	@$(MAKE) --no-print-directory bench-module KMAKE_ARGS="$(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver"
 	@$(REPO)/tools/testing/rustdoc.sh $(BUILD)/rustdoc
-	@python3 $(REPO)/tools/testing/import-cycles.py $(REPO)/rust $(wildcard $(REPO)/tools/*/src)
 	@python3 $(REPO)/tools/testing/msrv-check.py $(REPO)/tools
 	@cd $(REPO)/tools && cargo fmt --check && NHBM_CACHE=$(NHBM_CACHE) bash -c '. $(REPO)/tools/testing/cargo-env.sh && \
 		cargo_lock && cargo clippy --quiet --workspace --all-targets --target-dir "$$CARGO_TARGET" -- -Dwarnings'

@@ -75,7 +75,19 @@ def expand(text, i):
     return [[seg]], i
 
 
-def edges(root):
+def without_tests(text):
+    """`text` without its test modules (`#[kunit_tests(..)]`, `#[cfg(test)]`)."""
+    blocks = inline_mods(text)
+    for a, b in reversed(blocks):
+        attrs = text[max(0, a - 200) : a].rstrip().rsplit("\n", 1)[-1]
+        if "kunit_tests" in attrs or "cfg(test)" in attrs:
+            text = text[:a] + text[b + 1 :]
+    return text
+
+
+def edges(root, tests=True):
+    """The files of the crate at `root` and the files each imports from;
+    `tests=False` leaves the test modules out."""
     files = {}
     for d, _, names in os.walk(root):
         for n in names:
@@ -85,6 +97,8 @@ def edges(root):
     graph = {m: set() for m in files}
     for mod, path in files.items():
         text = COMMENT.sub("", open(path, encoding="utf-8").read())
+        if not tests:
+            text = without_tests(text)
         blocks = inline_mods(text)
         for m in PATH_START.finditer(text):
             if m.group(1) == "crate":
