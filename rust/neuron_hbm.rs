@@ -3,10 +3,12 @@
 //! neuron_hbm: HBM memory pools, BAR access and static mem_ref plans for AWS
 //! Neuron accelerators.
 //!
-//! Rooms, lowest first: `arch` and `addr` (constants and pure math),
-//! `genpool` and `mempool` (the HBM grid), `io`, `regs`, `blank_page`, `sparse`,
-//! `sim`, `pci` and `wc_bar` (device access), `fw` (reset), `device`, `plan`
-//! (parse and stage mem_ref plans) and `chardev` (the ioctl surface).
+//! Folders, top first (Documentation/design.rst, "The tree"): `pci` (the
+//! PCI driver), `chardev` (the file-facing surface), `plan`, `uapi`,
+//! `device`, `sim` (the simulated device), `hw` (registers, firmware
+//! handshake), `pool` (the HBM grid), `arch` and `abstractions` (the kernel
+//! abstractions, the only `unsafe` code). A file imports only from its own
+//! folder and those below.
 
 use kernel::prelude::*;
 

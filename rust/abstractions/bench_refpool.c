@@ -14,7 +14,7 @@
  * small-pool fallback are not taken by device allocations of a pool without
  * a small pool, so they are left out.
  *
- * Only the allocator benchmark (rust/bench.rs) uses this.
+ * Only the allocator benchmark (rust/pool/bench.rs) uses this.
  */
 #include <linux/genalloc.h>
 #include <linux/list.h>

@@ -2,7 +2,7 @@
 /*
  * The C side of neuron_hbm as Rust sees it. Every C file of the module
  * includes this header, and bindgen turns it into the Rust declarations of
- * rust/helpers.rs at build time, so that the C compiler checks the
+ * helpers.rs at build time, so that the C compiler checks the
  * definitions and rustc the calls against the same prototypes.
  */
 #ifndef NEURON_HBM_HELPERS_H
@@ -110,7 +110,7 @@ enum nhbm_attr {
  * A device node: its misc device and the values its sysfs attributes show,
  * fixed at registration. The attributes reach the values from the misc
  * device, which is the node's drvdata. Rust mirrors the struct
- * (rust/miscdev.rs, `RawNode`; bindgen would pull in every type the misc
+ * (miscdev.rs, `RawNode`; bindgen would pull in every type the misc
  * device names) and a KUnit test checks the mirror against these figures.
  */
 #ifndef __BINDGEN__

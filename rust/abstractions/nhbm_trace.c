@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Creates the module's trace events (rust/nhbm_trace.h) and gives them to
+ * Creates the module's trace events (nhbm_trace.h) and gives them to
  * Rust as real symbols: trace_<event>() and trace_<event>_enabled() are
  * static inlines over the event's static key, out of reach of Rust. A
  * disabled event costs its caller one call that tests the key.

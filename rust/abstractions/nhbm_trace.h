@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-only */
 /*
  * The module's trace events, under events/neuron_hbm/ in tracefs. Rust
- * cannot define them: rust/nhbm_trace.c creates them and makes each a real
+ * cannot define them: nhbm_trace.c creates them and makes each a real
  * symbol, nhbm_trace_<event>(), and each event that carries a time also
- * nhbm_trace_<event>_enabled() (declared in rust/helpers.h), which
- * rust/trace.rs calls. Every event carries the device index N of
+ * nhbm_trace_<event>_enabled() (declared in helpers.h), which
+ * trace.rs calls. Every event carries the device index N of
  * /dev/neuron_hbmN; times are nanoseconds of the monotonic clock.
  * Documentation/uapi.rst lists the fields.
  */
@@ -13,7 +13,7 @@
 
 /*
  * define_trace.h includes this file again by name: from the directory that
- * rust/nhbm_trace.c's compiler flags add to the search path (Kbuild). The
+ * nhbm_trace.c's compiler flags add to the search path (Kbuild). The
  * directory of define_trace.h is searched first, so the name must not be
  * one of include/trace/'s (trace_events.h is).
  */

@@ -3,7 +3,7 @@
  * Read-only sysfs attributes of /sys/class/misc/neuron_hbmN: arch, simulated,
  * channels, regions. The attribute table is C (the Rust miscdevice binding
  * has no attribute groups); the values are those the node was registered
- * with (struct nhbm_misc_node, rust/miscdev.rs).
+ * with (struct nhbm_misc_node, miscdev.rs).
  */
 #include <linux/device.h>
 #include <linux/kernel.h>

@@ -4,8 +4,8 @@
 //! perf, trace-cmd, bpftrace or tracefs itself: plan loads and unloads,
 //! resets and transfers (Documentation/uapi.rst lists the fields).
 //!
-//! Rust cannot define a trace event: `rust/nhbm_trace.h` does, and
-//! `rust/nhbm_trace.c` makes each one a real symbol, and for each event
+//! Rust cannot define a trace event: `nhbm_trace.h` does, and
+//! `nhbm_trace.c` makes each one a real symbol, and for each event
 //! that carries a time one that says whether it is enabled: a [`Timer`]
 //! reads the clock only then, so a disabled event costs a call that tests
 //! its static key.
