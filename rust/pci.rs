@@ -8,7 +8,7 @@
 //!
 //! BAR0 is mapped uncached (registers); BAR4 write-combining ([`WcBar`]),
 //! as the reference driver maps its HBM window. Bulk transfers use 64-bit
-//! MMIO accesses in a loop without calls ([`WcBar::write_words`]); only the
+//! MMIO accesses in a loop without calls ([`bar4::write_words`]); only the
 //! unaligned bytes at their ends go one at a time.
 
 use crate::{
@@ -21,6 +21,7 @@ use crate::{
     chardev::Node,
     device::{Backend, Device},
     geometry,
+    hw::bar4,
     hw::fw::{self, Clock, RealClock},
     hw::io::{check_range, DeviceIo},
     hw::regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
@@ -108,7 +109,7 @@ impl DeviceIo for PciIo {
             let narrow = |i: usize| b.try_write8(src[i], off + i);
             (0..head).try_for_each(narrow)?;
             if len > 0 {
-                b.write_words(off + head, &src[head..head + len])?;
+                bar4::write_words(b, off + head, &src[head..head + len])?;
             }
             (head + len..src.len()).try_for_each(narrow)
         })
@@ -123,7 +124,7 @@ impl DeviceIo for PciIo {
                 dst[i] = b.try_read8(off + i)?;
             }
             if len > 0 {
-                b.read_words(off + head, &mut dst[head..head + len])?;
+                bar4::read_words(b, off + head, &mut dst[head..head + len])?;
             }
             Ok(())
         })
@@ -138,7 +139,7 @@ impl DeviceIo for PciIo {
             let narrow = |i: usize| b.try_write8(0, off + i);
             (0..head).try_for_each(narrow)?;
             if len > 0 {
-                b.zero_words(off + head, len)?;
+                bar4::zero_words(b, off + head, len)?;
             }
             (head + len..total).try_for_each(narrow)
         })

@@ -8,9 +8,11 @@
 //! `pci_iomap_wc` does for the reference driver. [`WcBar`] is that mapping
 //! built from the kernel crate's public MMIO types: the region request and
 //! unmapping are the same as `Bar`'s, only the map call differs, and accesses
-//! go through the same [`Io`](kernel::io::Io) accessors. It is meant to go
-//! away once the PCI abstraction grows an `iomap_region_wc`.
+//! go through the same [`Io`](kernel::io::Io) accessors, or through
+//! [`Words`], a range checked once for bulk copies. It is meant to go away
+//! once the PCI abstraction grows an `iomap_region_wc` and `Io` a bulk copy.
 
+use core::marker::PhantomData;
 use kernel::{
     bindings,
     devres::Devres,
@@ -84,13 +86,14 @@ impl WcBar {
     }
 }
 
-/// Bytes of one access of the bulk copies.
-const WORD: usize = size_of::<u64>();
+/// Bytes of one access of [`Words`].
+pub(crate) const WORD: usize = size_of::<u64>();
 
 impl WcBar {
-    /// The address of `[off, off + len)` of the mapping: `ERANGE` past the
-    /// BAR, `EINVAL` unless both are multiples of the 64-bit word.
-    fn words(&self, off: usize, len: usize) -> Result<usize> {
+    /// The range `[off, off + len)` of the mapping as 64-bit words, checked
+    /// once: `ERANGE` past the BAR, `EINVAL` unless both are multiples of
+    /// the word.
+    pub(crate) fn words(&self, off: usize, len: usize) -> Result<Words<'_>> {
         let end = off.checked_add(len).ok_or(ERANGE)?;
         if end > self.io.size() {
             return Err(ERANGE);
@@ -98,53 +101,57 @@ impl WcBar {
         if off % WORD != 0 || len % WORD != 0 || self.io.addr() % WORD != 0 {
             return Err(EINVAL);
         }
-        Ok(self.io.addr() + off)
+        // INVARIANT: checked just above; `self` is borrowed for `'_`.
+        Ok(Words {
+            base: self.io.addr() + off,
+            count: len / WORD,
+            _bar: PhantomData,
+        })
     }
+}
 
-    /// Writes `src` (whole 64-bit words) at BAR offset `off` (word-aligned),
-    /// one 64-bit store per word and no call between them: what
-    /// `__iowrite64_copy` does, from a source of any alignment. The kernel
-    /// crate's accessors check and call out per access, which under an
-    /// emulator costs several times the store itself.
-    pub(crate) fn write_words(&self, off: usize, src: &[u8]) -> Result {
-        let base = self.words(off, src.len())?;
-        let dst = core::ptr::with_exposed_provenance_mut::<u64>(base);
-        for (i, w) in src.chunks_exact(WORD).enumerate() {
-            let mut b = [0u8; WORD];
-            b.copy_from_slice(w);
-            // SAFETY: `words` checked that `[off, off + src.len())` lies
-            // inside the mapping (invariant: mapped while `self` lives) and
-            // is word-aligned; `i` < `src.len() / WORD`. A volatile 64-bit
-            // store is `__raw_writeq`.
-            unsafe { dst.add(i).write_volatile(u64::from_le_bytes(b)) };
+/// A word-aligned range of a [`WcBar`], accessed one 64-bit load or store
+/// per word with no check and no call between them: what
+/// `__iowrite64_copy` does. The kernel crate's accessors check and call out
+/// per access, which under an emulator costs several times the access.
+///
+/// # Invariants
+///
+/// `[base, base + count * WORD)` is word-aligned and inside the mapping of
+/// a `WcBar` that outlives `'a`.
+pub(crate) struct Words<'a> {
+    base: usize,
+    count: usize,
+    _bar: PhantomData<&'a WcBar>,
+}
+
+impl Words<'_> {
+    /// Stores the values of `values` in the words in order, as many as
+    /// both have.
+    #[inline(always)]
+    pub(crate) fn store_each(&self, values: impl IntoIterator<Item = u64>) {
+        let dst = core::ptr::with_exposed_provenance_mut::<u64>(self.base);
+        for (i, v) in values.into_iter().take(self.count).enumerate() {
+            // SAFETY: word `i` lies inside the mapping, which is live, and is
+            // aligned (invariant). A volatile 64-bit store is `__raw_writeq`.
+            unsafe { dst.add(i).write_volatile(v) };
         }
-        Ok(())
     }
 
-    /// Reads `dst.len()` bytes (whole 64-bit words) at BAR offset `off`
-    /// (word-aligned), one 64-bit load per word and no call between them.
-    pub(crate) fn read_words(&self, off: usize, dst: &mut [u8]) -> Result {
-        let base = self.words(off, dst.len())?;
-        let src = core::ptr::with_exposed_provenance::<u64>(base);
-        for (i, w) in dst.chunks_exact_mut(WORD).enumerate() {
-            // SAFETY: as in `write_words`; a volatile 64-bit load is
+    /// Loads the words in order and hands each to `put` with the next item
+    /// of `sinks`, as many as both have.
+    #[inline(always)]
+    pub(crate) fn load_each<T>(
+        &self,
+        sinks: impl IntoIterator<Item = T>,
+        mut put: impl FnMut(T, u64),
+    ) {
+        let src = core::ptr::with_exposed_provenance::<u64>(self.base);
+        for (i, sink) in sinks.into_iter().take(self.count).enumerate() {
+            // SAFETY: as in `store_each`; a volatile 64-bit load is
             // `__raw_readq`.
-            let v = unsafe { src.add(i).read_volatile() };
-            w.copy_from_slice(&v.to_le_bytes());
+            put(sink, unsafe { src.add(i).read_volatile() });
         }
-        Ok(())
-    }
-
-    /// Zeroes `len` bytes (whole 64-bit words) at BAR offset `off`
-    /// (word-aligned) with 64-bit stores, no buffer and no call between them.
-    pub(crate) fn zero_words(&self, off: usize, len: usize) -> Result {
-        let base = self.words(off, len)?;
-        let dst = core::ptr::with_exposed_provenance_mut::<u64>(base);
-        for i in 0..len / WORD {
-            // SAFETY: as in `write_words`.
-            unsafe { dst.add(i).write_volatile(0) };
-        }
-        Ok(())
     }
 }
 
