@@ -13,7 +13,8 @@
 #   make demo       boot the module on a simulated device and show what it does
 #   make bench      the benchmarks (Documentation/benchmarks.rst), on a copy of
 #                   the module built with them; the module hosts load has none
-#   make lint       import cycles, layer order and unsafe confinement (rust/),
+#   make lint       import cycles, layer order, unsafe confinement (rust/) and
+#                   function length,
 #                   rustfmt check + clippy build
 #   make python-check  build the Python package's wheel and run its pytest suite
 #   make install-lib  build and install libnhbm, the C library (DESTDIR=, PREFIX=,
@@ -164,6 +165,7 @@ RUSTFMT     = rustfmt --edition 2021 --config-path $(RUSTFMT_CFG) $(REPO)/rust/n
 lint:
 	@python3 $(REPO)/tools/testing/import-cycles.py $(REPO)/rust $(wildcard $(REPO)/tools/*/src)
 	@python3 $(REPO)/tools/testing/layers.py $(REPO)/rust
+	@python3 $(REPO)/tools/testing/fn-length.py $(REPO)/rust $(REPO)/tools/nhbm-devmodel
 	@$(RUSTFMT) --check
 	@$(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
 	@$(MAKE) --no-print-directory bench-module KMAKE_ARGS="$(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver"
