@@ -155,7 +155,7 @@ BENCH_TREE := $(BUILD)/bench-module
 bench-module:
 	@mkdir -p $(BENCH_TREE)
 	@cd $(REPO) && find Kbuild rust include -type f \( -name Kbuild -o -name '*.rs' -o -name '*.c' \
-		-o -name '*.h' \) ! -name helpers_generated.rs -exec cp -p --parents {} $(BENCH_TREE) \;
+		-o -name '*.h' \) ! -name '*_generated.rs' -exec cp -p --parents {} $(BENCH_TREE) \;
 	@$(MAKE) -C $(KDIR_AUTO) M=$(BENCH_TREE) NHBM_BENCH=1 $(KMAKE_ARGS) modules
 
 # rustfmt with the kernel's own configuration, following the crate's modules.
@@ -208,6 +208,6 @@ clean:
 	@find $(REPO) -path $(REPO)/tools/target -prune -o \( -name '*.o' -o -name '*.ko' \
 		-o -name '*.mod' -o -name '*.mod.c' -o -name '.*.cmd' -o -name '*.rmeta' \) -print \
 		| grep -v '^$(REPO)/tools/target$$' | xargs rm -f
-	@rm -f $(REPO)/rust/abstractions/helpers_generated.rs
+	@rm -f $(REPO)/rust/abstractions/*_generated.rs $(REPO)/rust/abstractions/layout.s
 
 endif

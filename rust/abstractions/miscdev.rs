@@ -32,12 +32,28 @@ use kernel::{
 pub(crate) type AttrValues = [u64; NHBM_ATTR_COUNT as usize];
 
 /// `struct nhbm_misc_node` of helpers.h: a misc device and the values of
-/// its sysfs attributes (checked against C by `the_node_matches_c`).
+/// its sysfs attributes, checked against the C compiler's layout at build
+/// time (below) and at run time (`the_node_matches_c`).
 #[repr(C)]
 struct RawNode {
     misc: bindings::miscdevice,
     attr_values: AttrValues,
 }
+
+/// The C compiler's layout of `struct nhbm_misc_node` (layout.c, Kbuild).
+mod c_layout {
+    include!("layout_generated.rs");
+}
+
+// sysfs.c reads the values through its own `struct nhbm_misc_node`: the
+// build fails unless the mirror has that struct's layout.
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<RawNode>() == c_layout::NHBM_MISC_NODE_SIZE);
+    assert!(align_of::<RawNode>() == c_layout::NHBM_MISC_NODE_ALIGN);
+    assert!(offset_of!(RawNode, misc) == c_layout::NHBM_MISC_NODE_MISC);
+    assert!(offset_of!(RawNode, attr_values) == c_layout::NHBM_MISC_NODE_ATTR_VALUES);
+};
 
 /// The files of a [`MiscNode`].
 pub(crate) trait NodeFile: Sized + Send + Sync {

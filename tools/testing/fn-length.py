@@ -111,7 +111,7 @@ def files(arg, skip):
         dirs[:] = sorted(x for x in dirs if x != "target")
         for n in sorted(names):
             p = os.path.join(d, n)
-            if n.endswith(".rs") and n != "helpers_generated.rs" and p not in skip:
+            if n.endswith(".rs") and not n.endswith("_generated.rs") and p not in skip:
                 yield p
 
 

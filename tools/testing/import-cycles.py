@@ -91,7 +91,7 @@ def edges(root, tests=True):
     files = {}
     for d, _, names in os.walk(root):
         for n in names:
-            if n.endswith(".rs") and n != "helpers_generated.rs":
+            if n.endswith(".rs") and not n.endswith("_generated.rs"):
                 p = os.path.join(d, n)
                 files[module_of(root, p)] = p
     graph = {m: set() for m in files}

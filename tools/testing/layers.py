@@ -86,7 +86,7 @@ def confinement(root, ic):
     out = []
     for d, _, names in os.walk(root):
         for n in sorted(names):
-            if not n.endswith(".rs") or n == "helpers_generated.rs":
+            if not n.endswith(".rs") or n.endswith("_generated.rs"):
                 continue
             path = os.path.join(d, n)
             mod = ic.module_of(root, path)
