@@ -4,5 +4,6 @@
 
 #[cfg(nhbm_bench)]
 pub(crate) mod bench;
+pub(crate) mod fit;
 pub(crate) mod mempool;
 pub(crate) mod tree_batch;

@@ -14,19 +14,97 @@
 use crate::abstractions::helpers::gen_pool_virt_to_phys;
 use crate::abstractions::helpers::{
     gen_pool, gen_pool_avail, gen_pool_create, gen_pool_destroy, nhbm_gen_pool_add_virt,
-    nhbm_gen_pool_alloc_align, nhbm_gen_pool_alloc_top, nhbm_gen_pool_free,
+    nhbm_gen_pool_alloc_algo, nhbm_gen_pool_alloc_align, nhbm_gen_pool_free,
 };
+use core::sync::atomic::{AtomicUsize, Ordering};
 use kernel::{
-    ffi::{c_int, c_ulong},
+    ffi::{c_int, c_uint, c_ulong, c_void},
     prelude::*,
 };
 
+/// Bits of a word of a chunk's bitmap.
+const BITS: usize = usize::BITS as usize;
+
+/// A chunk's allocation bitmap as genalloc hands it to an algorithm, one
+/// bit per granule, a set bit busy. Other CPUs may set and clear bits
+/// meanwhile (genalloc's atomic bitmap operations): each word is read once,
+/// atomically.
+pub(crate) struct Bits<'a> {
+    words: &'a [AtomicUsize],
+    len: usize,
+}
+
+impl Bits<'_> {
+    /// How many granules the chunk has.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The first busy granule of `[from, to)`, if any (`find_next_bit`).
+    pub(crate) fn first_busy(&self, from: usize, to: usize) -> Option<usize> {
+        let to = to.min(self.len);
+        let mut i = from;
+        while i < to {
+            let w = i / BITS;
+            let word = self.words[w].load(Ordering::Relaxed) & (!0usize << (i % BITS));
+            if word != 0 {
+                let bit = w * BITS + word.trailing_zeros() as usize;
+                return (bit < to).then_some(bit);
+            }
+            i = (w + 1) * BITS;
+        }
+        None
+    }
+}
+
+/// Where an allocation of `nr` granules goes in a chunk: a genalloc
+/// algorithm (`genpool_algo_t`) written in Rust.
+pub(crate) trait Fit {
+    /// The first granule of `nr` free ones of `bits`, or `None`.
+    fn place(bits: &Bits<'_>, nr: usize) -> Option<usize>;
+}
+
+/// The `genpool_algo_t` of `F`: genalloc calls it with the chunk's bitmap
+/// and the granules asked for, and takes `size` as "no room".
+///
+/// # Safety
+///
+/// `map` is a bitmap of `size` bits that lives for the call (genalloc's
+/// contract for its algorithms).
+unsafe extern "C" fn algo<F: Fit>(
+    map: *mut c_ulong,
+    size: c_ulong,
+    _start: c_ulong,
+    nr: c_uint,
+    _data: *mut c_void,
+    _pool: *mut gen_pool,
+    _start_addr: c_ulong,
+) -> c_ulong {
+    // SAFETY: `map` holds `size` bits, in whole words, for the call (the
+    // function's contract); `AtomicUsize` has the layout of `c_ulong`, and
+    // every access to the words is atomic, as genalloc's own are.
+    let words =
+        unsafe { core::slice::from_raw_parts(map.cast::<AtomicUsize>(), size.div_ceil(BITS)) };
+    let bits = Bits { words, len: size };
+    F::place(&bits, nr as usize).unwrap_or(size)
+}
+
 /// Where an allocation goes.
-enum Fit {
+enum Placement {
     /// First fit at this alignment (`gen_pool_first_fit_align`).
     Aligned(c_int),
-    /// As high in the pool as there is room (top-down first fit).
-    Top,
+    /// Where the algorithm `algo` puts it.
+    Algo(
+        unsafe extern "C" fn(
+            *mut c_ulong,
+            c_ulong,
+            c_ulong,
+            c_uint,
+            *mut c_void,
+            *mut gen_pool,
+            c_ulong,
+        ) -> c_ulong,
+    ),
 }
 
 /// Largest alignment `gen_pool_first_fit_align` can express (its `int align`).
@@ -129,23 +207,23 @@ impl GenPool {
         if !align.is_power_of_two() || align > MAX_ALIGN {
             return Err(EINVAL);
         }
-        self.alloc(len, Fit::Aligned(align as c_int))
+        self.alloc(len, Placement::Aligned(align as c_int))
     }
 
-    /// Allocates `size` bytes at the highest place of the pool with room
-    /// (granule-aligned): the first fit from the top.
-    pub(crate) fn alloc_top(&self, size: u64) -> Result<GenChunk> {
+    /// Allocates `size` bytes (granule-aligned) where `F` places them.
+    pub(crate) fn alloc_with<F: Fit>(&self, size: u64) -> Result<GenChunk> {
         let len = self.check_size(size)?;
-        self.alloc(len, Fit::Top)
+        self.alloc(len, Placement::Algo(algo::<F>))
     }
 
-    /// Allocates `len` bytes (checked by `check_size`) placed as `fit` says.
-    fn alloc(&self, len: usize, fit: Fit) -> Result<GenChunk> {
-        // SAFETY: `self.raw` is valid (invariant).
+    /// Allocates `len` bytes (checked by `check_size`) placed as `how` says.
+    fn alloc(&self, len: usize, how: Placement) -> Result<GenChunk> {
+        // SAFETY: `self.raw` is valid (invariant); `algo` is a
+        // `genpool_algo_t` that relies only on genalloc's contract.
         let va = unsafe {
-            match fit {
-                Fit::Aligned(align) => nhbm_gen_pool_alloc_align(self.raw, len, align),
-                Fit::Top => nhbm_gen_pool_alloc_top(self.raw, len),
+            match how {
+                Placement::Aligned(align) => nhbm_gen_pool_alloc_align(self.raw, len, align),
+                Placement::Algo(algo) => nhbm_gen_pool_alloc_algo(self.raw, len, Some(algo)),
             }
         };
         if va == 0 {
@@ -282,35 +360,6 @@ mod tests {
         assert!(pool.free(small).is_ok());
         assert_eq!(pool.alloc_aligned(4096, 3).err(), Some(EINVAL));
         assert_eq!(pool.alloc_aligned(4096, 2 * MAX_ALIGN).err(), Some(EINVAL));
-        Ok(())
-    }
-
-    #[test]
-    fn top_fit_takes_the_highest_room() -> Result {
-        let pool = GenPool::new(12, TAG, 0, 16 * MIB)?;
-        let top = pool.alloc_top(MIB)?;
-        assert_eq!(pool.virt_to_phys(top.va()), Some(15 * MIB));
-        let next = pool.alloc_top(4096)?;
-        assert_eq!(pool.virt_to_phys(next.va()), Some(15 * MIB - 4096));
-        // A hole at the top is reused by what fits in it, and skipped by
-        // what does not.
-        assert!(pool.free(top).is_ok());
-        let big = pool.alloc_top(2 * MIB)?;
-        assert_eq!(pool.virt_to_phys(big.va()), Some(15 * MIB - 4096 - 2 * MIB));
-        let small = pool.alloc_top(8192)?;
-        assert_eq!(pool.virt_to_phys(small.va()), Some(16 * MIB - 8192));
-        // Bottom-up allocations fill from the start, the top fit fills the
-        // last hole, and then nothing is left either way.
-        let low = pool.alloc_aligned(13 * MIB - 4096, 4096)?;
-        assert_eq!(pool.virt_to_phys(low.va()), Some(0));
-        let rest = pool.alloc_top(MIB - 8192)?;
-        assert_eq!(pool.virt_to_phys(rest.va()), Some(15 * MIB));
-        assert_eq!(pool.avail(), 0);
-        assert_eq!(pool.alloc_top(4096).err(), Some(ENOMEM));
-        for c in [next, big, small, low, rest] {
-            assert!(pool.free(c).is_ok());
-        }
-        assert_eq!(pool.avail(), 16 * MIB);
         Ok(())
     }
 

@@ -15,6 +15,7 @@ use crate::{
     abstractions::dmem::{Charge, Region},
     abstractions::genpool::{GenChunk, GenPool},
     arch::{ArchInfo, Bar4Layout, MAX_CHANNELS, MAX_REGIONS},
+    pool::fit::TopDown,
     pool::tree_batch::{batch_from, walk, Batch},
 };
 use kernel::{
@@ -500,7 +501,7 @@ impl Grid {
         // The main pool only, as the reference's contiguous scratchpad
         // (neuron_mempool.c:726-727): the small pool is for small chunks.
         let gen = &pool.main;
-        let chunk = gen.alloc_top(size)?;
+        let chunk = gen.alloc_with::<TopDown>(size)?;
         pool.commit(gen, chunk, false, (channel as u8, region as u8))
     }
 
