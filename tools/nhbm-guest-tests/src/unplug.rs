@@ -158,73 +158,66 @@ fn access_in_child(m: &Mapping) -> Result<String, String> {
     }
 }
 
-fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
-    let dbg = DevDebugFs::new(device);
-    // The other device's usage before, to show it is untouched.
-    let other_before = Device::open(other).ok().and_then(|d| Usage::of(&d).ok());
-
-    let f1 = Device::open(device).ctx("open")?;
-    let f2 = Device::open(device).ctx("open second file")?;
-    let anchor = f1
-        .plan_load(
-            &one_buffer(1, 16 * KIB).to_blob().ctx("build")?,
-            CHANNEL_ANY,
-        )
-        .ctx("PLAN_LOAD anchor")?;
-    let plan = every_local_kind(128 * KIB).with(Record::remote(16, 0, anchor.plan_id, 1));
-    let p = f1
-        .plan_load(&plan.to_blob().ctx("build")?, CHANNEL_ANY)
-        .ctx("PLAN_LOAD")?;
-    f1.mem_write(p.plan_id, 3, 0, &pattern(128 * KIB, 1))
-        .ctx("MEM_WRITE")?;
-    let mapped = f1.map(p.plan_id, 3).ctx("map")?;
-
-    // Threads inside ioctls while the device goes away.
-    let stop = AtomicBool::new(false);
-    let ops = AtomicU64::new(0);
-    let threads: Result<String, String> = std::thread::scope(|s| {
-        let worker = |kind: u32| {
-            let (stop, ops, f1, f2) = (&stop, &ops, &f1, &f2);
-            let pid = p.plan_id;
-            move || -> Result<u64, String> {
-                let mut enodev_at = 0;
-                let t = Instant::now();
-                while !stop.load(Relaxed) && t.elapsed() < Duration::from_secs(10) {
-                    let r: std::io::Result<()> = match kind {
-                        0 => f1.resolve(pid, 3, 0, 8).map(|_| ()),
-                        1 => {
-                            let mut b = vec![0u8; 64 * KIB as usize];
-                            f1.mem_read(pid, 3, 0, &mut b)
-                        }
-                        _ => {
-                            let b = one_buffer(1, 4 * KIB).to_blob().unwrap();
-                            f2.plan_load(&b, CHANNEL_ANY)
-                                .and_then(|q| f2.plan_unload(q.plan_id))
-                        }
-                    };
-                    ops.fetch_add(1, Relaxed);
-                    match r {
-                        Ok(()) => {}
-                        Err(e) if errno_of(&e) == libc::ENODEV => {
-                            enodev_at += 1;
-                            if enodev_at > 3 {
-                                break;
-                            }
-                        }
-                        Err(e) => {
-                            return Err(format!(
-                                "thread {kind}: {} during the removal",
-                                nhbm::io_errno_name(&e)
-                            ))
-                        }
-                    }
-                }
-                Ok(enodev_at)
+/// One ioctl thread of the removal: resolves (`kind` 0), reads (1) or
+/// loads and unloads on the second file (2) until told to stop or the
+/// device has answered ENODEV more than three times. Returns how often it
+/// did.
+fn removal_worker(
+    kind: u32,
+    stop: &AtomicBool,
+    ops: &AtomicU64,
+    (f1, f2): (&Device, &Device),
+    pid: u32,
+) -> Result<u64, String> {
+    let mut enodev_at = 0;
+    let t = Instant::now();
+    while !stop.load(Relaxed) && t.elapsed() < Duration::from_secs(10) {
+        let r: std::io::Result<()> = match kind {
+            0 => f1.resolve(pid, 3, 0, 8).map(|_| ()),
+            1 => {
+                let mut b = vec![0u8; 64 * KIB as usize];
+                f1.mem_read(pid, 3, 0, &mut b)
+            }
+            _ => {
+                let b = one_buffer(1, 4 * KIB).to_blob().unwrap();
+                f2.plan_load(&b, CHANNEL_ANY)
+                    .and_then(|q| f2.plan_unload(q.plan_id))
             }
         };
-        let hs = [s.spawn(worker(0)), s.spawn(worker(1)), s.spawn(worker(2))];
+        ops.fetch_add(1, Relaxed);
+        match r {
+            Ok(()) => {}
+            Err(e) if errno_of(&e) == libc::ENODEV => {
+                enodev_at += 1;
+                if enodev_at > 3 {
+                    break;
+                }
+            }
+            Err(e) => {
+                return Err(format!(
+                    "thread {kind}: {} during the removal",
+                    nhbm::io_errno_name(&e)
+                ))
+            }
+        }
+    }
+    Ok(enodev_at)
+}
+
+/// Threads inside ioctls while the device goes away.
+fn ioctls_across_removal(
+    dbg: &DevDebugFs,
+    device: u32,
+    files: (&Device, &Device),
+    pid: u32,
+) -> Result<String, String> {
+    let stop = AtomicBool::new(false);
+    let ops = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        let (stop, ops) = (&stop, &ops);
+        let hs = [0, 1, 2].map(|kind| s.spawn(move || removal_worker(kind, stop, ops, files, pid)));
         std::thread::sleep(Duration::from_millis(200));
-        let wrote = remove(&dbg, device);
+        let wrote = remove(dbg, device);
         std::thread::sleep(Duration::from_millis(200));
         stop.store(true, Relaxed);
         let rs: Vec<Result<u64, String>> = hs
@@ -241,12 +234,11 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
         } else {
             Err(msgs.join("\n"))
         }
-    });
+    })
+}
 
-    let mapping = access_in_child(&mapped);
-    drop(mapped);
-
-    // Every ioctl on the open files now answers ENODEV.
+/// Every ioctl on the files open across the removal answers ENODEV.
+fn ioctls_after_removal(f1: &Device, f2: &Device, pid: u32) -> Result<Vec<String>, String> {
     let mut bad = Vec::new();
     expect_enodev("DEVICE_INFO", f1.device_info(), &mut bad);
     expect_enodev(
@@ -254,29 +246,21 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
         f1.plan_load(&one_buffer(1, 4096).to_blob().unwrap(), CHANNEL_ANY),
         &mut bad,
     );
-    expect_enodev("RESOLVE", f1.resolve(p.plan_id, 3, 0, 0), &mut bad);
+    expect_enodev("RESOLVE", f1.resolve(pid, 3, 0, 0), &mut bad);
     let mut qs = [ResolveQuery {
         var_id: 3,
         ..Default::default()
     }];
-    expect_enodev(
-        "RESOLVE_BATCH",
-        f1.resolve_batch(p.plan_id, &mut qs),
-        &mut bad,
-    );
-    expect_enodev(
-        "MEM_WRITE",
-        f1.mem_write(p.plan_id, 3, 0, &[1; 64]),
-        &mut bad,
-    );
+    expect_enodev("RESOLVE_BATCH", f1.resolve_batch(pid, &mut qs), &mut bad);
+    expect_enodev("MEM_WRITE", f1.mem_write(pid, 3, 0, &[1; 64]), &mut bad);
     let mut b = [0u8; 64];
-    expect_enodev("MEM_READ", f1.mem_read(p.plan_id, 3, 0, &mut b), &mut bad);
+    expect_enodev("MEM_READ", f1.mem_read(pid, 3, 0, &mut b), &mut bad);
     expect_enodev("MEM_STATS", f1.mem_stats(), &mut bad);
     expect_enodev("RESET", f1.reset(RESET_DEVICE, 0), &mut bad);
     expect_enodev("MEM_STATS (second file)", f2.mem_stats(), &mut bad);
     let mut notes = Vec::new();
     // Unloading a plan of a gone device: freeing is harmless, either answer.
-    match f1.plan_unload(p.plan_id) {
+    match f1.plan_unload(pid) {
         Ok(()) => notes.push("PLAN_UNLOAD after removal: succeeded (memory freed)".to_string()),
         Err(e) if errno_of(&e) == libc::ENODEV => {
             notes.push("PLAN_UNLOAD after removal: ENODEV".to_string())
@@ -286,15 +270,17 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
             nhbm::io_errno_name(&e)
         )),
     }
-    let enodev = if bad.is_empty() {
+    if bad.is_empty() {
         Ok(notes)
     } else {
         Err(bad.join("\n"))
-    };
+    }
+}
 
-    // A new open of the node.
+/// A new open of the node: refused, or a file whose ioctls answer ENODEV.
+fn open_after_removal(device: u32) -> Result<String, String> {
     // Unchecked: the check's DEVICE_INFO is what this looks at.
-    let reopen = match Device::open_path_unchecked(nhbm::device_path(device)) {
+    match Device::open_path_unchecked(nhbm::device_path(device)) {
         Err(e) => match e.errno() {
             libc::ENODEV | libc::ENOENT | libc::ENXIO => Ok(format!(
                 "open after removal: {}",
@@ -318,12 +304,13 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
                 Err(b.join("\n"))
             }
         }
-    };
+    }
+}
 
-    // Close both files; the memory goes at the last close.
-    drop(f2);
-    drop(f1);
-    let close = match dbg.read_text("pools") {
+/// Once both files are closed, debugfs (if still readable) shows every
+/// pool unused: the memory went at the last close.
+fn closed_files_free_everything(dbg: &DevDebugFs) -> Result<String, String> {
+    match dbg.read_text("pools") {
         Ok(text) => {
             // `ch region start end total used peak live` per pool.
             let used: Vec<u64> = text
@@ -342,43 +329,77 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
             }
         }
         Err(_) => Ok("files closed (debugfs pools unreadable after removal)".into()),
-    };
+    }
+}
 
-    // The other device does not notice.
-    let other_r = (|| -> Result<String, String> {
-        let d = Device::open(other).map_err(|e| format!("open other device: {e}"))?;
-        let p = d
-            .plan_load(&one_buffer(1, 64 * KIB).to_blob().unwrap(), CHANNEL_ANY)
-            .map_err(|e| format!("PLAN_LOAD on the other device: {e}"))?;
-        let w = pattern(64 * KIB, 3);
-        d.mem_write(p.plan_id, 1, 0, &w)
-            .map_err(|e| format!("MEM_WRITE: {e}"))?;
-        let mut r = vec![0u8; w.len()];
-        d.mem_read(p.plan_id, 1, 0, &mut r)
-            .map_err(|e| format!("MEM_READ: {e}"))?;
-        if r != w {
-            return Err("the other device's bytes do not read back".into());
-        }
-        d.plan_unload(p.plan_id)
-            .map_err(|e| format!("PLAN_UNLOAD: {e}"))?;
-        let after = Usage::of(&d).map_err(|e| format!("MEM_STATS: {e}"))?;
-        match other_before {
-            Some(b) if b.device() != after.device() => Err(format!(
-                "other device usage {:?}, before {:?}",
-                after.device(),
-                b.device()
-            )),
-            _ => Ok(format!(
-                "/dev/neuron_hbm{other} loads, copies and unloads as before"
-            )),
-        }
-    })();
+/// The other device does not notice: it loads, copies and unloads, and its
+/// usage is what it was before the removal.
+fn other_device_untouched(other: u32, other_before: Option<Usage>) -> Result<String, String> {
+    let d = Device::open(other).map_err(|e| format!("open other device: {e}"))?;
+    let p = d
+        .plan_load(&one_buffer(1, 64 * KIB).to_blob().unwrap(), CHANNEL_ANY)
+        .map_err(|e| format!("PLAN_LOAD on the other device: {e}"))?;
+    let w = pattern(64 * KIB, 3);
+    d.mem_write(p.plan_id, 1, 0, &w)
+        .map_err(|e| format!("MEM_WRITE: {e}"))?;
+    let mut r = vec![0u8; w.len()];
+    d.mem_read(p.plan_id, 1, 0, &mut r)
+        .map_err(|e| format!("MEM_READ: {e}"))?;
+    if r != w {
+        return Err("the other device's bytes do not read back".into());
+    }
+    d.plan_unload(p.plan_id)
+        .map_err(|e| format!("PLAN_UNLOAD: {e}"))?;
+    let after = Usage::of(&d).map_err(|e| format!("MEM_STATS: {e}"))?;
+    match other_before {
+        Some(b) if b.device() != after.device() => Err(format!(
+            "other device usage {:?}, before {:?}",
+            after.device(),
+            b.device()
+        )),
+        _ => Ok(format!(
+            "/dev/neuron_hbm{other} loads, copies and unloads as before"
+        )),
+    }
+}
+
+fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
+    let dbg = DevDebugFs::new(device);
+    // The other device's usage before, to show it is untouched.
+    let other_before = Device::open(other).ok().and_then(|d| Usage::of(&d).ok());
+
+    let f1 = Device::open(device).ctx("open")?;
+    let f2 = Device::open(device).ctx("open second file")?;
+    let anchor = f1
+        .plan_load(
+            &one_buffer(1, 16 * KIB).to_blob().ctx("build")?,
+            CHANNEL_ANY,
+        )
+        .ctx("PLAN_LOAD anchor")?;
+    let plan = every_local_kind(128 * KIB).with(Record::remote(16, 0, anchor.plan_id, 1));
+    let p = f1
+        .plan_load(&plan.to_blob().ctx("build")?, CHANNEL_ANY)
+        .ctx("PLAN_LOAD")?;
+    f1.mem_write(p.plan_id, 3, 0, &pattern(128 * KIB, 1))
+        .ctx("MEM_WRITE")?;
+    let mapped = f1.map(p.plan_id, 3).ctx("map")?;
+
+    let threads = ioctls_across_removal(&dbg, device, (&f1, &f2), p.plan_id);
+    let mapping = access_in_child(&mapped);
+    drop(mapped);
+    let enodev = ioctls_after_removal(&f1, &f2, p.plan_id);
+    let reopen = open_after_removal(device);
+    // Close both files; the memory goes at the last close.
+    drop(f2);
+    drop(f1);
+    let close = closed_files_free_everything(&dbg);
+    let other = other_device_untouched(other, other_before);
     Ok(Findings {
         enodev,
         threads,
         reopen,
         close,
-        other: other_r,
+        other,
         mapping,
     })
 }

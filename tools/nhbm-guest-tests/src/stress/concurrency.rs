@@ -216,55 +216,80 @@ fn loader(s: &Shared, mut rng: Rng) -> Result<(), String> {
             .zip(&p.addrs)
             .map(|(r, &a)| (r.var_id, a))
             .collect();
-        for &(v, a) in &vars {
-            let got = s
+        s.resolve_fresh(p.plan_id, &vars)?;
+        let written = s.write_one(&plan, p.plan_id, &mut rng)?;
+        s.register(
+            Entry {
+                plan_id: p.plan_id,
+                vars,
+                written,
+            },
+            &mut rng,
+        )?;
+    }
+    Ok(())
+}
+
+impl Shared<'_> {
+    /// Every variable of a fresh plan resolves to the address its load said.
+    fn resolve_fresh(&self, plan_id: u32, vars: &[(u32, u64)]) -> Result<(), String> {
+        for &(v, a) in vars {
+            let got = self
                 .file
-                .resolve(p.plan_id, v, 0, 0)
+                .resolve(plan_id, v, 0, 0)
                 .map_err(|e| io_err("RESOLVE of a fresh plan", &e))?;
-            s.counts.inc(C::Resolves);
+            self.counts.inc(C::Resolves);
             if got != a {
                 return Err(format!(
-                    "plan {} var {v}: RESOLVE {got:#x}, load said {a:#x}",
-                    p.plan_id
+                    "plan {plan_id} var {v}: RESOLVE {got:#x}, load said {a:#x}"
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Writes a pattern to the first writable variable of `plan`, if any,
+    /// and reads it back: that variable and its bytes.
+    fn write_one(
+        &self,
+        plan: &nhbm::Plan,
+        plan_id: u32,
+        rng: &mut Rng,
+    ) -> Result<Option<(u32, Vec<u8>)>, String> {
         let target = plan.records.iter().find(|r| {
             matches!(
                 r.kind,
                 Kind::Input | Kind::Output | Kind::Buffer | Kind::BufferStaged | Kind::TmpBuf
             )
         });
-        let written = match target {
-            Some(r) => {
-                let n = r.size.min(64 * KIB);
-                let bytes = pattern(n, rng.next_u32());
-                s.file
-                    .mem_write(p.plan_id, r.var_id, 0, &bytes)
-                    .map_err(|e| io_err("MEM_WRITE", &e))?;
-                s.counts.inc(C::Writes);
-                let mut back = vec![0u8; bytes.len()];
-                s.file
-                    .mem_read(p.plan_id, r.var_id, 0, &mut back)
-                    .map_err(|e| io_err("MEM_READ", &e))?;
-                s.counts.inc(C::Reads);
-                if back != bytes {
-                    return Err(format!(
-                        "plan {} var {}: bytes written do not read back",
-                        p.plan_id, r.var_id
-                    ));
-                }
-                Some((r.var_id, bytes))
-            }
-            None => None,
+        let Some(r) = target else {
+            return Ok(None);
         };
+        let n = r.size.min(64 * KIB);
+        let bytes = pattern(n, rng.next_u32());
+        self.file
+            .mem_write(plan_id, r.var_id, 0, &bytes)
+            .map_err(|e| io_err("MEM_WRITE", &e))?;
+        self.counts.inc(C::Writes);
+        let mut back = vec![0u8; bytes.len()];
+        self.file
+            .mem_read(plan_id, r.var_id, 0, &mut back)
+            .map_err(|e| io_err("MEM_READ", &e))?;
+        self.counts.inc(C::Reads);
+        if back != bytes {
+            return Err(format!(
+                "plan {plan_id} var {}: bytes written do not read back",
+                r.var_id
+            ));
+        }
+        Ok(Some((r.var_id, bytes)))
+    }
+
+    /// Registers `entry`; past six registered plans, unloads one at random.
+    fn register(&self, entry: Entry, rng: &mut Rng) -> Result<(), String> {
         let victim = {
-            let mut reg = s.reg.lock().unwrap();
-            reg.push(Entry {
-                plan_id: p.plan_id,
-                vars,
-                written,
-            });
+            let mut reg = self.reg.lock().unwrap();
+            reg.push(entry);
             if reg.len() > 6 {
                 let k = rng.index(reg.len());
                 Some(reg.swap_remove(k))
@@ -273,10 +298,10 @@ fn loader(s: &Shared, mut rng: Rng) -> Result<(), String> {
             }
         };
         if let Some(v) = victim {
-            s.unload(v)?;
+            self.unload(v)?;
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Resolves, reads and batch-resolves registered plans while loaders
@@ -288,58 +313,9 @@ fn racer(s: &Shared, mut rng: Rng) -> Result<(), String> {
             continue;
         };
         match rng.below(9) {
-            0..=2 => {
-                let (v, a) = e.vars[rng.index(e.vars.len())];
-                match s.file.resolve(e.plan_id, v, 0, 0) {
-                    Ok(got) if got == a => {}
-                    Ok(got) => {
-                        return Err(format!(
-                            "plan {} var {v}: RESOLVE {got:#x}, load said {a:#x}",
-                            e.plan_id
-                        ))
-                    }
-                    Err(err) => s.enoent_ok(e.plan_id, "RESOLVE", &err)?,
-                }
-                s.counts.inc(C::Resolves);
-            }
-            3..=4 => {
-                let Some((v, bytes)) = &e.written else {
-                    continue;
-                };
-                let mut buf = vec![0u8; bytes.len()];
-                match s.file.mem_read(e.plan_id, *v, 0, &mut buf) {
-                    Ok(()) if buf == *bytes => {}
-                    Ok(()) => {
-                        return Err(format!("plan {} var {v}: MEM_READ bytes differ", e.plan_id))
-                    }
-                    Err(err) => s.enoent_ok(e.plan_id, "MEM_READ", &err)?,
-                }
-                s.counts.inc(C::Reads);
-            }
-            5..=6 => {
-                let mut qs: Vec<ResolveQuery> = e
-                    .vars
-                    .iter()
-                    .map(|&(v, _)| ResolveQuery {
-                        var_id: v,
-                        ..Default::default()
-                    })
-                    .collect();
-                match s.file.resolve_batch(e.plan_id, &mut qs) {
-                    Ok(()) => {
-                        for (q, &(v, a)) in qs.iter().zip(&e.vars) {
-                            if q.status != 0 || q.addr != a {
-                                return Err(format!(
-                                    "plan {} var {v}: batch status {} addr {:#x}, want {a:#x}",
-                                    e.plan_id, q.status, q.addr
-                                ));
-                            }
-                        }
-                    }
-                    Err(err) => s.enoent_ok(e.plan_id, "RESOLVE_BATCH", &err)?,
-                }
-                s.counts.inc(C::Batches);
-            }
+            0..=2 => race_resolve(s, &e, &mut rng)?,
+            3..=4 => race_read(s, &e)?,
+            5..=6 => race_batch(s, &e)?,
             7 => {
                 let st = s.file.mem_stats().map_err(|e| io_err("MEM_STATS", &e))?;
                 if st.own_plans == 0 {
@@ -360,6 +336,65 @@ fn racer(s: &Shared, mut rng: Rng) -> Result<(), String> {
             }
         }
     }
+    Ok(())
+}
+
+/// One RESOLVE of a variable of `e`: its address, or ENOENT once unloaded.
+fn race_resolve(s: &Shared, e: &Entry, rng: &mut Rng) -> Result<(), String> {
+    let (v, a) = e.vars[rng.index(e.vars.len())];
+    match s.file.resolve(e.plan_id, v, 0, 0) {
+        Ok(got) if got == a => {}
+        Ok(got) => {
+            return Err(format!(
+                "plan {} var {v}: RESOLVE {got:#x}, load said {a:#x}",
+                e.plan_id
+            ))
+        }
+        Err(err) => s.enoent_ok(e.plan_id, "RESOLVE", &err)?,
+    }
+    s.counts.inc(C::Resolves);
+    Ok(())
+}
+
+/// One MEM_READ of the variable `e` wrote, if any: its bytes, or ENOENT.
+fn race_read(s: &Shared, e: &Entry) -> Result<(), String> {
+    let Some((v, bytes)) = &e.written else {
+        return Ok(());
+    };
+    let mut buf = vec![0u8; bytes.len()];
+    match s.file.mem_read(e.plan_id, *v, 0, &mut buf) {
+        Ok(()) if buf == *bytes => {}
+        Ok(()) => return Err(format!("plan {} var {v}: MEM_READ bytes differ", e.plan_id)),
+        Err(err) => s.enoent_ok(e.plan_id, "MEM_READ", &err)?,
+    }
+    s.counts.inc(C::Reads);
+    Ok(())
+}
+
+/// One RESOLVE_BATCH of every variable of `e`: their addresses, or ENOENT.
+fn race_batch(s: &Shared, e: &Entry) -> Result<(), String> {
+    let mut qs: Vec<ResolveQuery> = e
+        .vars
+        .iter()
+        .map(|&(v, _)| ResolveQuery {
+            var_id: v,
+            ..Default::default()
+        })
+        .collect();
+    match s.file.resolve_batch(e.plan_id, &mut qs) {
+        Ok(()) => {
+            for (q, &(v, a)) in qs.iter().zip(&e.vars) {
+                if q.status != 0 || q.addr != a {
+                    return Err(format!(
+                        "plan {} var {v}: batch status {} addr {:#x}, want {a:#x}",
+                        e.plan_id, q.status, q.addr
+                    ));
+                }
+            }
+        }
+        Err(err) => s.enoent_ok(e.plan_id, "RESOLVE_BATCH", &err)?,
+    }
+    s.counts.inc(C::Batches);
     Ok(())
 }
 
@@ -495,10 +530,17 @@ fn process(k: usize, devs: &[u32], seed: u64, deadline: Instant) -> Result<Strin
         },
         nr_channels: info.nr_channels,
     };
-    let base = seed ^ ((k as u64) << 32);
+    run_threads(&shared, devs, seed ^ ((k as u64) << 32))?;
+    let reg = shared.reg.into_inner().unwrap();
+    check_survivors(&file, &reg)?;
+    unload_survivors(&file, &reg, anchor.plan_id)?;
+    Ok(format!("{} survivors={}", counts.line(), reg.len()))
+}
+
+/// The five threads of one process, seeded from `base`; the first error.
+fn run_threads(sh: &Shared<'_>, devs: &[u32], base: u64) -> Result<(), String> {
+    let (c, deadline) = (sh.counts, sh.deadline);
     let results: Vec<Result<(), String>> = std::thread::scope(|sc| {
-        let sh = &shared;
-        let c = &counts;
         let hs = vec![
             sc.spawn(move || run_caught(|| loader(sh, Rng::for_case(base, 1)))),
             sc.spawn(move || run_caught(|| loader(sh, Rng::for_case(base, 2)))),
@@ -510,12 +552,13 @@ fn process(k: usize, devs: &[u32], seed: u64, deadline: Instant) -> Result<Strin
             .map(|h| h.join().unwrap_or_else(|_| Err("thread panicked".into())))
             .collect()
     });
-    for r in results {
-        r?;
-    }
-    // Survivors: the same addresses, the same bytes.
-    let reg = shared.reg.into_inner().unwrap();
-    for e in &reg {
+    results.into_iter().collect()
+}
+
+/// Survivors: the same addresses, the same bytes, and MEM_STATS counting
+/// them and the anchor.
+fn check_survivors(file: &Device, reg: &[Entry]) -> Result<(), String> {
+    for e in reg {
         for &(v, a) in &e.vars {
             let got = file.resolve(e.plan_id, v, 0, 0).map_err(|err| {
                 io_err(&format!("final RESOLVE plan {} var {v}", e.plan_id), &err)
@@ -547,24 +590,101 @@ fn process(k: usize, devs: &[u32], seed: u64, deadline: Instant) -> Result<Strin
             reg.len()
         ));
     }
-    // Unload the survivors: then no REMOTE pin may be left on the anchor.
-    for e in &reg {
+    Ok(())
+}
+
+/// Unloads the survivors, then the anchor: no REMOTE pin may be left on it.
+fn unload_survivors(file: &Device, reg: &[Entry], anchor: u32) -> Result<(), String> {
+    for e in reg {
         file.plan_unload(e.plan_id)
             .map_err(|err| io_err(&format!("PLAN_UNLOAD survivor {}", e.plan_id), &err))?;
     }
-    file.plan_unload(anchor.plan_id).map_err(|err| {
+    file.plan_unload(anchor).map_err(|err| {
         io_err(
             "PLAN_UNLOAD of the anchor (a REMOTE pin left behind?)",
             &err,
         )
-    })?;
-    Ok(format!("{} survivors={}", counts.line(), reg.len()))
+    })
 }
 
 fn run_caught(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
     crate::ktap::catch(|| f().map_err(Fail::Fail)).map_err(|e| match e {
         Fail::Fail(m) | Fail::Skip(m) => m,
     })
+}
+
+/// TPB resets of the watched devices at random intervals until every child
+/// has exited: how many succeeded, and the failures.
+fn reset_while_running(kids: &[Child], watch: &[Device], seed: u64) -> (u64, Vec<String>) {
+    let mut rng = Rng::new(seed ^ 0x5e5e);
+    let mut resets = 0u64;
+    let mut reset_errs = Vec::new();
+    while kids.iter().any(|c| !c.exited()) {
+        let i = rng.index(watch.len());
+        // TPB resets only: a device reset turns every plan loaded before it
+        // to EIO (checked by `reset_is_not_every_tenants`), which would end
+        // the processes' work here.
+        let (t, map) = (RESET_TPB, rng.range(1, 3) as u32);
+        match watch[i].reset(t, map) {
+            Ok(0) => resets += 1,
+            Ok(st) => reset_errs.push(format!("RESET type {t} status {st}")),
+            Err(e) => reset_errs.push(format!("RESET type {t}: {}", nhbm::io_errno_name(&e))),
+        }
+        std::thread::sleep(Duration::from_millis(rng.range(20, 200)));
+    }
+    (resets, reset_errs)
+}
+
+/// Every child's report, summed, and the children that failed.
+fn collect_reports(kids: Vec<Child>, notes: &mut Notes) -> (Counts, Vec<String>) {
+    let total = Counts::default();
+    let mut failures = Vec::new();
+    for (k, c) in kids.into_iter().enumerate() {
+        match c.wait() {
+            Ok(line) => {
+                let (counts, surv) = line.rsplit_once(" survivors=").unwrap_or((&line, "?"));
+                match parse_counts(counts) {
+                    Some(v) => total.add(&v),
+                    None => failures.push(format!("process {k}: unreadable report {line:?}")),
+                }
+                notes.add(format!("process {k}: {surv} plans survived and checked"));
+            }
+            Err(m) => failures.push(format!("process {k}: {m}")),
+        }
+    }
+    (total, failures)
+}
+
+/// Every file closed: usage back to where it was, and no plan of an exited
+/// process (`pids`) still listed in debugfs.
+fn nothing_left(watch: &[Device], before: &[(u64, u64)], devs: &[u32], pids: &[i32]) -> TestResult {
+    for (d, b) in watch.iter().zip(before) {
+        let u = usage(d)?;
+        ensure(u.device() == *b, || {
+            format!(
+                "{}: used {:#x} chunks {} after every process exited, before {:#x} {}",
+                d.path().display(),
+                u.used,
+                u.chunks,
+                b.0,
+                b.1
+            )
+        })?;
+    }
+    for &i in devs {
+        if let Ok(text) = DevDebugFs::new(i).read_text("plans") {
+            for l in text.lines() {
+                let pid = l
+                    .split_whitespace()
+                    .next()
+                    .and_then(|p| p.parse::<i32>().ok());
+                ensure(!pid.is_some_and(|p| pids.contains(&p)), || {
+                    format!("debugfs plans still lists {l:?} of an exited process")
+                })?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The test: processes on both devices, resets from the parent meanwhile.
@@ -593,71 +713,14 @@ pub fn processes_and_threads_on_both_devices(notes: &mut Notes) -> TestResult {
         kids.push(child);
     }
     let pids: Vec<i32> = kids.iter().map(|c| c.pid).collect();
-
     // Resets in the middle of it all.
-    let mut rng = Rng::new(cfg.seed ^ 0x5e5e);
-    let mut resets = 0u64;
-    let mut reset_errs = Vec::new();
-    while kids.iter().any(|c| !c.exited()) {
-        let i = rng.index(watch.len());
-        // TPB resets only: a device reset turns every plan loaded before it
-        // to EIO (checked by `reset_is_not_every_tenants`), which would end
-        // the processes' work here.
-        let (t, map) = (RESET_TPB, rng.range(1, 3) as u32);
-        match watch[i].reset(t, map) {
-            Ok(0) => resets += 1,
-            Ok(st) => reset_errs.push(format!("RESET type {t} status {st}")),
-            Err(e) => reset_errs.push(format!("RESET type {t}: {}", nhbm::io_errno_name(&e))),
-        }
-        std::thread::sleep(Duration::from_millis(rng.range(20, 200)));
-    }
-    let total = Counts::default();
-    let mut failures = Vec::new();
-    for (k, c) in kids.into_iter().enumerate() {
-        match c.wait() {
-            Ok(line) => {
-                let (counts, surv) = line.rsplit_once(" survivors=").unwrap_or((&line, "?"));
-                match parse_counts(counts) {
-                    Some(v) => total.add(&v),
-                    None => failures.push(format!("process {k}: unreadable report {line:?}")),
-                }
-                notes.add(format!("process {k}: {surv} plans survived and checked"));
-            }
-            Err(m) => failures.push(format!("process {k}: {m}")),
-        }
-    }
+    let (resets, reset_errs) = reset_while_running(&kids, &watch, cfg.seed);
+    let (total, failures) = collect_reports(kids, notes);
     ensure(reset_errs.is_empty(), || reset_errs.join("\n"))?;
     if !failures.is_empty() {
         return fail(failures.join("\n"));
     }
-    // Every file closed: usage back to where it was.
-    for (d, b) in watch.iter().zip(&before) {
-        let u = usage(d)?;
-        ensure(u.device() == *b, || {
-            format!(
-                "{}: used {:#x} chunks {} after every process exited, before {:#x} {}",
-                d.path().display(),
-                u.used,
-                u.chunks,
-                b.0,
-                b.1
-            )
-        })?;
-    }
-    // Telemetry: no plan of an exited process is still listed.
-    for &i in &devs {
-        if let Ok(text) = DevDebugFs::new(i).read_text("plans") {
-            for l in text.lines() {
-                let pid = l
-                    .split_whitespace()
-                    .next()
-                    .and_then(|p| p.parse::<i32>().ok());
-                ensure(!pid.is_some_and(|p| pids.contains(&p)), || {
-                    format!("debugfs plans still lists {l:?} of an exited process")
-                })?;
-            }
-        }
-    }
+    nothing_left(&watch, &before, &devs, &pids)?;
     notes.add(format!(
         "{} processes x 5 threads on {} devices for {} s, {resets} resets: {}",
         cfg.procs,
