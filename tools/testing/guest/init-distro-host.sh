@@ -3,14 +3,13 @@
 # `make check-distro` host guest: Debian's kernel booted the way a Neuron
 # host boots, with two emulated Neuron functions, a stand-in for AWS's
 # neuron driver, AWS's documented udev rule and modules-load.d entry, and
-# neuron_hbm's packages installed beside them. As systemd would:
-# modules-load.d's modules first, then udevd and the coldplug of every
-# device (which loads modules by alias and runs the rules). Boot 1 hands
-# the first function to neuron_hbm with neuron-hbm-bind and runs the PCI
-# suite and libnhbm's client on it; boot 2 (nhbm_boot=2, with the
-# /etc/neuron-hbm of boot 1) finds the choice kept, then gives the
-# function back. Documentation/packaging.rst, "On a host with AWS's Neuron
-# driver".
+# neuron_hbm's packages installed beside them. As systemd would: the
+# modules modules-load.d names, and udevd with the coldplug of every device
+# (which loads modules by alias and runs the rules). Boot 1 hands the first
+# function to neuron_hbm with neuron-hbm-bind and runs the PCI suite and
+# libnhbm's client on it; boot 2 (nhbm_boot=2, with the /etc/neuron-hbm of
+# boot 1) finds the choice kept, then gives the function back.
+# Documentation/packaging.rst, "On a host with AWS's Neuron driver".
 . /common.sh
 export NHBM_BACKEND=pci
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -60,6 +59,13 @@ done)
 A=$1 B=$2
 echo "nhbm: boot $boot of kernel $(uname -r); Neuron functions $A $B"
 
+# systemd-modules-load and udev's coldplug run side by side at boot, so
+# either driver may load first. Boot 1 loads neuron_hbm first (udev's alias
+# load won), boot 2 AWS's neuron first (modules-load.d won): neither order
+# may decide who gets a function.
+if [ "$boot" = 1 ]; then
+	/sbin/modprobe neuron_hbm && echo "nhbm: neuron_hbm loaded first"
+fi
 # systemd-modules-load: the modules modules-load.d names (AWS's neuron).
 for f in /etc/modules-load.d/*.conf; do
 	grep -v '^#' "$f" | while read -r m; do
