@@ -88,8 +88,6 @@ old_kernel_headers() {
 OLD_HEADERS=$(step "finding Debian 13's own kernel" old_kernel_headers)
 [ -n "$OLD_HEADERS" ] || die "no linux-headers package of Debian 13's own kernel"
 OLD_REL=${OLD_HEADERS#linux-headers-}
-step "$OLD_HEADERS in the root" env NHBM_CACHE="$CACHE" "$REPO/tools/debian13-root.sh" \
-	"$OLD_HEADERS/trixie" >/dev/null
 
 # AWS's driver as its install leaves a host, before our packages: the
 # stand-in module in each kernel's tree, AWS's documented udev rule
@@ -117,11 +115,16 @@ VERSION=$("$REPO/tools/version.sh")
 # A clean slate: the packages of an earlier run removed (not purged: the
 # prepared metadata of the kernels stays cached), and no DKMS registration
 # left over from a checkout install.
+# Debian 13's own kernel goes too, to arrive after the packages as an
+# upgrade's new kernel does (dpkg, not apt: a failed run may leave it half
+# configured, its DKMS hook failing on an older package of ours).
 clean_slate() {
-	in_root sh -c 'apt-get remove -y -qq neuron-hbm-dkms neuron-hbm-tools libnhbm-dev libnhbm1 \
+	in_root sh -c "dpkg --remove neuron-hbm-dkms neuron-hbm-tools libnhbm-dev libnhbm1 \
 		>/dev/null 2>&1 || true
 		dkms remove neuron_hbm --all >/dev/null 2>&1 || true
-		rm -rf /var/lib/dkms/neuron_hbm /usr/src/neuron_hbm-*'
+		rm -rf /var/lib/dkms/neuron_hbm /usr/src/neuron_hbm-*
+		dpkg --configure -a >/dev/null 2>&1 || true
+		apt-get remove -y -qq linux-image-$OLD_REL linux-headers-$OLD_REL >/dev/null 2>&1 || true"
 }
 step "removing an earlier install" clean_slate
 
@@ -145,19 +148,21 @@ in_root getent group neuron >/dev/null || die "the package did not create the ne
 [ -f "$ROOT/usr/lib/udev/rules.d/60-neuron-hbm.rules" ] || die "no udev rule installed"
 in_root nhbm --version >&2 || die "the tools package's nhbm does not run"
 [ -x "$ROOT/usr/sbin/neuron-hbm-bind" ] || die "no neuron-hbm-bind installed"
-grep -q "^neuron_hbm/$VERSION, $OLD_REL" "$OUT/dkms-status.txt" &&
-	die "DKMS built neuron_hbm for $OLD_REL, which it cannot load"
-grep -a "$OLD_REL" "$OUT/apt-install.log" >&2 || true
 
-# dkms autoinstall for the older kernel, as its package's postinst runs it:
-# skipped, with DKMS's own message and no error status.
+# Debian 13's own kernel (6.12) installed now, as a kernel upgrade arrives:
+# its postinst hook runs `dkms autoinstall`, which must skip it with DKMS's
+# own message, and apt must succeed; so must `dkms autoinstall -k` again.
 old_kernel_skipped() {
-	in_root dkms autoinstall -k "$OLD_REL" >"$OUT/old-kernel.log" 2>&1 ||
-		{ cat "$OUT/old-kernel.log" >&2; return 1; }
-	cat "$OUT/old-kernel.log" >&2
+	in_root apt-get install -y --no-install-recommends "linux-image-$OLD_REL/trixie" \
+		"$OLD_HEADERS/trixie" >"$OUT/old-kernel.log" 2>&1 ||
+		{ tail -30 "$OUT/old-kernel.log" >&2; return 1; }
+	in_root dkms autoinstall -k "$OLD_REL" >>"$OUT/old-kernel.log" 2>&1 ||
+		{ tail -30 "$OUT/old-kernel.log" >&2; return 1; }
+	grep -i "BUILD_EXCLUSIVE" "$OUT/old-kernel.log" >&2 ||
+		{ say "no word of BUILD_EXCLUSIVE from DKMS (build/distro/old-kernel.log)"; return 1; }
 	! in_root modinfo -k "$OLD_REL" -n neuron_hbm >/dev/null 2>&1
 }
-step "dkms autoinstall -k $OLD_REL skips it" old_kernel_skipped
+step "apt install of $OLD_REL, which DKMS skips" old_kernel_skipped
 
 # The stand-in signed with the key DKMS made, which the guests' firmware
 # trusts (below), as AWS's DKMS package signs its module.
