@@ -117,7 +117,7 @@ check-debug: userspace
 
 # Debian 13's own 7.3 kernel: builds the module in a Debian 13 root (KDIR and
 # DKMS) and runs the guest suites on Debian's unmodified vmlinuz.
-check-distro: userspace
+check-distro: userspace devmodel
 	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/testing/check-distro.sh
 
 # The demo prints a progress line per step; the build output goes to

@@ -11,6 +11,7 @@ pub(crate) mod helpers;
 pub(crate) mod io_view;
 pub(crate) mod miscdev;
 pub(crate) mod page_box;
+pub(crate) mod pci_override;
 pub(crate) mod pci_presence;
 pub(crate) mod plain;
 #[cfg(nhbm_bench)]

@@ -62,6 +62,10 @@ module! {
             default: true,
             description: "Keep the 16 MiB firmware carve-out at the start of every region",
         },
+        claim_all: bool {
+            default: false,
+            description: "Bind every Neuron function no driver holds, not only those handed over through driver_override",
+        },
         reset_on_probe: bool {
             default: true,
             description: "Reset each device when it is bound, as the reference driver does",
@@ -73,6 +77,12 @@ module! {
 /// on real devices.
 pub(crate) fn fault_injection_asked() -> bool {
     module_parameters::fault_injection.value()
+}
+
+/// Whether the driver binds every Neuron function (`claim_all`), not only
+/// the functions whose `driver_override` hands them to it.
+pub(crate) fn claim_all() -> bool {
+    module_parameters::claim_all.value()
 }
 
 /// Whether each device is reset when it is bound or created

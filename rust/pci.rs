@@ -13,6 +13,7 @@
 
 use crate::{
     abstractions::io_view::mmio_window,
+    abstractions::pci_override,
     abstractions::pci_presence,
     abstractions::resched,
     abstractions::vma::Backing,
@@ -275,6 +276,22 @@ impl PciDriver {
         Ok(())
     }
 
+    /// Refuses a function that no administrator handed to this driver
+    /// through its `driver_override`, unless `claim_all` is set: AWS's
+    /// `neuron` driver claims the same ids, and which of the two gets a
+    /// function must not depend on which module loads first
+    /// (Documentation/packaging.rst). `ENODEV` leaves it to other drivers.
+    fn check_handed(pdev: &pci::Device<Core<'_>>) -> Result {
+        if crate::claim_all() || pci_override::is_set(pdev) {
+            return Ok(());
+        }
+        dev_info!(
+            pdev,
+            "left to other drivers: not handed to neuron_hbm through driver_override\n"
+        );
+        Err(ENODEV)
+    }
+
     /// Binds `pdev` of arch `info`: checks and maps its BARs, waits for its
     /// firmware, creates its device, starts the device reset the reference's
     /// probe ends with (unless `reset_on_probe` is off), and registers its
@@ -324,9 +341,10 @@ impl pci::Driver for PciDriver {
         pdev: &'bound pci::Device<Core<'_>>,
         info: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        info.copied()
-            .ok_or(ENODEV)
-            .and_then(|info| Self::bind(pdev, info))
+        info.copied().ok_or(ENODEV).and_then(|info| {
+            Self::check_handed(pdev)?;
+            Self::bind(pdev, info)
+        })
     }
 
     fn unbind<'bound>(_pdev: &'bound pci::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {

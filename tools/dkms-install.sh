@@ -40,6 +40,8 @@ dkms build -m neuron_hbm -v "$VERSION" -k "$KVER"
 dkms install -m neuron_hbm -v "$VERSION" -k "$KVER"
 if [ -d /etc/udev/rules.d ]; then
 	install -m 0644 "$REPO/tools/udev/60-neuron-hbm.rules" /etc/udev/rules.d/
+	# The command the rule runs, and administrators with it.
+	install -m 0755 "$REPO/tools/udev/neuron-hbm-bind" /usr/sbin/
 	getent group neuron >/dev/null || groupadd --system neuron
 	udevadm control --reload 2>/dev/null || true
 fi

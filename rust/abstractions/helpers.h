@@ -57,6 +57,13 @@ void nhbm_trace_map_fault(u32 dev, u64 pgoff, u32 pages, s32 result);
 unsigned long nhbm_copy_from_user_nontemporal(void *to, const void __user *from,
 					      unsigned long n);
 
+/*
+ * Whether a PCI function's driver_override is set (pci_helpers.c): the
+ * driver binds only the functions an administrator handed it.
+ */
+struct pci_dev;
+bool nhbm_pci_driver_override_set(struct pci_dev *pdev);
+
 /* The device-memory cgroup controller (dmem_helpers.c). */
 struct dmem_cgroup_region;
 struct dmem_cgroup_pool_state;

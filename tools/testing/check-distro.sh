@@ -27,6 +27,17 @@
 #    kernel's module tree as DKMS left it: the guest loads the module with
 #    modprobe, which may taint the kernel only as out-of-tree (O), and runs
 #    the guest suites (tools/testing/run-qemu.sh distro).
+# 8. A Neuron host: before the packages, AWS's driver is put in the root as
+#    its install leaves a host (a stand-in `neuron` module claiming AWS's
+#    PCI ids, tools/testing/neuron-standin; AWS's documented udev rule and
+#    modules-load.d entry). Each flavor then boots twice with two emulated
+#    Neuron functions as such a host boots (run-qemu.sh distro-host): the
+#    stand-in keeps both, neuron-hbm-bind moves one to neuron_hbm, which
+#    passes the PCI suite and libnhbm's client there; the second boot
+#    finds the choice kept and gives the function back. The nodes stay
+#    0660, group neuron, throughout.
+# 9. A kernel the module cannot be built for (Debian 13's own 6.12, headers
+#    installed in the root) is skipped by DKMS with no error status.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -44,6 +55,8 @@ PACKAGES=(linux-source-$SERIES rustc rust-src bindgen gcc-14 libclang-dev dkms o
 for f in "${FLAVORS[@]}"; do
 	PACKAGES+=("linux-image-$KVER-$f" "linux-headers-$KVER-$f")
 done
+# Emulated Neuron functions for the host boots.
+PACKAGES+=(qemu-system-x86/trixie-backports udev)
 
 say() { echo "check-distro: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -67,17 +80,51 @@ flock -n 7 || { say "another check-distro run uses the root, waiting"; flock 7; 
 ROOT=$(step "Debian 13 root with both kernel flavors" env NHBM_CACHE="$CACHE" \
 	"$REPO/tools/debian13-root.sh" "${PACKAGES[@]}")
 
+# The headers of Debian 13's own kernel (6.12), which DKMS must skip.
+old_kernel_headers() {
+	in_root apt-cache show linux-headers-amd64/trixie |
+		sed -n 's/^Depends: \(linux-headers-[^ ]*\) .*/\1/p' | head -n 1
+}
+OLD_HEADERS=$(step "finding Debian 13's own kernel" old_kernel_headers)
+[ -n "$OLD_HEADERS" ] || die "no linux-headers package of Debian 13's own kernel"
+OLD_REL=${OLD_HEADERS#linux-headers-}
+
+# AWS's driver as its install leaves a host, before our packages: the
+# stand-in module in each kernel's tree, AWS's documented udev rule
+# (/lib/udev/rules.d/neuron-udev.rules) and its modules-load.d entry.
+STANDIN=/usr/local/src/neuron-standin
+aws_driver() {
+	local f rel
+	for f in "${FLAVORS[@]}"; do
+		rel="$KVER-$f"
+		rm -rf "${ROOT:?}$STANDIN"
+		cp -r "$HERE/neuron-standin" "$ROOT$STANDIN"
+		in_root make -C "/usr/src/linux-headers-$rel" M="$STANDIN" CC=x86_64-linux-gnu-gcc-14 \
+			modules >"$OUT/standin-$f.log" 2>&1 || { cat "$OUT/standin-$f.log" >&2; return 1; }
+		install -D -m 0644 "$ROOT$STANDIN/neuron.ko" "$ROOT/usr/lib/modules/$rel/updates/neuron.ko"
+		in_root depmod "$rel"
+	done
+	echo 'KERNEL=="neuron*", MODE="0666"' >"$ROOT/usr/lib/udev/rules.d/neuron-udev.rules"
+	echo neuron >"$ROOT/etc/modules-load.d/neuron.conf"
+}
+step "AWS's neuron driver (a stand-in), udev rule and modules-load.d entry" aws_driver
+
 step "make deb" env NHBM_CACHE="$CACHE" "$REPO/tools/build-deb.sh"
 VERSION=$("$REPO/tools/version.sh")
 
 # A clean slate: the packages of an earlier run removed (not purged: the
 # prepared metadata of the kernels stays cached), and no DKMS registration
 # left over from a checkout install.
+# Debian 13's own kernel goes too, to arrive after the packages as an
+# upgrade's new kernel does (dpkg, not apt: a failed run may leave it half
+# configured, its DKMS hook failing on an older package of ours).
 clean_slate() {
-	in_root sh -c 'apt-get remove -y -qq neuron-hbm-dkms neuron-hbm-tools libnhbm-dev libnhbm1 \
+	in_root sh -c "dpkg --remove neuron-hbm-dkms neuron-hbm-tools libnhbm-dev libnhbm1 \
 		>/dev/null 2>&1 || true
 		dkms remove neuron_hbm --all >/dev/null 2>&1 || true
-		rm -rf /var/lib/dkms/neuron_hbm /usr/src/neuron_hbm-*'
+		rm -rf /var/lib/dkms/neuron_hbm /usr/src/neuron_hbm-*
+		dpkg --configure -a >/dev/null 2>&1 || true
+		apt-get remove -y -qq linux-image-$OLD_REL linux-headers-$OLD_REL >/dev/null 2>&1 || true"
 }
 step "removing an earlier install" clean_slate
 
@@ -100,6 +147,34 @@ done
 in_root getent group neuron >/dev/null || die "the package did not create the neuron group"
 [ -f "$ROOT/usr/lib/udev/rules.d/60-neuron-hbm.rules" ] || die "no udev rule installed"
 in_root nhbm --version >&2 || die "the tools package's nhbm does not run"
+[ -x "$ROOT/usr/sbin/neuron-hbm-bind" ] || die "no neuron-hbm-bind installed"
+
+# Debian 13's own kernel (6.12) installed now, as a kernel upgrade arrives:
+# its postinst hook runs `dkms autoinstall`, which must skip it with DKMS's
+# own message, and apt must succeed; so must `dkms autoinstall -k` again.
+old_kernel_skipped() {
+	in_root apt-get install -y --no-install-recommends "linux-image-$OLD_REL/trixie" \
+		"$OLD_HEADERS/trixie" >"$OUT/old-kernel.log" 2>&1 ||
+		{ tail -30 "$OUT/old-kernel.log" >&2; return 1; }
+	in_root dkms autoinstall -k "$OLD_REL" >>"$OUT/old-kernel.log" 2>&1 ||
+		{ tail -30 "$OUT/old-kernel.log" >&2; return 1; }
+	grep -i "BUILD_EXCLUSIVE" "$OUT/old-kernel.log" >&2 ||
+		{ say "no word of BUILD_EXCLUSIVE from DKMS (build/distro/old-kernel.log)"; return 1; }
+	! in_root modinfo -k "$OLD_REL" -n neuron_hbm >/dev/null 2>&1
+}
+step "apt install of $OLD_REL, which DKMS skips" old_kernel_skipped
+
+# The stand-in signed with the key DKMS made, which the guests' firmware
+# trusts (below), as AWS's DKMS package signs its module.
+sign_standin() {
+	local f sign
+	sign=$(in_root sh -c 'ls /usr/lib/linux-kbuild-*/scripts/sign-file | head -n 1')
+	for f in "${FLAVORS[@]}"; do
+		in_root "$sign" sha256 /var/lib/dkms/mok.key /var/lib/dkms/mok.pub \
+			"/usr/lib/modules/$KVER-$f/updates/neuron.ko" || return 1
+	done
+}
+step "signing the stand-in" sign_standin
 
 # check_module REL FILE: FILE (a module built for REL) names REL, and every
 # crate it refers to carries the hash Debian's REL kernel was built with.
@@ -238,6 +313,56 @@ guest_root() {
 	echo "$dir"
 }
 
+# host_root DIR: DIR (a guest_root) made a Neuron host's: udevd and
+# udevadm, the root's udev rules for devices, modules and our nodes, AWS's
+# rule, modules-load.d, neuron-hbm-bind, the users and groups.
+host_root() {
+	local dir="$1" lib libs r
+	mkdir -p "$dir/usr/bin" "$dir/usr/sbin" "$dir/usr/lib/systemd" "$dir/usr/lib/udev/rules.d" \
+		"$dir/etc/modules-load.d"
+	cp "$ROOT/usr/bin/udevadm" "$dir/usr/bin/"
+	ln -sf ../../bin/udevadm "$dir/usr/lib/systemd/systemd-udevd"
+	# udevadm's libraries, and libkmod, which it loads to load modules.
+	libs=$(in_root sh -c 'ldd /usr/bin/udevadm; echo /lib/x86_64-linux-gnu/libkmod.so.2' |
+		awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }') || return 1
+	for lib in $libs; do
+		mkdir -p "$dir$(dirname "$lib")"
+		cp -L "$ROOT$lib" "$dir$lib" || return 1
+	done
+	for r in 50-udev-default 60-neuron-hbm 80-drivers neuron-udev; do
+		cp "$ROOT/usr/lib/udev/rules.d/$r.rules" "$dir/usr/lib/udev/rules.d/" || return 1
+	done
+	cp "$ROOT/usr/sbin/neuron-hbm-bind" "$dir/usr/sbin/"
+	cp "$ROOT/etc/modules-load.d/neuron.conf" "$dir/etc/modules-load.d/"
+	cp "$ROOT/etc/passwd" "$ROOT/etc/group" "$dir/etc/"
+}
+
+# host_boots FLAVOR DIR: the two boots of a Neuron host on FLAVOR's kernel;
+# /etc/neuron-hbm as boot 1 left it (printed on its console) is on the
+# second's disk.
+host_boots() {
+	local f="$1" dir="$2" rel="$KVER-$1" boot
+	host_root "$dir" || die "cannot assemble the host guest's root"
+	rm -rf "$dir/etc/neuron-hbm"
+	for boot in 1 2; do
+		say "$rel: Neuron host boot $boot (AWS's driver beside neuron_hbm)"
+		NHBM_CACHE="$CACHE" KDIR="$ROOT/usr/src/linux-headers-$rel" \
+			NHBM_KERNEL_IMAGE="$ROOT/boot/vmlinuz-$rel" NHBM_KO="$OUT/neuron_hbm-$rel.ko" \
+			NHBM_GUEST_EXTRA="$dir" NHBM_QEMU_MEM="${NHBM_QEMU_MEM:-1024}" \
+			NHBM_DEVMODEL="$REPO/build/nhbm-devmodel" \
+			NHBM_QEMU_APPEND="nhbm_signed=1 nhbm_no_kprobes=1 nhbm_boot=$boot" \
+			NHBM_QEMU_ARGS="-drive if=pflash,format=raw,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd -drive if=pflash,format=raw,file=/tmp/nhbm-vars.fd" \
+			"$HERE/run-qemu.sh" distro-host || {
+			cp "$REPO/build/qemu-distro-host.log" "$OUT/qemu-host-$f-$boot.log"
+			die "$rel: Neuron host boot $boot failed (serial log: build/distro/qemu-host-$f-$boot.log)"
+		}
+		cp "$REPO/build/qemu-distro-host.log" "$OUT/qemu-host-$f-$boot.log"
+		mkdir -p "$dir/etc/neuron-hbm"
+		sed -n 's/^NHBM-STATE \([^\r]*\).*/\1/p' "$OUT/qemu-host-$f-$boot.log" \
+			>"$dir/etc/neuron-hbm/functions"
+	done
+}
+
 for f in "${FLAVORS[@]}"; do
 	rel="$KVER-$f"
 	vmlinuz="$ROOT/boot/vmlinuz-$rel"
@@ -265,5 +390,6 @@ for f in "${FLAVORS[@]}"; do
 	grep -a -m1 "^nhbm: modprobe" "$OUT/qemu-$f.log" | tr -d '\r' >&2 ||
 		die "$rel: the guest did not load the module with modprobe"
 	grep -a -m1 "taints the kernel" "$OUT/qemu-$f.log" | tr -d '\r' >&2
+	host_boots "$f" "$extra"
 done
 say "passed in $((SECONDS - T0))s"

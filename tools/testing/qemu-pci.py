@@ -9,6 +9,7 @@ the guest's "NHBM-HOST-REQUEST device_del <id>" lines with QMP device_del.
 
   qemu-pci.py --root R --devmodel BIN --kernel K --initrd I --log LOG
               [--functions v2,v3/1000,...] [--mem 512] [--timeout 900] [--append ARGS]
+              [--qemu-args ARGS]
 
 Each function is ARCH (v2, v3, v4), optionally /BOOT_MS: its firmware then
 boots for that many milliseconds after the first BAR0 access.
@@ -59,6 +60,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--append", default="")
     ap.add_argument("--cpu", default="max,-erms,-fsrm")
+    ap.add_argument("--qemu-args", default="", help="more QEMU arguments (firmware), split at spaces")
     a = ap.parse_args()
     if "phys-bits" not in a.cpu:
         a.cpu += ",phys-bits=42"
@@ -107,7 +109,7 @@ def main():
             # then places the BARs in the whole 42-bit space (--cpu).
             "-append", f"console=ttyS0 panic=-1 oops=panic loglevel=7 pci=nocrs {a.append}",
             "-qmp", f"unix:{inside}/qmp.sock,server=on,wait=off",
-        ] + devices
+        ] + a.qemu_args.split() + devices
         # A private mount namespace: /proc for QEMU inside the root, gone
         # with the process.
         shell = 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"'

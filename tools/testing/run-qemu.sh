@@ -4,7 +4,7 @@
 # Boot the test kernel in QEMU (TCG) with neuron_hbm.ko and the userspace
 # programs in a busybox initramfs, then summarise the KTAP it printed.
 #
-#   run-qemu.sh check|check-pci|demo|bench|bench-pci|distro
+#   run-qemu.sh check|check-pci|demo|bench|bench-pci|distro|distro-host
 #
 # The *-pci modes boot QEMU 11 from the Debian 13 root (tools/debian13-root.sh)
 # with emulated Neuron PCI functions (tools/nhbm-devmodel, vfio-user): a V2, a
@@ -16,6 +16,9 @@
 # image and NHBM_KO the module built for it; NHBM_GUEST_EXTRA names a
 # directory whose contents join the guest's root (the kernel's module tree,
 # modprobe), and NHBM_QEMU_ARGS adds QEMU arguments (firmware).
+# Mode distro-host boots that kernel as a Neuron host with two emulated V2
+# functions (guest/init-distro-host.sh; NHBM_GUEST_EXTRA brings udev, the
+# rules and the neuron stand-in).
 # The serial log is kept in build/qemu-<mode>.log.
 set -euo pipefail
 
@@ -45,7 +48,8 @@ rm -rf "$ROOT"
 mkdir -p "$ROOT"/{bin,dev,proc,sys,tmp,tests}
 cp /bin/busybox "$ROOT/bin/busybox"
 for app in sh mount insmod rmmod cat echo ls reboot sleep grep mkdir chmod chown \
-	stat dmesg head tail wc date seq printf test true false cmp dd rm; do
+	stat dmesg head tail wc date seq printf test true false cmp dd rm readlink mv \
+	dirname sed; do
 	ln -sf busybox "$ROOT/bin/$app"
 done
 cp "$KO" "$ROOT/neuron_hbm.ko"
@@ -70,14 +74,15 @@ echo "qemu: booting ($MODE) in QEMU (TCG), serial log in ${LOG#$REPO/}" >&2
 t0=$SECONDS
 set +e
 case "$MODE" in
-*-pci)
+*-pci | distro-host)
 	functions=v2/1000,v3/1000,v4/1000
 	[ "$MODE" = bench-pci ] && functions=v2
+	[ "$MODE" = distro-host ] && functions=v2/1000,v2
 	D13="$("$REPO/tools/debian13-root.sh" qemu-system-x86/trixie-backports | tail -n 1)" || exit 1
 	python3 "$HERE/qemu-pci.py" --root "$D13" --devmodel "${NHBM_DEVMODEL:?}" \
 		--kernel "$KERNEL_IMAGE" --initrd "$BUILD/initramfs-$MODE.cpio.gz" \
 		--log "$LOG" --mem "$MEM" --timeout "$TIMEOUT" --cpu "$QEMU_CPU" \
-		--functions "$functions" --append "${NHBM_QEMU_APPEND:-}"
+		--functions "$functions" --append "${NHBM_QEMU_APPEND:-}" --qemu-args "${NHBM_QEMU_ARGS:-}"
 	;;
 *)
 	timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -m "$MEM" -smp 2 \
@@ -96,7 +101,7 @@ if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 	exit 1
 fi
 case "$MODE" in
-check | check-pci | distro) exec python3 "$HERE/ktap_summary.py" $HOST_ARGS "$LOG" ;;
+check | check-pci | distro | distro-host) exec python3 "$HERE/ktap_summary.py" $HOST_ARGS "$LOG" ;;
 bench | bench-pci)
 	# One line per figure (the module's and nhbm-bench's), each ending in its
 	# verdict; the whole log stays in $LOG. The run fails when a figure says

@@ -32,6 +32,17 @@ settle_console() {
 	return 0
 }
 
+# hand_neuron_functions: hand every Neuron PCI function to neuron_hbm
+# through its driver_override, which the driver binds only when asked (or
+# with claim_all=1; Documentation/packaging.rst).
+hand_neuron_functions() {
+	local d
+	for d in /sys/bus/pci/devices/*; do
+		[ "$(cat "$d/vendor")" = 0x1d0f ] && echo neuron_hbm >"$d/driver_override"
+	done
+	return 0
+}
+
 # run_tests: every /tests/*-test program in turn; each prints its own KTAP.
 run_tests() {
 	for t in /tests/*-test; do

@@ -6,6 +6,7 @@
 # (nhbm-bench finds the function's resource4_wc).
 . /common.sh
 
+hand_neuron_functions
 insmod /neuron_hbm.ko sim_devices=1 sim_arch=2
 settle_console
 sim= pci=

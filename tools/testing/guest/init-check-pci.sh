@@ -15,6 +15,7 @@ for d in /sys/bus/pci/devices/*; do
 	[ "$(cat $d/vendor)" = 0x1d0f ] && echo "nhbm:   ${d##*/} $(cat $d/device)"
 done
 echo "nhbm: insmod neuron_hbm.ko (no simulated devices)"
+hand_neuron_functions
 insmod /neuron_hbm.ko fault_injection=1 || echo "not ok 1 nhbm_insmod"
 settle_console
 for n in 1 2; do
