@@ -94,7 +94,9 @@ fi
 install -m 0644 "$HERE/include/nhbm/nhbm.h" "$inc/nhbm.h"
 install -m 0644 "$REPO/include/uapi/linux/neuron_hbm.h" "$inc/neuron_hbm.h"
 python3 "$HERE/man.py" "$HERE/include/nhbm/nhbm.h" "$HERE/nhbm.map" "$VERSION" "$man"
-chmod 0644 "$man"/*.3
+chmod 0644 "$man"/nhbm_*.3 "$man/libnhbm.3"
+# The macro's page is the function's (a link, as Debian wants rather than .so).
+ln -sfn nhbm_check_version.3 "$man/NHBM_CHECK_VERSION.3"
 sed -e "s|@PREFIX@|$PREFIX|" -e "s|@LIBDIR@|$LIBDIR|" -e "s|@VERSION@|$VERSION|" -e "s|@LIBS_PRIVATE@|$LIBS_PRIVATE|" \
 	"$HERE/nhbm.pc.in" >"$lib/pkgconfig/nhbm.pc"
 chmod 0644 "$lib/pkgconfig/nhbm.pc"

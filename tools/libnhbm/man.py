@@ -8,9 +8,10 @@ One page per function declared in HEADER (nhbm/nhbm.h), made of the
 function's comment: NAME (its first sentence), LIBRARY, SYNOPSIS (the
 declaration), DESCRIPTION, NOTES (the comment's "# Safety" part), VERSIONS
 (the node of VERSION_SCRIPT, nhbm.map, that exports it), SEE ALSO (the
-calls the comment names). Also libnhbm.3, the header's opening comment, and
-NHBM_CHECK_VERSION.3, a link to nhbm_check_version.3. Fails when a function
-has no comment or no version node, so that no call goes undocumented.
+calls the comment names). Also libnhbm.3, the header's opening comment
+(install.sh links NHBM_CHECK_VERSION.3 to nhbm_check_version.3). Fails when
+a function has no comment or no version node, so that no call goes
+undocumented.
 """
 
 import re
@@ -121,8 +122,7 @@ def main(argv):
     for name, m in found.items():
         (out / f"{name}.3").write_text(page(name, m["doc"], m["decl"], nodes[name], version))
     (out / "libnhbm.3").write_text(overview(header, version))
-    (out / "NHBM_CHECK_VERSION.3").write_text(".so man3/nhbm_check_version.3\n")
-    print(f"man.py: {len(found) + 2} pages in {out}", file=sys.stderr)
+    print(f"man.py: {len(found) + 1} pages in {out}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,7 @@ for f in $declared libnhbm NHBM_CHECK_VERSION; do
 	warn="$(cd "$man3/.." && groff -man -ww -z "man3/$f.3" 2>&1)"
 	[ -z "$warn" ] || fail "$f.3: $warn"
 done
-page="$(MANWIDTH=100 man -M "$stage/usr/share/man" 3 nhbm_device_from_fd 2>/dev/null | col -b)"
+page="$(MANWIDTH=100 man -M "$stage/usr/share/man" 3 nhbm_device_from_fd 2>/dev/null | col -b || true)"
 grep -q 'symbol carries version NHBM_1.1' <<<"$page" || fail "man 3 nhbm_device_from_fd: no NHBM_1.1 in: $page"
 
 # The client, against the installed library only.
