@@ -69,8 +69,8 @@ pub unsafe extern "C" fn nhbm_device_open_path(
 /// `*dev`. The file is duplicated (F_DUPFD_CLOEXEC), not adopted: the
 /// caller keeps `fd` and closes it when it likes; the handle's own
 /// descriptor is closed by nhbm_device_close() once no loaded plan holds it.
-/// Plans are the file's: those loaded through another descriptor of the
-/// same open file are reachable by id only through that file's calls.
+/// Both descriptors name the same open file, and plans belong to the open
+/// file: a plan loaded through either is that file's.
 ///
 /// Returns 0, -EBADF for a negative or closed `fd`, -EPROTO when the module
 /// speaks another UAPI version than the library, or the errno of DEVICE_INFO
