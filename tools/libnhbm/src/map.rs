@@ -106,7 +106,7 @@ mod tests {
     fn unmap_reports_munmap_errors() {
         // An address that is not page-aligned: munmap answers EINVAL.
         // SAFETY: munmap refuses it before touching anything.
-        let rc = unsafe { nhbm_unmap(ptr::dangling_mut::<u8>().cast(), 4096) };
+        let rc = unsafe { nhbm_unmap(std::ptr::NonNull::<u8>::dangling().as_ptr().cast(), 4096) };
         assert_eq!(rc, -libc::EINVAL);
         assert!(last().starts_with("munmap"), "{}", last());
     }
