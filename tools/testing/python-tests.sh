@@ -21,7 +21,8 @@ LOG="${1:?usage: python-tests.sh LOG}"
 NHBM_CACHE="${NHBM_CACHE:-/var/cache/neuron_hbm}"
 VENV="$NHBM_CACHE/python-venv"
 TARGET="$NHBM_CACHE/cargo-target-py"
-WHEELS="$TARGET/wheels"
+# This checkout's own: the target directory is shared by every checkout.
+WHEELS="$REPO/build/python-wheel"
 CRATE="$REPO/tools/nhbm-py"
 
 mkdir -p "$(dirname "$LOG")"
