@@ -17,8 +17,9 @@
 #                   function length,
 #                   rustfmt check + clippy build
 #   make python-check  build the Python package's wheel and run its pytest suite
-#   make install-lib  build and install libnhbm, the C library (DESTDIR=, PREFIX=,
-#                   LIBDIR=)
+#   make wheel      the Python package's abi3 wheel, in build/wheel/ (pip install it)
+#   make install-lib  build and install libnhbm, the C library, its headers and
+#                   manual pages (DESTDIR=, PREFIX=, LIBDIR=)
 #   make deb        the Debian packages (DKMS module, nhbm, libnhbm), in build/deb/
 #   make header     regenerate libnhbm's committed C header with cbindgen
 #   make clean
@@ -58,7 +59,7 @@ endif
 KDIR_DEBUG = $(shell VARIANT=debug NHBM_CACHE=$(NHBM_CACHE) $(SETUP) --kdir)
 
 .PHONY: all module setup check check-pci devmodel check-debug check-distro demo bench bench-module lint fmt clean userspace dkms-install python-check \
-	install-lib header deb
+	wheel install-lib header deb
 
 all: module
 
@@ -96,6 +97,11 @@ check: module userspace devmodel
 python-check:
 	@NHBM_CACHE=$(NHBM_CACHE) NHBM_CLI=$(BUILD)/userspace/nhbm \
 		$(REPO)/tools/testing/python-tests.sh $(BUILD)/python-tests.log
+
+# The Python package's wheel (abi3: CPython 3.9 and later) in build/wheel/,
+# for `pip install build/wheel/nhbm-*.whl` (Documentation/python.rst).
+wheel:
+	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/nhbm-py/build-wheel.sh $(BUILD)/wheel
 
 # The device model of a Neuron PCI function (a host program, not static).
 devmodel:
@@ -183,8 +189,9 @@ dkms-install:
 	@$(REPO)/tools/dkms-install.sh
 
 # libnhbm, the C library (tools/libnhbm, Documentation/libnhbm.rst): built
-# and installed under $(DESTDIR)$(PREFIX): lib/libnhbm.so.1, libnhbm.so,
-# libnhbm.a, include/nhbm.h, include/linux/neuron_hbm.h, lib/pkgconfig/nhbm.pc
+# and installed under $(DESTDIR)$(PREFIX): lib/libnhbm.so.X.Y.Z with its
+# libnhbm.so.1 and libnhbm.so links, libnhbm.a, include/nhbm/nhbm.h,
+# include/nhbm/neuron_hbm.h, share/man/man3/*.3, lib/pkgconfig/nhbm.pc
 # (LIBDIR= puts the lib/ files elsewhere, e.g. $(PREFIX)/lib/x86_64-linux-gnu).
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
@@ -198,7 +205,7 @@ install-lib:
 deb:
 	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/build-deb.sh
 
-# Regenerates libnhbm's committed header (tools/libnhbm/include/nhbm.h)
+# Regenerates libnhbm's committed header (tools/libnhbm/include/nhbm/nhbm.h)
 # with the pinned cbindgen; tools/testing/check-header.sh checks it.
 header:
 	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/libnhbm/header.sh

@@ -175,6 +175,9 @@ sign_standin() {
 	done
 }
 step "signing the stand-in" sign_standin
+# libnhbm-dev's manual pages, where man looks for them in the root.
+page="$(MANWIDTH=100 man -M "$ROOT/usr/share/man" 3 nhbm_load 2>/dev/null | col -b || true)"
+grep -q 'symbol carries version NHBM_1.0' <<<"$page" || die "man 3 nhbm_load: no libnhbm-dev page in the root"
 
 # check_module REL FILE: FILE (a module built for REL) names REL, and every
 # crate it refers to carries the hash Debian's REL kernel was built with.

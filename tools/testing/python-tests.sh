@@ -2,20 +2,17 @@
 # SPDX-License-Identifier: GPL-2.0-only
 #
 # Build the Python package `nhbm` (tools/nhbm-py: pyo3, an abi3 wheel) with
-# maturin, install it into a venv under the cache, and run its pytest suite.
-# The venv ($NHBM_CACHE/python-venv) is made once, with pinned maturin and
-# pytest from the package index pip is configured with; the wheel builds in
-# its own target directory ($NHBM_CACHE/cargo-target-py), so it never waits
-# for the shared one. The whole output goes to the log given as the first
-# argument, closed by "python-tests-exit: N" and the summary line
+# tools/nhbm-py/build-wheel.sh, install it into that script's venv under the
+# cache, and run its pytest suite. The whole output goes to the log given as
+# the first argument, closed by "python-tests-exit: N" and the summary line
 # "python-tests: N passed, N failed" (also printed); the exit status is
 # non-zero when a step or a test fails.
 #
 #   tools/testing/python-tests.sh build/python-tests.log
 #
 # NHBM_PYTHON: the interpreter the venv is made from (default Debian's
-# /usr/bin/python3). NHBM_CLI: an `nhbm` command built from this tree, to
-# compare the blobs with what `nhbm plan` writes (skipped without it).
+# /usr/bin/python3). NHBM_CLI: the `nhbm` command the blobs are compared
+# with (default build/userspace/nhbm, which `make userspace` builds).
 set -uo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -24,11 +21,9 @@ LOG="${1:?usage: python-tests.sh LOG}"
 NHBM_CACHE="${NHBM_CACHE:-/var/cache/neuron_hbm}"
 VENV="$NHBM_CACHE/python-venv"
 TARGET="$NHBM_CACHE/cargo-target-py"
-WHEELS="$TARGET/wheels"
+# This checkout's own: the target directory is shared by every checkout.
+WHEELS="$REPO/build/python-wheel"
 CRATE="$REPO/tools/nhbm-py"
-# What the venv is made with and what goes into it; changing a pin remakes it.
-PYTHON="${NHBM_PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}"
-PINS="maturin==1.16.0 pytest==9.2.0"
 
 mkdir -p "$(dirname "$LOG")"
 LOG="$(cd "$(dirname "$LOG")" && pwd)/$(basename "$LOG")"
@@ -43,41 +38,15 @@ fail() {
 	exit "$2"
 }
 
-# python3-venv (ensurepip) on Debian.
-"$REPO/tools/setup.sh" --packages >>"$LOG" 2>&1 || fail "setup.sh --packages" $?
-# The userspace environment: rustup's cargo, libclang for nhbm's bindgen.
-# shellcheck source=cargo-env.sh
-. "$HERE/cargo-env.sh"
-
-# One venv per cache; another run waits while it is made or updated.
-mkdir -p "$NHBM_CACHE"
-exec 7>"$VENV.lock"
-flock 7
-stamp="$("$PYTHON" -c 'import sys; print(sys.version.split()[0])') $PINS"
-if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.nhbm-pins" 2>/dev/null)" != "$stamp" ]; then
-	say "making the venv $VENV ($PINS)"
-	rm -rf "$VENV"
-	"$PYTHON" -m venv "$VENV" >>"$LOG" 2>&1 || fail "python3 -m venv" $?
-	# shellcheck disable=SC2086
-	"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check $PINS >>"$LOG" 2>&1 ||
-		fail "pip install $PINS" $?
-	echo "$stamp" >"$VENV/.nhbm-pins"
-fi
-
-# One build in this target directory at a time (cargo locks it too, but the
-# wheel directory is ours to empty).
-exec 6>"$TARGET.lock"
-flock 6
-mkdir -p "$TARGET"
-rm -rf "$WHEELS"
+# The wheel (tools/nhbm-py/build-wheel.sh: the venv with maturin and pytest,
+# then maturin build in its own target directory).
 say "maturin build --release (target ${TARGET})"
 tb=$SECONDS
-(cd "$CRATE" && CARGO_TARGET_DIR="$TARGET" "$VENV/bin/maturin" build --release --locked \
-	--interpreter "$VENV/bin/python" --compatibility linux --out "$WHEELS") >>"$LOG" 2>&1 ||
-	fail "maturin build" $?
-say "wheel built in $((SECONDS - tb))s: $(cd "$WHEELS" && ls -- *.whl)"
+NHBM_CACHE="$NHBM_CACHE" "$CRATE/build-wheel.sh" "$WHEELS" >>"$LOG" 2>&1 || fail "build-wheel.sh" $?
+wheel="$(tail -n 1 "$LOG")"
+say "wheel built in $((SECONDS - tb))s: $(basename "$wheel")"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps \
-	"$WHEELS"/*.whl >>"$LOG" 2>&1 || fail "pip install the wheel" $?
+	"$wheel" >>"$LOG" 2>&1 || fail "pip install the wheel" $?
 
 # The tests import the installed package, not the sources next to them.
 say "pytest tools/nhbm-py/tests"

@@ -5,10 +5,13 @@
  *
  *   nhbm-client [DEVICE_NODE [SUITE]]   (default /dev/neuron_hbm0, nhbm_libnhbm)
  *
- * Builds a three-record plan by hand, validates it offline, loads it,
- * resolves through RESOLVE, RESOLVE_BATCH and the in-process resolver (all
- * three must agree, errors included; no resolver is made of another plan),
- * writes and reads back a variable, reads MEM_STATS, unloads (a failed
+ * Checks the library's version, builds a three-record plan by hand,
+ * validates it offline, loads it, resolves through RESOLVE, RESOLVE_BATCH
+ * and the in-process resolver (all three must agree, errors included; no
+ * resolver is made of another plan), writes and reads back a variable, maps
+ * one (what MEM_WRITE put the mapping shows, what is stored through it
+ * MEM_READ reads), passes the device's fd over a Unix socket to a child
+ * that loads and resolves through it, reads MEM_STATS, unloads (a failed
  * unload fails the run), checks that RESET refuses an unknown type
  * without resetting, and checks that corrupt plans fail offline with
  * the errno and record the kernel then answers.
@@ -16,13 +19,17 @@
  * Build against the installed library:
  *   cc -static nhbm-client.c $(pkg-config --static --cflags --libs nhbm)
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-#include <nhbm.h>
+#include <nhbm/nhbm.h>
 
 #define VAR_IN 1
 #define VAR_OUT 2
@@ -82,6 +89,17 @@ static int abi_version(void)
 {
 	if (nhbm_abi_version() != NHBM_ABI_VERSION)
 		return fail("library speaks %u, header %u", nhbm_abi_version(), NHBM_ABI_VERSION);
+	return 0;
+}
+
+static int check_version(void)
+{
+	if (nhbm_check_version(NHBM_VERSION_MAJOR, NHBM_VERSION_MINOR))
+		return fail("library %s is older than header %d.%d: %s", nhbm_version(),
+			    NHBM_VERSION_MAJOR, NHBM_VERSION_MINOR, nhbm_last_error());
+	if (nhbm_check_version(NHBM_VERSION_MAJOR, NHBM_VERSION_MINOR + 1) != -ENOTSUP)
+		return fail("library %s claims %d.%d", nhbm_version(), NHBM_VERSION_MAJOR,
+			    NHBM_VERSION_MINOR + 1);
 	return 0;
 }
 
@@ -258,6 +276,138 @@ static int write_read_round_trip(void)
 	return 0;
 }
 
+/* MEM_WRITE shows through a mapping, and a store through it reads back. */
+static int map_shares_the_variable(void)
+{
+	static const char word[] = "through the map";
+	unsigned char back[sizeof(word)];
+	unsigned char *m = NULL;
+	void *addr = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (check(nhbm_map(loaded, VAR_OUT, &addr, &len), "map"))
+		return -1;
+	m = addr;
+	if (len < OUT_SIZE || len % 4096)
+		rc = fail("mapped %zu bytes of %d", len, OUT_SIZE);
+	else if (check(nhbm_mem_write(loaded, VAR_OUT, 100, "abc", 3), "mem_write"))
+		rc = -1;
+	else if (memcmp(m + 100, "abc", 3))
+		rc = fail("MEM_WRITE does not show in the mapping");
+	else {
+		memcpy(m + OUT_SIZE - sizeof(word), word, sizeof(word));
+		rc = check(nhbm_mem_read(loaded, VAR_OUT, OUT_SIZE - sizeof(word), back,
+					 sizeof(back)), "mem_read");
+		if (!rc && memcmp(back, word, sizeof(word)))
+			rc = fail("MEM_READ does not see the store through the mapping");
+	}
+	if (check(nhbm_unmap(addr, len), "unmap"))
+		return -1;
+	if (!rc && nhbm_map(loaded, VAR_PTR, &addr, &len) != -EINVAL)
+		return fail("a PTR record was mapped");
+	return rc;
+}
+
+/* Receives a descriptor over `sock` (SCM_RIGHTS); -1 on failure. */
+static int recv_fd(int sock)
+{
+	char byte, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			      .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c;
+	int fd;
+
+	if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	c = CMSG_FIRSTHDR(&msg);
+	if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+		return -1;
+	memcpy(&fd, CMSG_DATA(c), sizeof(fd));
+	return fd;
+}
+
+static int send_fd(int sock, int fd)
+{
+	char byte = 0, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
+			      .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+
+	memset(ctl, 0, sizeof(ctl));
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+	return sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
+}
+
+/*
+ * The sandboxed worker: a device made of the received fd loads the plan and
+ * resolves through it. Its exit code is the step that failed (0: none).
+ */
+static int worker(int fd)
+{
+	nhbm_device *d = NULL;
+	nhbm_loaded *l = NULL;
+	uint64_t pa = 0;
+
+	if (fd < 0)
+		return 2;
+	if (nhbm_device_from_fd(fd, &d))
+		return 3;
+	if (close(fd) || nhbm_device_fd(d) < 0 || nhbm_device_fd(d) == fd)
+		return 4;
+	if (nhbm_load(d, plan, NHBM_CHANNEL_ANY, &l))
+		return 5;
+	if (nhbm_resolve(l, VAR_IN, 256, 16, &pa) || nhbm_resolve(l, 99, 0, 0, &pa) != -ENOENT)
+		return 6;
+	if (nhbm_resolve(l, VAR_IN, 0, IN_SIZE, &pa) || pa == NHBM_PA_UNSTAGED)
+		return 7;
+	if (nhbm_unload(l))
+		return 8;
+	nhbm_device_close(d);
+	return 0;
+}
+
+/*
+ * A broker's fd, passed over a Unix socket to a child that uses it. A
+ * kernel without AF_UNIX (the tinyconfig test kernel) has no socketpair:
+ * the child then takes the descriptor it inherited, and says so.
+ */
+static int fd_passed_to_a_child(void)
+{
+	int sv[2] = { -1, -1 }, status = 0, sock;
+	pid_t pid;
+
+	if (nhbm_device_fd(dev) < 0)
+		return fail("device_fd: %d", nhbm_device_fd(dev));
+	sock = !socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+	if (!sock && errno != ENOSYS && errno != EAFNOSUPPORT)
+		return fail("socketpair: %s", strerror(errno));
+	if (!sock)
+		printf("    # socketpair: %s: the child inherits the fd instead\n", strerror(errno));
+	pid = fork();
+	if (pid == 0)
+		_exit(worker(sock ? recv_fd(sv[1]) : dup(nhbm_device_fd(dev))));
+	if (sock)
+		close(sv[1]);
+	if (pid < 0 || (sock && send_fd(sv[0], nhbm_device_fd(dev)))) {
+		if (sock)
+			close(sv[0]);
+		return fail("fork or sendmsg: %s", strerror(errno));
+	}
+	if (sock)
+		close(sv[0]);
+	if (waitpid(pid, &status, 0) != pid)
+		return fail("waitpid: %s", strerror(errno));
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		return fail("the child failed at step %d (status %#x)", WEXITSTATUS(status), status);
+	return 0;
+}
+
 static int mem_stats_counts_the_plan(void)
 {
 	struct nhbm_mem_stats s;
@@ -376,6 +526,7 @@ static const struct {
 	int needs_dev, needs_loaded;
 } cases[] = {
 	{ "abi_version", abi_version, 0, 0 },
+	{ "check_version", check_version, 0, 0 },
 	{ "open_missing_is_enoent", open_missing_is_enoent, 0, 0 },
 	{ "open_device", open_device, 0, 0 },
 	{ "validate_offline", validate_offline, 1, 0 },
@@ -384,6 +535,8 @@ static const struct {
 	{ "resolve_batch_agrees", resolve_batch_agrees, 1, 1 },
 	{ "resolver_agrees", resolver_agrees, 1, 1 },
 	{ "write_read_round_trip", write_read_round_trip, 1, 1 },
+	{ "map_shares_the_variable", map_shares_the_variable, 1, 1 },
+	{ "fd_passed_to_a_child", fd_passed_to_a_child, 1, 1 },
 	{ "mem_stats_counts_the_plan", mem_stats_counts_the_plan, 1, 1 },
 	{ "null_pointers_are_einval", null_pointers_are_einval, 1, 1 },
 	{ "unload", unload, 1, 1 },

@@ -1,6 +1,7 @@
 //! Devices: open, close, DEVICE_INFO, MEM_STATS and RESET.
 
 use std::ffi::{c_char, c_int};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
 
 use nhbm::uapi::{DeviceInfo, MemStats};
@@ -60,6 +61,55 @@ pub unsafe extern "C" fn nhbm_device_open_path(
         let opened_dev = Device::open_path(path)?;
         // SAFETY: `path` is not used after the device is open.
         Ok(unsafe { opened(opened_dev, out_dev) })
+    })
+}
+
+/// Makes a device handle of `fd`, an open file of a neuron_hbm device (one
+/// received over a Unix socket with SCM_RIGHTS, say), and stores it in
+/// `*dev`. The file is duplicated (F_DUPFD_CLOEXEC), not adopted: the
+/// caller keeps `fd` and closes it when it likes; the handle's own
+/// descriptor is closed by nhbm_device_close() once no loaded plan holds it.
+/// Both descriptors name the same open file, and plans belong to the open
+/// file: a plan loaded through either is that file's.
+///
+/// Returns 0, -EBADF for a negative or closed `fd`, -EPROTO when the module
+/// speaks another UAPI version than the library, or the errno of DEVICE_INFO
+/// (-ENOTTY for a file that is no neuron_hbm device).
+///
+/// # Safety
+/// `dev` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_device_from_fd(fd: c_int, dev: *mut *mut nhbm_device) -> c_int {
+    call(|| {
+        // SAFETY: `dev` is NULL or writable (the contract above).
+        let out_dev = unsafe { out(dev, "dev") }?;
+        if fd < 0 {
+            return Err(Error::new(libc::EBADF, format!("fd {fd} is negative")));
+        }
+        // SAFETY: borrowed for the duplication only; a closed `fd` makes
+        // fcntl fail with EBADF, it is never used otherwise.
+        let owned = unsafe { BorrowedFd::borrow_raw(fd) }
+            .try_clone_to_owned()
+            .map_err(|e| Error::io(&format!("dup of fd {fd}"), &e))?;
+        let opened_dev = Device::from_fd(owned)?;
+        // SAFETY: the call has no C input.
+        Ok(unsafe { opened(opened_dev, out_dev) })
+    })
+}
+
+/// The handle's file descriptor (for poll(2), fstat(2), or to pass the
+/// device to another process), or -EINVAL when `dev` is NULL. It stays the
+/// handle's: do not close it; it is valid while the handle, or a plan
+/// loaded through it, is.
+///
+/// # Safety
+/// `dev` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_device_fd(dev: *const nhbm_device) -> c_int {
+    call(|| {
+        // SAFETY: `dev` is NULL or a live handle.
+        let dev = unsafe { handle(dev, "dev") }?;
+        Ok(dev.dev.as_raw_fd())
     })
 }
 
@@ -156,9 +206,41 @@ mod tests {
             );
             assert_eq!(nhbm_mem_stats(ptr::null(), ptr::null_mut()), -libc::EINVAL);
             assert_eq!(nhbm_reset(ptr::null(), 1, 0), -libc::EINVAL);
+            assert_eq!(nhbm_device_from_fd(0, ptr::null_mut()), -libc::EINVAL);
+            assert_eq!(nhbm_device_fd(ptr::null()), -libc::EINVAL);
             nhbm_device_close(ptr::null_mut());
         }
         assert!(d.is_null());
+    }
+
+    #[test]
+    fn from_fd_duplicates_and_checks_the_file() {
+        let mut d = ptr::null_mut();
+        let null = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: a writable handle slot; the fds are plain integers.
+        unsafe {
+            assert_eq!(nhbm_device_from_fd(-1, &mut d), -libc::EBADF);
+            // Past any open descriptor: fcntl answers EBADF.
+            assert_eq!(nhbm_device_from_fd(1 << 29, &mut d), -libc::EBADF);
+            // Not a device: DEVICE_INFO is refused, and the duplicate closed.
+            assert_eq!(nhbm_device_from_fd(null.as_raw_fd(), &mut d), -libc::ENOTTY);
+        }
+        assert!(d.is_null());
+        // SAFETY: F_GETFD only reads the descriptor's flags.
+        let flags = unsafe { libc::fcntl(null.as_raw_fd(), libc::F_GETFD) };
+        assert_ne!(flags, -1, "the caller's fd was closed");
+    }
+
+    #[test]
+    fn fd_is_the_handles_own() {
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let dev = nhbm_device {
+            dev: Arc::new(Device::open_path_unchecked("/dev/null").unwrap()),
+        };
+        // SAFETY: a live handle.
+        let fd = unsafe { nhbm_device_fd(&dev) };
+        assert_eq!(fd, dev.dev.as_raw_fd());
+        assert_ne!(fd, file.as_raw_fd());
     }
 
     #[test]

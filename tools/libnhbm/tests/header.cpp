@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
-// The header compiles as C++17 and its declarations are usable from C++
+// The header compiles as C++17 from where it is installed, through
+// pkg-config, and its declarations are usable from C++
 // (tools/testing/libnhbm-check.sh, -fsyntax-only).
-#include <nhbm.h>
+#include <nhbm/nhbm.h>
 
+#include <cstddef>
 #include <cstdint>
 
 static_assert(sizeof(nhbm_load_info) == 40, "nhbm_load_info layout");
 static_assert(sizeof(nhbm_plan_error) == 16, "nhbm_plan_error layout");
+static_assert(!NHBM_CHECK_VERSION(NHBM_VERSION_MAJOR, NHBM_VERSION_MINOR), "own version");
 
 int main()
 {
@@ -26,6 +29,11 @@ int main()
 	(void)nhbm_loaded_info(loaded, &info);
 	(void)nhbm_resolve(loaded, 1, 0, 0, &pa);
 	(void)nhbm_resolve_batch(loaded, &q, 1);
+	void *addr = nullptr;
+	std::size_t len = 0;
+	if (nhbm_map(loaded, 1, &addr, &len) == 0)
+		(void)nhbm_unmap(addr, len);
+	(void)nhbm_device_fd(dev);
 	nhbm_device_close(dev);
 	return 0;
 }

@@ -81,7 +81,7 @@ pub fn pci_mmap_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
     let file = bar4
         .file_name()
         .map_or("BAR4".into(), |f| f.to_string_lossy().into_owned());
-    let (id, pa, m) = mapped_buffer(pci, len)?;
+    let (id, pa, mut m) = mapped_buffer(pci, len)?;
     let res = (|| {
         let bar = BarMap::open(bar4, pa, len)?;
         let src = pattern(len);
@@ -147,7 +147,7 @@ pub fn pci_mmap_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
 /// repetitions in ABBA order.
 pub fn sim_mmap_figure(dev: &Device) -> io::Result<Figure> {
     let len = UPLOAD_CHUNK;
-    let (id, _, m) = mapped_buffer(dev, len)?;
+    let (id, _, mut m) = mapped_buffer(dev, len)?;
     let res = (|| {
         let src = pattern(len);
         let mut dst = vec![0u8; len];

@@ -67,7 +67,7 @@ pub enum Cmd {
     /// Stage PLAN, hex dump of VAR [OFFSET [LEN]]
     Read(VarArgs),
     /// Stage PLAN, write bytes to VAR (OFFSET HEX), read them back
-    Write(VarArgs),
+    Write(WriteArgs),
     /// Reset the device (or NeuronCores)
     Reset {
         /// Reset only the NeuronCores of this map
@@ -183,6 +183,17 @@ pub struct VarArgs {
     pub channel: ChannelArg,
 }
 
+/// The operands of `write`.
+#[derive(clap::Args, Debug)]
+pub struct WriteArgs {
+    /// PLAN VAR OFFSET HEX
+    #[command(flatten)]
+    pub var: VarArgs,
+    /// Store through an mmap of the variable instead of MEM_WRITE
+    #[arg(long)]
+    pub mmap: bool,
+}
+
 impl VarArgs {
     /// The operands after VAR.
     pub fn rest_args(&self) -> Vec<&str> {
@@ -232,8 +243,14 @@ mod tests {
         };
         assert_eq!((channel.channel, verify), (Some(CHANNEL_ANY), true));
         let c = cli(&["write", "p.json", "fc1.out", "8", "deadbeef"]).unwrap();
-        let Cmd::Write(v) = c.cmd else { panic!() };
+        let Cmd::Write(w) = c.cmd else { panic!() };
+        assert!(!w.mmap);
+        let v = w.var;
         assert_eq!((v.var.as_str(), v.rest.len()), ("fc1.out", 2));
+        let c = cli(&["write", "--mmap", "p.json", "fc1.out", "8", "ab"]).unwrap();
+        let Cmd::Write(w) = c.cmd else { panic!() };
+        assert!(w.mmap);
+        assert_eq!(w.var.rest_args(), ["8", "ab"]);
         let c = cli(&["reset", "--tpb", "0x3"]).unwrap();
         assert!(matches!(c.cmd, Cmd::Reset { tpb: Some(3) }));
         let c = cli(&["demo", "/dev/neuron_hbm0", "/tests"]).unwrap();

@@ -69,7 +69,7 @@ fn run(cli: Cli) -> Result<()> {
         } => cmd::load::run(&mut s, &plan, channel.channel, verify, hold),
         Cmd::Resolve(v) => cmd::resolve::run(&mut s, &v),
         Cmd::Read(v) => cmd::read::run(&mut s, &v),
-        Cmd::Write(v) => cmd::write::run(&mut s, &v),
+        Cmd::Write(w) => cmd::write::run(&mut s, &w),
         Cmd::Session { file } => cmd::session::run(&mut s, file.as_deref()),
         Cmd::Demo { model_dir, .. } => cmd::demo::run(&mut s, model_dir.as_deref()),
         Cmd::Plan(_) | Cmd::Validate { .. } | Cmd::Completions { .. } | Cmd::Manpage => {

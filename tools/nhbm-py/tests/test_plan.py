@@ -171,6 +171,18 @@ def test_arch_v3_plans_hbm2_and_hbm3():
     assert r4.placement["a"].memory == "hbm3"
 
 
+def test_plan_keeps_the_models_arch():
+    desc = tiny_model(["hbm2", "hbm3"], pins={"a": "hbm2", "b": "hbm3", "c": "hbm3"})
+    m = nhbm.load_model(desc, arch="v3")
+    r = nhbm.plan(m, "greedy")
+    assert r.target == "v3"
+    assert set(r.memories) == {"hbm2", "hbm3"}
+    # A model loaded without an arch is planned for V2, and an explicit
+    # arch still wins over the model's.
+    assert nhbm.plan(tiny_model(["hbm0"]), "greedy").target == "v2"
+    assert nhbm.plan(nhbm.load_model(tiny_model(["hbm0"]), arch="v3"), "greedy", arch="v4").target == "v4"
+
+
 def test_bad_arguments():
     desc = tiny_model(["hbm0"])
     with pytest.raises(ValueError, match="planner"):

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::ops::{Deref, DerefMut};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use zerocopy::{FromBytes, IntoBytes};
@@ -154,6 +155,31 @@ impl Device {
                 kind: OpenErrorKind::Io(e),
             }),
         }
+    }
+
+    /// Takes over `fd`, an open file of a neuron_hbm device (one passed by
+    /// another process over a Unix socket, say), and checks its UAPI version
+    /// as [`Device::open_path`] does. The device is closed with the `Device`;
+    /// [`Device::path`] is the file `/proc/self/fd/N` names, or that link
+    /// when it cannot be read.
+    pub fn from_fd(fd: OwnedFd) -> Result<Device, OpenError> {
+        let link = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+        let path = std::fs::read_link(&link).unwrap_or(link);
+        let dev = Device {
+            file: File::from(fd),
+            path,
+        };
+        let err = |kind| OpenError {
+            path: dev.path.clone(),
+            kind,
+        };
+        let info = dev.device_info().map_err(|e| err(OpenErrorKind::Io(e)))?;
+        if info.abi_version != ABI_VERSION {
+            return Err(err(OpenErrorKind::Abi {
+                module: info.abi_version,
+            }));
+        }
+        Ok(dev)
     }
 
     /// The device node this file was opened as.
@@ -387,9 +413,12 @@ impl Device {
 }
 
 /// A variable mapped into the process by [`Device::map`], unmapped when
-/// dropped. Its bytes are the device's: they may change under the caller
-/// (another thread, a transfer), and after an unload, a device reset or
-/// the device's removal any access gets `SIGBUS`.
+/// dropped. It derefs to the mapped bytes (`&[u8]`, and `&mut [u8]` through
+/// a `&mut Mapping`), as a memory-mapped file does; [`Mapping::read`] and
+/// [`Mapping::write`] copy with a bounds check. Its bytes are the device's:
+/// like any shared mapping they may change under the caller (another
+/// process, a transfer), and after an unload, a device reset or the
+/// device's removal any access gets `SIGBUS`.
 #[derive(Debug)]
 pub struct Mapping {
     addr: *mut u8,
@@ -398,7 +427,7 @@ pub struct Mapping {
 
 // SAFETY: the mapping is plain shared memory, usable from any thread.
 unsafe impl Send for Mapping {}
-// SAFETY: every access copies bytes; none hands out a reference.
+// SAFETY: `&Mapping` only reads (`Deref`, `read`); writes need `&mut`.
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
@@ -407,14 +436,11 @@ impl Mapping {
         self.addr
     }
 
-    /// Bytes mapped (the variable, rounded up to pages).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether nothing is mapped (never, for a mapping that was made).
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    /// Gives up the mapping without unmapping it: its address and length,
+    /// for `munmap(2)` by the caller (the C library's `nhbm_unmap`).
+    pub fn into_raw(self) -> (*mut u8, usize) {
+        let this = std::mem::ManuallyDrop::new(self);
+        (this.addr, this.len)
     }
 
     fn check(&self, offset: usize, len: usize) -> io::Result<()> {
@@ -424,28 +450,35 @@ impl Mapping {
         }
     }
 
-    /// Copies `buf` to the mapping at `offset`.
-    pub fn write(&self, offset: usize, buf: &[u8]) -> io::Result<()> {
+    /// Copies `buf` to the mapping at `offset` (`EINVAL` past its end).
+    pub fn write(&mut self, offset: usize, buf: &[u8]) -> io::Result<()> {
         self.check(offset, buf.len())?;
-        // SAFETY: `[offset, offset + len)` lies in the mapping (checked),
-        // which is shared memory no Rust reference points into. The C
-        // library's memcpy, as a C runtime copies a tensor.
-        unsafe { libc::memcpy(self.addr.add(offset).cast(), buf.as_ptr().cast(), buf.len()) };
+        self[offset..offset + buf.len()].copy_from_slice(buf);
         Ok(())
     }
 
-    /// Copies the mapping at `offset` into `buf`.
+    /// Copies the mapping at `offset` into `buf` (`EINVAL` past its end).
     pub fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
         self.check(offset, buf.len())?;
-        // SAFETY: as in `write`.
-        unsafe {
-            libc::memcpy(
-                buf.as_mut_ptr().cast(),
-                self.addr.add(offset).cast(),
-                buf.len(),
-            )
-        };
+        buf.copy_from_slice(&self[offset..offset + buf.len()]);
         Ok(())
+    }
+}
+
+impl Deref for Mapping {
+    type Target = [u8];
+
+    /// The mapped bytes: the variable, rounded up to whole pages.
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `len` bytes at `addr` stay mapped until drop.
+        unsafe { std::slice::from_raw_parts(self.addr, self.len) }
+    }
+}
+
+impl DerefMut for Mapping {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`; `&mut self` makes the slice the only one.
+        unsafe { std::slice::from_raw_parts_mut(self.addr, self.len) }
     }
 }
 

@@ -72,7 +72,7 @@ fn command(s: &mut Session, cmd: &str, rest: &[&str]) -> Result<()> {
             match cmd {
                 "resolve" => resolve::resolve(s, id, var, &rest[2..]),
                 "read" => read::read(s, id, var, &rest[2..]),
-                _ => write::write(s, id, var, &rest[2..]),
+                _ => write::write(s, id, var, &rest[2..], false),
             }
         }
         "verify" => {

@@ -168,7 +168,7 @@ pub fn mapped_variable_is_the_device_address() -> TestResult {
             .plan_load(&one_buffer(1, len).to_blob().ctx("build")?, ch)
             .ctx("PLAN_LOAD")?;
         let pa = d.resolve(p.plan_id, 1, 0, len).ctx("RESOLVE")?;
-        let m = d.map(p.plan_id, 1).ctx("map")?;
+        let mut m = d.map(p.plan_id, 1).ctx("map")?;
         let w = pattern(len, 70 + ch);
         m.write(0, &w).ctx("write through the mapping")?;
         for off in [0usize, 4, 4096, 40000, len as usize - 4] {

@@ -30,7 +30,7 @@ enum Ending {
 
 /// A child that writes and reads through `m` until `ms` milliseconds have
 /// passed: its pid.
-fn toucher(m: &Mapping, ms: u64) -> Result<libc::pid_t, Fail> {
+fn toucher(m: &mut Mapping, ms: u64) -> Result<libc::pid_t, Fail> {
     // SAFETY: the child only touches the mapping and leaves with _exit; the
     // parent's other thread only makes system calls.
     let pid = unsafe { libc::fork() };
@@ -74,8 +74,8 @@ fn round(rng: &mut Rng, ending: Ending) -> Result<bool, Fail> {
     let p = d
         .plan_load(&one_buffer(1, VAR).to_blob().ctx("build")?, CHANNEL_ANY)
         .ctx("PLAN_LOAD")?;
-    let m = d.map(p.plan_id, 1).ctx("map")?;
-    let pid = toucher(&m, 150)?;
+    let mut m = d.map(p.plan_id, 1).ctx("map")?;
+    let pid = toucher(&mut m, 150)?;
     let (offset, len) = d.map_offset(p.plan_id, 1).ctx("MAP_OFFSET")?;
     let wait = Duration::from_millis(rng.below(60));
     let stop = AtomicBool::new(false);

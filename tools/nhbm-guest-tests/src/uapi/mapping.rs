@@ -70,7 +70,7 @@ pub fn mapped_bytes_are_mem_reads() -> TestResult {
     ensure_eq("mappable bytes", mapped, 6 * page())?;
     let first = pattern(size, 41);
     p.write(1, 0, &first).ctx("MEM_WRITE")?;
-    let m = p.map(1).ctx("map")?;
+    let mut m = p.map(1).ctx("map")?;
     let mut got = vec![0u8; size as usize];
     m.read(0, &mut got).ctx("read through the mapping")?;
     ensure_bytes("mapping after MEM_WRITE", &got, &first)?;
@@ -165,7 +165,7 @@ pub fn access_after_unload_gets_sigbus() -> TestResult {
         let p = d
             .plan_load(&one_buffer(1, 2 * page()).to_blob().ctx("build")?, 0)
             .ctx("PLAN_LOAD")?;
-        let m = d.map(p.plan_id, 1).ctx("map")?;
+        let mut m = d.map(p.plan_id, 1).ctx("map")?;
         m.write(0, b"before").ctx("write before the unload")?;
         d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
         // The freed memory goes to a new plan of the same file.
@@ -187,7 +187,7 @@ pub fn access_after_reset_gets_sigbus() -> TestResult {
         let p = d
             .plan_load(&one_buffer(1, page()).to_blob().ctx("build")?, 0)
             .ctx("PLAN_LOAD")?;
-        let m = d.map(p.plan_id, 1).ctx("map")?;
+        let mut m = d.map(p.plan_id, 1).ctx("map")?;
         m.write(0, b"before").ctx("write before the reset")?;
         let status = d.reset(RESET_DEVICE, 0).ctx("RESET")?;
         ensure_eq("RESET status", status, 0)?;
@@ -205,7 +205,7 @@ pub fn forked_children_share_a_mapping() -> TestResult {
     let p = d
         .load(&one_buffer(1, page()).to_blob().ctx("build")?, 0)
         .ctx("PLAN_LOAD")?;
-    let m = p.map(1).ctx("map")?;
+    let mut m = p.map(1).ctx("map")?;
     let signal = child_signal(|| m.write(16, b"from the child").ctx("write in the child"))?;
     ensure_eq("signal of the child", signal, None)?;
     let got = read(&d, p.id(), 1, 16, 14)?;

@@ -107,7 +107,7 @@ def plan(
     planner: Optional[str] = None,
     *,
     budget: Optional[int] = None,
-    arch: Optional[str] = "v2",
+    arch: Optional[str] = None,
     seed: Optional[int] = None,
     iterations: Optional[int] = None,
     max_stall_iterations: Optional[int] = None,
@@ -126,7 +126,9 @@ def plan(
             plan; the search stops earlier at a proven optimum.
         arch: the device plans are for, "v2", "v3" or "v4" (their HBM
             channels and sizes with the module's default parameters); None
-            keeps the model's (V2).
+            (the default) keeps the model's: the arch ``load_model`` was
+            given, V2 for a model loaded without one, as ``nhbm plan``
+            without ``--arch``.
         seed: the seed of hill_climb's moves (the model's when None).
         iterations: hill_climb's moves per 100 tensors (the model's when None).
         max_stall_iterations: hill_climb's moves without gain that end a
