@@ -24,7 +24,11 @@
 #    every binary package from what it unpacked.
 # 4. Lintian, in the Debian 13 root tools/debian13-root.sh makes, on the
 #    source and binary packages: it must report no error; its tags are kept
-#    in build/deb/lintian.txt. Documentation/packaging.rst.
+#    in build/deb/lintian.txt.
+#
+# When build/deb/ holds the packages of the same source tree built in the
+# same root (build/deb/source.id), they stay and nothing is built.
+# Documentation/packaging.rst.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -97,16 +101,34 @@ dpkg-source -x neuron-hbm_$VERSION.dsc
 cd $PKG
 dpkg-buildpackage -b -uc -us"
 
+# tree_id DIR: the names, modes and contents of the files under DIR, hashed.
+tree_id() {
+	(cd "$1" && {
+		find . -type f -printf '%m %p\n' | LC_ALL=C sort
+		find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+	}) | sha256sum | cut -c1-64
+}
+
 main() {
 	mkdir -p "$CACHE" "$OUT"
 	# One package build at a time.
 	exec 7>"$CACHE/.build-deb.lock"
 	flock 7
-	local root
+	local root id
 	root=$(build_root)
 	rm -rf "$RUN"
 	say "the source tree"
 	source_tree "$RUN/upper$WORK/$PKG"
+	# The same source in the same root builds the same packages: those of
+	# the last build stay when nothing changed (make check-distro after
+	# make deb, for instance).
+	id="$root $(tree_id "$RUN/upper$WORK/$PKG")"
+	if [ "$(cat "$OUT/source.id" 2>/dev/null)" = "$id" ] && [ -f "$OUT/lintian.txt" ] &&
+		ls "$OUT"/*.deb "$OUT"/*.dsc >/dev/null 2>&1; then
+		say "build/deb/ holds the packages of this source tree already"
+		return 0
+	fi
+	rm -f "$OUT/source.id"
 
 	say "dpkg-source and dpkg-buildpackage in a fresh copy of $root, offline"
 	local log="$OUT/dpkg-buildpackage.log"
@@ -118,6 +140,7 @@ main() {
 	local b="$RUN/upper$WORK"
 	cp "$b"/*.deb "$b"/*.dsc "$b"/*.tar.* "$b"/*.changes "$b"/*.buildinfo "$OUT/"
 	lint
+	echo "$id" >"$OUT/source.id"
 	say "$(cd "$OUT" && ls ./*.dsc ./*.deb | tr '\n' ' ')in build/deb/ (source package" \
 		"$(du -ch "$OUT"/*.tar.* | tail -1 | cut -f1); lintian: $(grep -c '^[EWI]:' "$OUT/lintian.txt" || true) tags, none an error)"
 }
