@@ -144,9 +144,13 @@ def linked(tools):
 
 def license_text(lic, crates):
     """The text for lic's License paragraph, as DEP-5 lines."""
-    if lic in COMMON:
-        return [f" On Debian systems, the full text of {lic} can be found in",
-                f" /usr/share/common-licenses/{COMMON[lic]}."]
+    base, _, exc = lic.partition(" WITH ")
+    if base in COMMON:
+        ref = [f" On Debian systems, the full text of {base} can be found in",
+               f" /usr/share/common-licenses/{COMMON[base]}."]
+        # Only the exception's own text beside it: Debian's copyright files
+        # do not repeat a license common-licenses has.
+        return ref + ([" ."] + exception_text(lic, exc, crates) if exc else [])
     for p in crates:
         d = os.path.dirname(p["manifest_path"])
         names = TEXT_FILES.get(lic, []) + (["LICENSE"] if p["license"] == lic else [])
@@ -158,6 +162,21 @@ def license_text(lic, crates):
                 return dep5_text(lines)
     dirs = ", ".join(f"vendor/{p['name']}-{p['version']}/" for p in crates)
     return [f" The text is in the crate's own files: {dirs}."]
+
+
+def exception_text(lic, exc, crates):
+    """The exception's part of a crate's "LICENSE WITH EXCEPTION" file."""
+    for p in crates:
+        for n in TEXT_FILES.get(lic, []):
+            path = os.path.join(os.path.dirname(p["manifest_path"]), n)
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as f:
+                    lines = f.read().splitlines()
+                start = next((i for i, x in enumerate(lines) if exc.split("-")[0] in x
+                              and "Exception" in x), None)
+                if start is not None:
+                    return dep5_text(lines[start:])
+    return [f" The text of {exc} is in the crate's own files."]
 
 
 def dep5_text(lines):
