@@ -14,13 +14,14 @@
 #   make bench      the benchmarks (Documentation/benchmarks.rst), on a copy of
 #                   the module built with them; the module hosts load has none
 #   make lint       import cycles, layer order, unsafe confinement (rust/) and
-#                   function length,
-#                   rustfmt check + clippy build
+#                   function length, rustfmt check + clippy build; the crates'
+#                   licenses in debian/copyright allowed and up to date
 #   make python-check  build the Python package's wheel and run its pytest suite
 #   make wheel      the Python package's abi3 wheel, in build/wheel/ (pip install it)
 #   make install-lib  build and install libnhbm, the C library, its headers and
 #                   manual pages (DESTDIR=, PREFIX=, LIBDIR=)
-#   make deb        the Debian packages (DKMS module, nhbm, libnhbm), in build/deb/
+#   make deb        the source package and the Debian packages built from it
+#                   (DKMS module, nhbm, libnhbm) in a clean root, in build/deb/
 #   make header     regenerate libnhbm's committed C header with cbindgen
 #   make clean
 
@@ -177,6 +178,7 @@ lint:
 	@$(MAKE) --no-print-directory bench-module KMAKE_ARGS="$(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver"
 	@$(REPO)/tools/testing/rustdoc.sh $(BUILD)/rustdoc
 	@python3 $(REPO)/tools/testing/msrv-check.py $(REPO)/tools
+	@python3 $(REPO)/tools/crate-licenses.py --check $(REPO)/tools $(REPO)/debian/copyright
 	@cd $(REPO)/tools && cargo fmt --check && NHBM_CACHE=$(NHBM_CACHE) bash -c '. $(REPO)/tools/testing/cargo-env.sh && \
 		cargo_lock && cargo clippy --quiet --workspace --all-targets --target-dir "$$CARGO_TARGET" -- -Dwarnings'
 	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/testing/check-header.sh
@@ -199,9 +201,10 @@ install-lib:
 	@NHBM_CACHE=$(NHBM_CACHE) DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) \
 		$(REPO)/tools/libnhbm/install.sh
 
-# The Debian packages, built with debhelper and dh-dkms in the Debian 13 root
-# and checked by lintian: neuron-hbm-dkms, neuron-hbm-tools, libnhbm1 and
-# libnhbm-dev in build/deb/ (Documentation/packaging.rst).
+# The source package (crates vendored) and the Debian packages built from it
+# by dpkg-buildpackage in a clean Debian 13 root, offline, and checked by
+# lintian: neuron-hbm-dkms, neuron-hbm-tools, libnhbm1 and libnhbm-dev in
+# build/deb/ (Documentation/packaging.rst).
 deb:
 	@NHBM_CACHE=$(NHBM_CACHE) $(REPO)/tools/build-deb.sh
 
