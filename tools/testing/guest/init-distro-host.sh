@@ -90,8 +90,11 @@ if [ "$boot" = 1 ]; then
 	nodes_locked 1_node_is_0660_group_neuron
 	neuron-hbm-bind --list
 	# The suites on the function handed over (node 0, the first function).
-	/tests/nhbm-pci-test -d 0 bars_are bar4_is mem_write_lands mapped_variable \
-		probe_waited reset_waits failed_reset_poisons
+	# The PCI suite's other cases drive the device model through a mapping
+	# of BAR0's resource file, which Debian's kernel (IO_STRICT_DEVMEM)
+	# refuses for a BAR a driver holds; they run in make check-pci.
+	/tests/nhbm-pci-test -d 0 bars_are bar4_is
+	/tests/nhbm-uapi-test
 	/tests/nhbm-libnhbm-test /dev/neuron_hbm0 nhbm_libnhbm_host
 	# The host's disk: what boot 2 finds in /etc/neuron-hbm.
 	sed 's/^/NHBM-STATE /' /etc/neuron-hbm/functions

@@ -63,6 +63,10 @@ pub fn device_info_reports_v2_geometry() -> TestResult {
 /// on the other.
 pub fn second_device_reports_its_own_geometry() -> TestResult {
     let path = nhbm::device_path(device_index() + 1);
+    if !path.exists() {
+        // A host that handed one function to neuron_hbm (make check-distro).
+        return skip(format!("no second device ({})", path.display()));
+    }
     let other = Device::open_path(&path).ctx(&format!("open {}", path.display()))?;
     let a = info(&dev()?)?;
     let b = info(&other)?;
