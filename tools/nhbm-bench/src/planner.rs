@@ -351,6 +351,7 @@ pub fn generated(seed: u64) -> (String, Model) {
                     name: format!("op{i}"),
                     uses,
                     defines: vec![id],
+                    duration: None,
                 });
             }
         }
@@ -374,6 +375,7 @@ pub fn generated(seed: u64) -> (String, Model) {
                     name: format!("op{i}"),
                     uses,
                     defines,
+                    duration: None,
                 });
             }
         }
@@ -388,6 +390,7 @@ pub fn generated(seed: u64) -> (String, Model) {
                     name: format!("down{i}"),
                     uses: vec![defined.last().unwrap().clone()],
                     defines: vec![id.clone()],
+                    duration: None,
                 });
                 defined.push(id.clone());
                 skips.push(id);
@@ -399,6 +402,7 @@ pub fn generated(seed: u64) -> (String, Model) {
                     name: format!("up{i}"),
                     uses: vec![defined.last().unwrap().clone(), skips[i].clone()],
                     defines: vec![id.clone()],
+                    duration: None,
                 });
                 defined.push(id);
             }
@@ -412,6 +416,7 @@ pub fn generated(seed: u64) -> (String, Model) {
         name: "head".into(),
         uses: vec![defined.last().unwrap().clone()],
         defines: vec!["output".into()],
+        duration: None,
     });
     let name = format!(
         "gen{seed:02}_{}",

@@ -292,6 +292,7 @@ fn import(
             defines: (0..node.outputs.len())
                 .map(|s| ids[&OutletId::new(n, s)].clone())
                 .collect(),
+            duration: None,
         });
     }
     let desc = ModelDesc {

@@ -138,6 +138,25 @@ pub struct OperatorDesc {
     /// The tensors it writes.
     #[serde(default)]
     pub defines: Vec<TensorId>,
+    /// How long it runs, in any unit the model's operators share (none:
+    /// 1). Only the exact planner reads it: its search ranks buffers by
+    /// how long they live, in this time rather than in operators
+    /// (MiniMalloc's instances come with times).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration: Option<u64>,
+}
+
+impl OperatorDesc {
+    /// An operator named `name` that uses and defines nothing, without a
+    /// duration.
+    pub fn named(name: impl Into<String>) -> Self {
+        OperatorDesc {
+            name: name.into(),
+            uses: Vec::new(),
+            defines: Vec::new(),
+            duration: None,
+        }
+    }
 }
 
 /// Properties of the platform every tensor obeys.
@@ -656,6 +675,19 @@ impl Model {
             best = best.max(cur);
         }
         best as u64
+    }
+
+    /// When each operator starts, in the time of the operators'
+    /// durations (1 each where none is given), and when the last one
+    /// ends: one entry more than the operators.
+    pub fn operator_times(&self) -> Vec<u64> {
+        let mut at = 0u64;
+        std::iter::once(0)
+            .chain(self.desc.operators.iter().map(|o| {
+                at = at.saturating_add(o.duration.unwrap_or(1));
+                at
+            }))
+            .collect()
     }
 
     /// The bytes a constant is uploaded with.

@@ -43,24 +43,36 @@
 //!   once refuted is remembered, so the same state reached by stacking
 //!   buffers in another order is not searched again.
 //!
-//! Several static orders (ranks), each with the three branchings (exact
-//! cover anywhere, exact cover at the lowest offset, plain canonical), are
-//! raced with a node limit that doubles each round and share the refuted
-//! states, so one that happens to walk straight into a packing finds it
-//! quickly; a search that ends without a packing and without hitting its
-//! limit proves that none exists. Where every section is full at `cap`,
-//! only exact cover anywhere is raced. The runs of each round are dealt
-//! out to two workers on two threads, each with its own refuted states
-//! and the whole node budget; the answer found first by its worker's own
-//! count of nodes is taken, so the threads' speeds do not change it.
-//! [`minimize`] wraps the decision problem
-//! in a search over `cap` between the liveness lower bound and a known
-//! packing. It guides the search by the best packing found so far (a
-//! heuristic's at first): one more order, placing that packing's lowest
-//! buffers first, gets the first worker to itself and the static orders
-//! share the second. A near-perfect packing is mostly right at the
+//! Several orders are raced with a node limit that doubles each round
+//! and share the refuted states, so one that happens to walk straight
+//! into a packing finds it quickly; a search that ends without a packing
+//! and without hitting its limit proves that none exists. Four are
+//! static preorders: MiniMalloc's three (by lifetime, then area, then
+//! the bytes of the busiest section the buffer lives in; by those bytes,
+//! area, lifetime; by those bytes, lifetime, area) and one by size. A
+//! lifetime is weighed by the time its operators take where the instance
+//! has times ([`Instance::timed`]; MiniMalloc's instances come with
+//! them, and its orders rank by them), else counted in operators. Each
+//! part the search splits off is ranked anew, by the bytes still
+//! unplaced in its sections then, as MiniMalloc does. Each order is
+//! searched with exact cover branching (above), and, where some section
+//! has slack at `cap`, with plain canonical branching too, with as many
+//! nodes: with slack, exact cover is the lowest offset's alone and plain
+//! branching (MiniMalloc's) finds what it misses.
+//!
+//! The runs of each round are dealt out to two workers on two threads,
+//! each with its own refuted states and the whole node budget; the answer
+//! found first by its worker's own count of nodes is taken, so the
+//! threads' speeds do not change it. [`minimize`] wraps the decision
+//! problem in a search over `cap` between the liveness lower bound and a
+//! known packing. It guides the search by the best packing found so far
+//! (a heuristic's at first): one more order, placing that packing's
+//! lowest buffers first. A near-perfect packing is mostly right at the
 //! bottom, so the search retraces it and spends its nodes where the
-//! packing wasted bytes.
+//! packing wasted bytes. Where every section is full at `cap` (the lower
+//! bound of a perfect tiling), the guide's runs get the first worker to
+//! themselves and the static orders share the second; elsewhere the
+//! orders are dealt to the workers in turn, the guide's first.
 //!
 //! A [`Budget`] bounds the search by a count of search nodes, so the same
 //! instance and budget give the same answer on any machine, however loaded.
@@ -186,6 +198,13 @@ pub struct Instance {
     section_bufs: Vec<Vec<u32>>,
     /// For every section, the bytes of the buffers live in it.
     section_bytes: Vec<u64>,
+    /// For every buffer, how long it lives: its operators, or the time
+    /// they take ([`Self::timed`]). The static preorders weigh it.
+    length: Vec<u64>,
+    /// [`lanes`] of every buffer's and of every section's term in
+    /// [`Search::hash`].
+    buffer_lanes: Vec<[u64; 2]>,
+    section_lanes: Vec<[u64; 2]>,
     /// A good packing ([`minimize`]'s best so far), whose order (lowest
     /// offset first) is raced first, on a worker of its own.
     guide: Option<Vec<u64>>,
@@ -224,14 +243,36 @@ impl Instance {
             .iter()
             .map(|s| s.iter().map(|&b| bufs[b as usize].size).sum())
             .collect();
+        let length = bufs.iter().map(|b| (b.last - b.first + 1) as u64).collect();
+        let buffer_lanes = (0..bufs.len() as u64)
+            .map(|b| lanes(BUFFER_TERM | b))
+            .collect();
+        let section_lanes = (0..sections as u64).map(lanes).collect();
         Instance {
             bufs: bufs.to_vec(),
             span,
             overlaps,
             section_bufs,
             section_bytes,
+            length,
+            buffer_lanes,
+            section_lanes,
             guide: None,
         }
+    }
+
+    /// The same instance with every lifetime weighed by the time its
+    /// operators take: operator `t` runs from `times[t]` up to
+    /// `times[t + 1]` (`times` is non-decreasing, one entry more than
+    /// the operators). Only the order of the search changes: its static
+    /// preorders rank buffers by lifetime and area, and a lifetime
+    /// counted in operators is another instance to them than one counted
+    /// in time (MiniMalloc's benchmark instances come with times).
+    pub fn timed(mut self, times: &[u64]) -> Instance {
+        for (l, b) in self.length.iter_mut().zip(&self.bufs) {
+            *l = times[b.last + 1].saturating_sub(times[b.first]);
+        }
+        self
     }
 
     /// The most bytes live in any one section: no packing is smaller.
@@ -272,85 +313,77 @@ impl Instance {
         if left == 0 {
             return Fit::Stopped(Stop::NodeBudget);
         }
-        let ranks = self.ranks();
+        let orders = self.orders();
         let answered = AtomicU64::new(u64::MAX);
         let ends: Vec<(Fit, u64)> = std::thread::scope(|s| {
-            let other = s.spawn(|| self.worker(cap, budget, left, &ranks, 1, &answered));
-            let first = self.worker(cap, budget, left, &ranks, 0, &answered);
+            let other = s.spawn(|| self.worker(cap, budget, left, &orders, 1, &answered));
+            let first = self.worker(cap, budget, left, &orders, 0, &answered);
             vec![first, other.join().expect("a worker does not panic")]
         });
-        let decided = ends
-            .iter()
-            .filter(|(f, _)| matches!(f, Fit::Packing(_) | Fit::Impossible))
-            .min_by_key(|(_, c)| *c);
-        if let Some((fit, c)) = decided {
-            *nodes += c;
-            return fit.clone();
-        }
-        *nodes += ends.iter().map(|(_, c)| *c).max().unwrap_or(0);
-        if ends
-            .iter()
-            .any(|(f, _)| *f == Fit::Stopped(Stop::TimeLimit))
-        {
-            Fit::Stopped(Stop::TimeLimit)
-        } else {
-            Fit::Stopped(Stop::NodeBudget)
-        }
+        decide(&ends, nodes)
     }
 
-    /// Worker `w` of [`Self::fit`]: the runs of every round whose index
-    /// has its parity, with at most `left` nodes. Its answer, and the nodes
-    /// it visited up to it (or to where it stopped). It publishes an answer's
-    /// count in `answered`, and stops once its own count passes it.
+    /// The runs of every round of worker `w` at `cap`: every order of
+    /// `orders` (the guide's first, if any) with each branching.
+    ///
+    /// Where every section is full at `cap` (the lower bound of an
+    /// instance whose every column holds as many bytes), only exact
+    /// cover, which there branches anywhere, where refutations are local
+    /// and backjumping pays; the guide's runs alone on the first worker,
+    /// the static orders on the second. Elsewhere plain canonical
+    /// branching too, with as many nodes (MiniMalloc's instances are
+    /// packed by it), and the orders dealt to the workers in turn, the
+    /// guide's first.
+    fn runs(&self, cap: u64, orders: &[Order], w: usize) -> Vec<Run> {
+        let full = self.section_bytes.iter().all(|&t| t == cap);
+        let branchings: &[Branching] = if full {
+            &[Branching::Cover]
+        } else {
+            &[Branching::Cover, Branching::Plain]
+        };
+        let guided = orders[0].keys.is_none();
+        (0..orders.len())
+            .filter(|&order| match (guided && full, order) {
+                (true, 0) => w == 0,
+                (true, _) => w == 1,
+                (false, _) => order % 2 == w,
+            })
+            .flat_map(|order| {
+                branchings
+                    .iter()
+                    .map(move |&branching| Run { order, branching })
+            })
+            .collect()
+    }
+
+    /// Worker `w` of [`Self::fit`]: its runs ([`Self::runs`]) round after
+    /// round, the node limit doubling each round, with at most `left`
+    /// nodes. Its answer, and the nodes it visited up to it (or to where
+    /// it stopped). It publishes an answer's count in `answered`, and
+    /// stops once its own count passes it.
     fn worker(
         &self,
         cap: u64,
         budget: &Budget,
         left: u64,
-        ranks: &[Vec<u32>],
+        orders: &[Order],
         w: usize,
         answered: &AtomicU64,
     ) -> (Fit, u64) {
+        let runs = self.runs(cap, orders, w);
         let mut limit = 2 * self.bufs.len() as u64;
         // States proven to have no completion, shared by this worker's
         // runs: a refutation holds whatever order found it.
         let mut refuted = HashMap::new();
-        // Where every section is full (the lower bound of an instance
-        // whose every column holds as many bytes), branching anywhere,
-        // where refutations are local and backjumping pays, gets every
-        // node.
-        let full = self.section_bytes.iter().all(|&t| t == cap);
         let mut nodes = 0u64;
-        loop {
-            // Exact-cover branching, anywhere and at the lowest offset, gets
-            // most of the nodes; plain canonical branching now and then
-            // finds what they miss.
-            let runs = ranks
-                .iter()
-                .enumerate()
-                .flat_map(|(i, r)| {
-                    [
-                        (i, r, true, true, limit),
-                        (i, r, true, false, limit),
-                        (i, r, false, false, limit / PLAIN_SHARE),
-                    ]
-                })
-                .filter(|&(_, _, _, anywhere, _)| anywhere || !full)
-                .enumerate()
-                .filter(|&(k, (i, ..))| match self.guide {
-                    // The guide's runs alone on the first worker.
-                    Some(_) => (i == 0) == (w == 0),
-                    None => k % 2 == w,
-                })
-                .map(|(_, run)| run);
-            for (i, rank, cover, anywhere, limit) in runs {
+        while !runs.is_empty() {
+            for run in &runs {
                 let rest = left.saturating_sub(nodes);
                 if rest == 0 || nodes >= answered.load(Ordering::Relaxed) {
-                    return (Fit::Stopped(Stop::NodeBudget), nodes);
+                    break;
                 }
-                let mut s = Search::new(self, cap, (rank, cover), budget, limit.min(rest));
-                s.rank_id = i;
-                s.anywhere = anywhere;
+                let mut s = Search::new(self, cap, orders, run, budget);
+                s.limit = limit.min(rest);
                 s.answered = Some((answered, nodes));
                 s.refuted = std::mem::take(&mut refuted);
                 let st = s.solve();
@@ -365,79 +398,157 @@ impl Instance {
                 answered.fetch_min(nodes, Ordering::Relaxed);
                 return (fit, nodes);
             }
+            if nodes >= left || nodes >= answered.load(Ordering::Relaxed) {
+                break;
+            }
             limit = limit.saturating_mul(2);
         }
+        (Fit::Stopped(Stop::NodeBudget), nodes)
     }
 
-    /// Static orders to race, each a priority of three keys (largest
-    /// first, ties by index) among lifetime, area, size, and how crowded
-    /// the buffer's busiest section is.
-    fn ranks(&self) -> Vec<Vec<u32>> {
+    /// The orders to race: the guide's (lowest offset in the best packing
+    /// first, then earliest), if there is one, then [`PREORDERS`].
+    fn orders(&self) -> Vec<Order> {
         let n = self.bufs.len();
-        let total: Vec<u64> = self
-            .span
-            .iter()
-            .map(|&(lo, hi)| {
+        let all: Vec<u32> = (0..n as u32).collect();
+        let guided = self.guide.as_ref().map(|g| {
+            let mut order = all.clone();
+            order.sort_by_key(|&i| (g[i as usize], self.bufs[i as usize].first, i));
+            Order::new(order, None)
+        });
+        let preorders = PREORDERS.iter().map(|keys| {
+            let order = self.preorder(keys, &all, |b| {
+                let (lo, hi) = self.span[b];
                 self.section_bytes[lo..hi]
                     .iter()
                     .copied()
                     .max()
                     .unwrap_or(0)
-            })
-            .collect();
-        let length: Vec<u64> = self
-            .bufs
-            .iter()
-            .map(|b| (b.last - b.first + 1) as u64)
-            .collect();
-        let area: Vec<u64> = (0..n)
-            .map(|i| length[i].saturating_mul(self.bufs[i].size))
-            .collect();
-        let size: Vec<u64> = self.bufs.iter().map(|b| b.size).collect();
-        let keys: [[&[u64]; 3]; 4] = [
-            [&length, &area, &total],
-            [&total, &area, &length],
-            [&total, &length, &area],
-            [&size, &length, &total],
-        ];
-        let by_keys = keys.iter().map(|k| {
-            let mut order: Vec<u32> = (0..n as u32).collect();
-            order.sort_by(|&a, &b| {
-                let (a, b) = (a as usize, b as usize);
-                k.iter()
-                    .map(|v| v[b].cmp(&v[a]))
-                    .find(|o| o.is_ne())
-                    .unwrap_or(a.cmp(&b))
             });
-            order
+            Order::new(order, Some(*keys))
         });
-        // The guide's order: lowest offset first, then earliest.
-        let guided = self.guide.as_ref().map(|g| {
-            let mut order: Vec<u32> = (0..n as u32).collect();
-            order.sort_by_key(|&i| (g[i as usize], self.bufs[i as usize].first, i));
-            order
-        });
-        guided
-            .into_iter()
-            .chain(by_keys)
-            .map(|order| {
-                let mut rank = vec![0u32; n];
-                for (r, &i) in order.iter().enumerate() {
-                    rank[i as usize] = r as u32;
-                }
-                rank
-            })
-            .collect()
+        guided.into_iter().chain(preorders).collect()
     }
+
+    /// `bufs` ordered by `keys` (largest first, ties by index), where the
+    /// bytes of buffer `b`'s busiest section are `total(b)`.
+    fn preorder(&self, keys: &[Key; 3], bufs: &[u32], total: impl Fn(usize) -> u64) -> Vec<u32> {
+        let mut keyed: Vec<([u64; 3], u32)> = bufs
+            .iter()
+            .map(|&b| {
+                let bi = b as usize;
+                let value = |k: &Key| match k {
+                    Key::Length => self.length[bi],
+                    Key::Area => self.length[bi].saturating_mul(self.bufs[bi].size),
+                    Key::Total => total(bi),
+                    Key::Size => self.bufs[bi].size,
+                };
+                (keys.each_ref().map(value), b)
+            })
+            .collect();
+        keyed.sort_unstable_by(|(ka, a), (kb, b)| kb.cmp(ka).then(a.cmp(b)));
+        keyed.into_iter().map(|(_, b)| b).collect()
+    }
+}
+
+/// The answer of [`Instance::fit`] from its workers' `ends` (answer,
+/// nodes visited); `nodes` counts on by the answering worker's count, or
+/// by the larger where neither answered.
+fn decide(ends: &[(Fit, u64)], nodes: &mut u64) -> Fit {
+    let decided = ends
+        .iter()
+        .filter(|(f, _)| matches!(f, Fit::Packing(_) | Fit::Impossible))
+        .min_by_key(|(_, c)| *c);
+    if let Some((fit, c)) = decided {
+        *nodes += c;
+        return fit.clone();
+    }
+    *nodes += ends.iter().map(|(_, c)| *c).max().unwrap_or(0);
+    if ends
+        .iter()
+        .any(|(f, _)| *f == Fit::Stopped(Stop::TimeLimit))
+    {
+        Fit::Stopped(Stop::TimeLimit)
+    } else {
+        Fit::Stopped(Stop::NodeBudget)
+    }
+}
+
+/// What a static preorder ranks buffers by, larger first (MiniMalloc's
+/// letter for each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Key {
+    /// How long it lives ([`Instance::timed`]): W.
+    Length,
+    /// Its length times its size: A.
+    Area,
+    /// The bytes still unplaced in its busiest section: T. Recomputed for
+    /// every independent part the search splits off.
+    Total,
+    /// Its size: Z.
+    Size,
+}
+
+/// The static preorders raced: MiniMalloc's three (WAT, TAW, TWA) and one
+/// by size.
+const PREORDERS: [[Key; 3]; 4] = [
+    [Key::Length, Key::Area, Key::Total],
+    [Key::Total, Key::Area, Key::Length],
+    [Key::Total, Key::Length, Key::Area],
+    [Key::Size, Key::Length, Key::Total],
+];
+
+/// An order to search in: a rank per buffer (lower first among buffers
+/// at the same offset), and the keys it comes from, if it is a preorder
+/// (which is then recomputed for every part split off).
+struct Order {
+    rank: Vec<u32>,
+    keys: Option<[Key; 3]>,
+}
+
+impl Order {
+    /// The order that puts `order[0]` first, then `order[1]`, ...
+    fn new(order: Vec<u32>, keys: Option<[Key; 3]>) -> Order {
+        let mut rank = vec![0u32; order.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i as usize] = r as u32;
+        }
+        Order { rank, keys }
+    }
+}
+
+/// How a search branches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Branching {
+    /// Canonical placements only, in non-decreasing offset order.
+    Plain,
+    /// Where a section has no slack, on the buffers that can fill its
+    /// lowest free byte; where no section has any, on the section with
+    /// the fewest buffers that can start at its floor, wherever it is
+    /// ([`Search::branch_tight`]).
+    Cover,
+}
+
+/// One search of a round: an order (an index into [`Instance::orders`])
+/// and a branching.
+struct Run {
+    order: usize,
+    branching: Branching,
 }
 
 /// The smallest packing of `bufs` found within `budget`. `known` is a
 /// packing to start from (e.g. a heuristic's); the result is never higher.
 pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, budget: &Budget) -> Solution {
-    let mut inst = Instance::new(bufs);
+    minimize_in(Instance::new(bufs), known, budget)
+}
+
+/// [`minimize`] of the buffers of `inst` (made with [`Instance::new`],
+/// maybe [`Instance::timed`]).
+pub fn minimize_in(mut inst: Instance, known: Option<&[u64]>, budget: &Budget) -> Solution {
+    let bufs = inst.bufs.clone();
     let height = |o: &[u64]| {
         o.iter()
-            .zip(bufs)
+            .zip(&bufs)
             .map(|(&o, b)| o + b.size)
             .max()
             .unwrap_or(0)
@@ -450,9 +561,9 @@ pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, budget: &Budget) -> Solu
             Fit::Packing(p) => p,
             Fit::Stopped(why) => {
                 stopped = Some(why);
-                stacked(bufs)
+                stacked(&bufs)
             }
-            Fit::Impossible => stacked(bufs),
+            Fit::Impossible => stacked(&bufs),
         },
     };
     inst.guide = Some(best.clone());
@@ -513,10 +624,6 @@ const UNPLACED: u64 = u64::MAX;
 /// Refuted states remembered at most (16 bytes each).
 const MAX_REFUTED: usize = 1 << 22;
 
-/// Node limit of plain canonical branching, as a fraction of exact-cover
-/// branching's.
-const PLAIN_SHARE: u64 = 8;
-
 /// Sections `lo..hi` whose state alone (their floors, the unplaced
 /// buffers living in them and those buffers' lowest offsets) refutes a
 /// node: even with every other section dropped and the buffers crossing
@@ -546,7 +653,11 @@ impl Region {
 struct Part {
     lo: usize,
     hi: usize,
+    /// Its buffers, unplaced when it was split off, in rank order.
     bufs: Vec<u32>,
+    /// A hash of `bufs`: with a preorder, the ranks of its buffers are a
+    /// function of them, so it stands for the order in a state key.
+    id: u64,
 }
 
 impl Part {
@@ -560,8 +671,14 @@ impl Part {
 struct Search<'a> {
     inst: &'a Instance,
     cap: u64,
-    rank: &'a [u32],
-    /// Which of [`Instance::ranks`] `rank` is.
+    /// Per buffer, its rank in the order searched in (only compared
+    /// among the buffers of one part).
+    rank: Vec<u32>,
+    /// The preorder `rank` comes from, if it is one: then the ranks of
+    /// every part split off are recomputed with the bytes left unplaced
+    /// then ([`Key::Total`]).
+    keys: Option<[Key; 3]>,
+    /// Which of [`Instance::orders`] `rank` is.
     rank_id: usize,
     deadline: Instant,
     /// Where the nodes visited are counted for a progress display.
@@ -582,15 +699,17 @@ struct Search<'a> {
     total: Vec<u64>,
     /// Per boundary between sections s and s + 1: unplaced buffers across.
     cuts: Vec<u32>,
+    /// Per section, a buffer of it last found unplaced with its lowest
+    /// offset at the section's floor: a hint only, checked before use.
+    witness: Vec<u32>,
     /// Sections already visited in the current placement (== `stamp`).
     seen: Vec<u64>,
     stamp: u64,
-    /// Branch on the buffers that can fill a section without slack.
-    cover: bool,
-    /// Where no section has slack, branch on the section with the fewest
+    /// Branch on the buffers that can fill a section without slack, and
+    /// where no section has slack, on the section with the fewest
     /// buffers that can start at its floor, wherever it is
-    /// ([`Self::branch_tight`]).
-    anywhere: bool,
+    /// ([`Self::branch_tight`]) ([`Branching::Cover`]).
+    cover: bool,
     /// Keys ([`Self::state_key`]) of states without a completion, and the
     /// regions that refute them.
     refuted: HashMap<u128, Region>,
@@ -601,13 +720,9 @@ struct Search<'a> {
 }
 
 impl<'a> Search<'a> {
-    fn new(
-        inst: &'a Instance,
-        cap: u64,
-        (rank, cover): (&'a [u32], bool),
-        budget: &Budget<'a>,
-        limit: u64,
-    ) -> Self {
+    /// A search at `cap` of `run`, in its order among `orders`, without a
+    /// node limit yet.
+    fn new(inst: &'a Instance, cap: u64, orders: &[Order], run: &Run, budget: &Budget<'a>) -> Self {
         let n = inst.bufs.len();
         let sections = inst.section_bufs.len();
         let total = inst.section_bytes.clone();
@@ -628,11 +743,12 @@ impl<'a> Search<'a> {
         Search {
             inst,
             cap,
-            rank,
-            rank_id: 0,
+            rank: orders[run.order].rank.clone(),
+            keys: orders[run.order].keys,
+            rank_id: run.order,
             deadline: budget.deadline,
             progress: budget.progress,
-            limit,
+            limit: 0,
             nodes: 0,
             answered: None,
             offset: vec![UNPLACED; n],
@@ -641,10 +757,14 @@ impl<'a> Search<'a> {
             floor: vec![0; sections],
             total,
             cuts,
+            witness: inst
+                .section_bufs
+                .iter()
+                .map(|b| b.first().copied().unwrap_or(0))
+                .collect(),
             seen: vec![0; sections],
             stamp: 0,
-            cover,
-            anywhere: true,
+            cover: run.branching == Branching::Cover,
             refuted: HashMap::new(),
             hash,
         }
@@ -655,6 +775,7 @@ impl<'a> Search<'a> {
             lo: 0,
             hi: self.inst.section_bufs.len(),
             bufs: (0..self.inst.bufs.len() as u32).collect(),
+            id: 0,
         };
         let cuts: Vec<usize> = (0..self.cuts.len())
             .filter(|&c| self.cuts[c] == 0)
@@ -684,14 +805,39 @@ impl<'a> Search<'a> {
             if bufs.is_empty() {
                 continue;
             }
-            bufs.sort_unstable_by_key(|&b| self.rank[b as usize]);
-            let sub = Part { lo, hi, bufs };
+            let ranks = self.rerank(&mut bufs);
+            let id = bufs.iter().fold(0u64, |h, &b| {
+                h.wrapping_add(mix(0, BUFFER_TERM | u64::from(b), 0))
+            });
+            let sub = Part { lo, hi, bufs, id };
             let st = self.search(&sub, 0, 0);
+            for (&b, r) in sub.bufs.iter().zip(ranks) {
+                self.rank[b as usize] = r;
+            }
             if st != St::Found {
                 return st;
             }
         }
         St::Found
+    }
+
+    /// Sorts the buffers of a part being split off by rank; with a
+    /// preorder, ranks them anew first, by the bytes left unplaced now
+    /// (as MiniMalloc does for every part it splits off). Returns their
+    /// ranks before, in the new order, for the caller to restore.
+    fn rerank(&mut self, bufs: &mut Vec<u32>) -> Vec<u32> {
+        let Some(keys) = &self.keys else {
+            bufs.sort_unstable_by_key(|&b| self.rank[b as usize]);
+            return bufs.iter().map(|&b| self.rank[b as usize]).collect();
+        };
+        *bufs = self.inst.preorder(keys, bufs, |b| {
+            let (lo, hi) = self.inst.span[b];
+            self.total[lo..hi].iter().copied().max().unwrap_or(0)
+        });
+        bufs.iter()
+            .enumerate()
+            .map(|(r, &b)| std::mem::replace(&mut self.rank[b as usize], r as u32))
+            .collect()
     }
 
     /// Places the next buffer of `part`: at an offset of at least `last`
@@ -717,7 +863,7 @@ impl<'a> Search<'a> {
         if let Some(&r) = self.refuted.get(&key) {
             return St::NotFound(r);
         }
-        let tight = self.cover && self.anywhere && last == 0 && self.all_tight(part);
+        let tight = self.cover && last == 0 && self.all_tight(part);
         let st = self.branch(part, last, last_rank, tight);
         if let St::NotFound(r) = st {
             if self.refuted.len() < MAX_REFUTED {
@@ -738,10 +884,10 @@ impl<'a> Search<'a> {
     /// Every unplaced buffer of `part` starts in one of its sections, so
     /// the sum of their [`Self::hash`]es covers the state.
     fn state_key(&self, part: &Part, last: u64, last_rank: u32) -> u128 {
-        let order = if last_rank == 0 {
-            u64::MAX
-        } else {
-            self.rank_id as u64
+        let order = match (last_rank, self.keys) {
+            (0, _) => u64::MAX,
+            (_, None) => self.rank_id as u64,
+            (_, Some(_)) => mix(0, self.rank_id as u64, part.id),
         };
         let bounds = ((part.lo as u64) << 32) | part.hi as u64;
         let lane = |l: usize| {
@@ -1095,20 +1241,37 @@ impl<'a> Search<'a> {
                     continue;
                 }
                 self.seen[s] = self.stamp;
-                let lowest = inst.section_bufs[s]
-                    .iter()
-                    .filter(|&&o| self.offset[o as usize] == UNPLACED)
-                    .map(|&o| self.min_off[o as usize])
-                    .min();
-                if let Some(m) = lowest {
-                    if self.floor[s] < m {
-                        undo.floors.push((s as u32, self.floor[s]));
-                        self.set_floor(s, m);
-                    }
+                if let Some(m) = self.raised_floor(s) {
+                    undo.floors.push((s as u32, self.floor[s]));
+                    self.set_floor(s, m);
                 }
             }
         }
         undo
+    }
+
+    /// The lowest offset of the unplaced buffers of section `s`, where
+    /// that is above its floor (none live there at the floor). The last
+    /// buffer found at the floor ([`Self::witness`]) is looked at first.
+    fn raised_floor(&mut self, s: usize) -> Option<u64> {
+        let floor = self.floor[s];
+        let at_floor = |o: usize| self.offset[o] == UNPLACED && self.min_off[o] <= floor;
+        if at_floor(self.witness[s] as usize) {
+            return None;
+        }
+        let mut lowest = u64::MAX;
+        for &o in &self.inst.section_bufs[s] {
+            if self.offset[o as usize] != UNPLACED {
+                continue;
+            }
+            let m = self.min_off[o as usize];
+            if m <= floor {
+                self.witness[s] = o;
+                return None;
+            }
+            lowest = lowest.min(m);
+        }
+        (lowest != u64::MAX).then_some(lowest)
     }
 
     fn unplace(&mut self, b: usize, undo: Undo) {
@@ -1129,27 +1292,34 @@ impl<'a> Search<'a> {
     /// Sets the floor of section `s`, keeping its hash.
     fn set_floor(&mut self, s: usize, f: u64) {
         let old = self.floor[s];
-        for (l, h) in self.hash[s].iter_mut().enumerate() {
+        let key = self.inst.section_lanes[s];
+        for (h, k) in self.hash[s].iter_mut().zip(key) {
             *h = h
-                .wrapping_sub(mix(l, s as u64, old))
-                .wrapping_add(mix(l, s as u64, f));
+                .wrapping_sub(mix_with(k, old))
+                .wrapping_add(mix_with(k, f));
         }
         self.floor[s] = f;
     }
 
     /// Sets the lowest offset of unplaced buffer `b`, keeping the hash.
     fn set_min_off(&mut self, b: usize, m: u64) {
-        self.mix_buffer(b, false);
+        let old = self.min_off[b];
+        let key = self.inst.buffer_lanes[b];
+        for (h, k) in self.hash[self.inst.span[b].0].iter_mut().zip(key) {
+            *h = h
+                .wrapping_sub(mix_with(k, old))
+                .wrapping_add(mix_with(k, m));
+        }
         self.min_off[b] = m;
-        self.mix_buffer(b, true);
     }
 
     /// Adds unplaced buffer `b` with its lowest offset to the hash of the
     /// section it starts in, or takes it out.
     fn mix_buffer(&mut self, b: usize, add: bool) {
         let m = self.min_off[b];
-        for (l, h) in self.hash[self.inst.span[b].0].iter_mut().enumerate() {
-            let z = mix(l, BUFFER_TERM | b as u64, m);
+        let key = self.inst.buffer_lanes[b];
+        for (h, k) in self.hash[self.inst.span[b].0].iter_mut().zip(key) {
+            let z = mix_with(k, m);
             *h = if add {
                 h.wrapping_add(z)
             } else {
@@ -1163,15 +1333,26 @@ impl<'a> Search<'a> {
 const BUFFER_TERM: u64 = 1 << 63;
 
 /// A pseudo-random function of `(a, b)`, one per lane (SplitMix64's
-/// finalizer, applied twice).
+/// finalizer, applied twice): `mix_with(lanes(a)[lane], b)`.
 fn mix(lane: usize, a: u64, b: u64) -> u64 {
-    let fin = |mut z: u64| {
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
-    let seed = [0x9e37_79b9_7f4a_7c15, 0xd1b5_4a32_d192_ed03][lane];
-    fin(fin(a.wrapping_add(seed)) ^ b)
+    mix_with(lanes(a)[lane], b)
+}
+
+/// The half of [`mix`] that depends on `a` alone, per lane.
+fn lanes(a: u64) -> [u64; 2] {
+    [0x9e37_79b9_7f4a_7c15, 0xd1b5_4a32_d192_ed03].map(|seed| finalize(a.wrapping_add(seed)))
+}
+
+/// The rest of [`mix`], from `a`'s half for one lane.
+fn mix_with(lane_of_a: u64, b: u64) -> u64 {
+    finalize(lane_of_a ^ b)
+}
+
+/// SplitMix64's finalizer.
+fn finalize(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// How a branch of [`Search::try_place`] ended.
@@ -1275,6 +1456,28 @@ mod tests {
             let s = minimize(&bufs, None, &far());
             assert!(s.optimal, "{bufs:?}");
             assert_eq!(s.high_water, want, "{bufs:?}");
+            assert!(Instance::new(&bufs).is_packing(&s.offsets), "{bufs:?}");
+        }
+    }
+
+    /// Lifetimes weighed by random operator times reorder the search,
+    /// never its answer.
+    #[test]
+    fn timed_instances_match_brute_force() {
+        let mut rng = SplitMix64(43);
+        for _ in 0..200 {
+            let n = 3 + rng.below(6);
+            let bufs = random(&mut rng, n);
+            let ops = bufs.iter().map(|b| b.last + 1).max().unwrap();
+            let mut times = vec![0u64];
+            for _ in 0..ops {
+                let last = *times.last().unwrap();
+                times.push(last + 1 + rng.below(1000) as u64);
+            }
+            let want = brute_force(&bufs);
+            let s = minimize_in(Instance::new(&bufs).timed(&times), None, &far());
+            assert!(s.optimal, "{bufs:?} {times:?}");
+            assert_eq!(s.high_water, want, "{bufs:?} {times:?}");
             assert!(Instance::new(&bufs).is_packing(&s.offsets), "{bufs:?}");
         }
     }

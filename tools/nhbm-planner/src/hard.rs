@@ -94,11 +94,7 @@ pub fn instance(n: usize, seed: u64) -> (Model, u64) {
         .map(|(i, p)| TensorDesc::scratch(format!("b{i}"), p.height() * UNIT))
         .collect();
     let mut operators: Vec<OperatorDesc> = (0..width)
-        .map(|t| OperatorDesc {
-            name: format!("op{t}"),
-            uses: Vec::new(),
-            defines: Vec::new(),
-        })
+        .map(|t| OperatorDesc::named(format!("op{t}")))
         .collect();
     for (i, p) in pieces.iter().enumerate() {
         operators[p.t0].defines.push(format!("b{i}"));

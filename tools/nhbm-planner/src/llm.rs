@@ -101,6 +101,7 @@ impl Graph {
             name,
             uses: uses.iter().map(|s| s.to_string()).collect(),
             defines: defines.iter().map(|s| s.to_string()).collect(),
+            duration: None,
         });
     }
 }
@@ -235,11 +236,7 @@ pub fn traced(layers: usize, ops: usize, seed: u64) -> Model {
     let per = ops.max(1);
     let ops = layers * per + 1;
     let mut operators: Vec<OperatorDesc> = (0..ops)
-        .map(|t| OperatorDesc {
-            name: format!("op{t}"),
-            uses: Vec::new(),
-            defines: Vec::new(),
-        })
+        .map(|t| OperatorDesc::named(format!("op{t}")))
         .collect();
     let mut tensors = Vec::with_capacity(layers * 25);
     for l in 0..layers {

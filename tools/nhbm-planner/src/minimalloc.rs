@@ -60,9 +60,8 @@ pub fn read_with_times(name: &str, text: &str) -> Result<(Model, Vec<u64>), Stri
     let at = |t: u64| points.partition_point(|&p| p < t);
     let mut operators: Vec<OperatorDesc> = (0..points.len().saturating_sub(1))
         .map(|t| OperatorDesc {
-            name: format!("t{}", points[t]),
-            uses: Vec::new(),
-            defines: Vec::new(),
+            duration: Some(points[t + 1] - points[t]),
+            ..OperatorDesc::named(format!("t{}", points[t]))
         })
         .collect();
     let mut tensors = Vec::with_capacity(bufs.len());
@@ -116,6 +115,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(times, [0, 5, 10, 30]);
+        // The operators take the times between: exact weighs lifetimes in
+        // them.
+        assert_eq!(m.operator_times(), times);
         let old = read("t", "buffer,start,end,size\n0,0,10,2048\n").unwrap();
         assert_eq!(old.tensors.len(), 1);
         assert!(read("t", "a,b\n").is_err());

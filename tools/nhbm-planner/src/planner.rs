@@ -452,13 +452,15 @@ impl Packer<'_> {
         if same_memories && hc.cost() < p.cost() {
             p = hc;
         }
+        let times = self.model.operator_times();
         for (mi, c) in self.model.memories.iter().enumerate() {
             let (ks, bufs) = self.buffers_in(&p, mi, c.name);
             if ks.is_empty() {
                 continue;
             }
             let known: Vec<u64> = ks.iter().map(|&k| p.slots[k].1).collect();
-            let s = exact::minimize(&bufs, Some(&known), &budget);
+            let inst = exact::Instance::new(&bufs).timed(&times);
+            let s = exact::minimize_in(inst, Some(&known), &budget);
             budget.nodes = budget.nodes.saturating_sub(s.nodes);
             for (j, &k) in ks.iter().enumerate() {
                 p.slots[k].1 = s.offsets[j];

@@ -1,17 +1,22 @@
 //! MiniMalloc's challenging set (`tests/minimalloc-challenging`, the
-//! instances of its paper): exact, with a node budget (the same result on
-//! every machine), against what MiniMalloc packs each instance in.
+//! instances of its paper): exact, with the default node budget (the same
+//! result on every machine), against what MiniMalloc packs each instance
+//! in.
 //!
-//! MiniMalloc (10 s an instance, run on this project's host, which is
-//! shared and loaded) packs C, E, G, H, I and K at their liveness lower
-//! bound, and found nothing at the bound of A, B, D, F and J in its time
-//! (B in 0.3 s with the times counted in sections; its paper packs every
-//! one in 1,048,576 bytes). exact proves the bound on A, B, C, F, G and H
-//! and stays under 1,048,576 bytes on D and J; on E, I and K it stays
-//! where hill_climb left it, 3.6%, 4.8% and 6.0% above the bound
-//! MiniMalloc reaches: its search at the bound finds no packing within any
-//! budget tried (480,000 nodes).
+//! MiniMalloc, run on this project's host (shared and loaded, so its times
+//! vary by a factor of two and more), packs C, E, G, H, I and K at their
+//! liveness lower bound within about 10 s, and A, B and F too given a
+//! minute; it found nothing at the bound of D and J in a minute (its
+//! paper packs every one in 1,048,576 bytes). exact reaches and proves
+//! the bound on all nine, and stays under 1,048,576 bytes on D and J.
+//! On E, I and K that takes the files' own times: MiniMalloc's preorders
+//! rank buffers by lifetime and area in them, and so do exact's
+//! ([`OperatorDesc::duration`], which [`minimalloc::read`] sets); with
+//! lifetimes counted in operators, neither finds a packing at the bound
+//! of E, I or K (MiniMalloc in a minute each, exact in 100,000 nodes).
 //! The test holds exact to that: a change that loses any of it fails.
+//!
+//! [`OperatorDesc::duration`]: nhbm_planner::desc::OperatorDesc::duration
 
 use nhbm_planner::exact::Buffer;
 use nhbm_planner::*;
@@ -26,9 +31,6 @@ enum Reach {
     /// The capacity MiniMalloc's paper packs it in (MiniMalloc finds
     /// nothing at the bound).
     Capacity,
-    /// Short of MiniMalloc, which reaches the bound: at most this many
-    /// bytes over it (exact's peak now).
-    Short(u64),
 }
 
 const SET: [(&str, &str, Reach); 11] = [
@@ -55,7 +57,7 @@ const SET: [(&str, &str, Reach); 11] = [
     (
         "E",
         include_str!("minimalloc-challenging/E.1048576.csv"),
-        Reach::Short(37_888),
+        Reach::Bound,
     ),
     (
         "F",
@@ -75,7 +77,7 @@ const SET: [(&str, &str, Reach); 11] = [
     (
         "I",
         include_str!("minimalloc-challenging/I.1048576.csv"),
-        Reach::Short(50_176),
+        Reach::Bound,
     ),
     (
         "J",
@@ -85,7 +87,7 @@ const SET: [(&str, &str, Reach); 11] = [
     (
         "K",
         include_str!("minimalloc-challenging/K.1048576.csv"),
-        Reach::Short(62_464),
+        Reach::Bound,
     ),
 ];
 
@@ -106,13 +108,16 @@ fn placed(m: &Model, mp: &MemoryPlan) -> (Vec<Buffer>, Vec<u64>) {
         .unzip()
 }
 
-/// About a minute in a release build: release builds only
-/// (`host-tests.sh` runs it in one).
+/// Some 30 s in a release build (D and J search to the end of the
+/// budget): release builds only (`host-tests.sh` runs it in one). The
+/// time limit is lifted so that the node budget alone decides.
 #[test]
-#[cfg_attr(debug_assertions, ignore = "a minute of search: release builds only")]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "half a minute of search: release builds only"
+)]
 fn exact_on_minimallocs_challenging_set() {
     let opts = PlannerOptions {
-        node_budget: 2_000,
         time_budget_ms: 600_000,
         ..Default::default()
     };
@@ -130,7 +135,6 @@ fn exact_on_minimallocs_challenging_set() {
                 "{name}: {peak} over {bound}"
             ),
             Reach::Capacity => assert!(peak <= CAPACITY, "{name}: {peak}"),
-            Reach::Short(over) => assert!(peak <= bound + over, "{name}: {peak} over {bound}"),
         }
     }
 }

@@ -56,6 +56,28 @@ fn lifetimes_come_from_the_operators() {
     assert_eq!(m.liveness_lower_bound(), 1536);
 }
 
+/// An operator's optional duration: operators without one take 1; it
+/// survives a round trip through JSON, and a model without any writes
+/// none.
+#[test]
+fn operator_durations_give_operator_times() {
+    let m = model(CHAIN);
+    assert_eq!(m.operator_times(), [0, 1, 2, 3, 4, 5]);
+    assert!(!serde_json::to_string(&m.desc).unwrap().contains("duration"));
+    let timed = CHAIN
+        .replace(r#""name": "op1","#, r#""name": "op1", "duration": 10,"#)
+        .replace(r#""name": "op3","#, r#""name": "op3", "duration": 0,"#);
+    let t = model(&timed);
+    assert_eq!(t.operator_times(), [0, 1, 11, 12, 12, 13]);
+    let again = model(&serde_json::to_string(&t.desc).unwrap());
+    assert_eq!(again.operator_times(), t.operator_times());
+    // The plan is a packing at the same bound; only the search's order
+    // may differ.
+    let mp = plan_with(&t, MemoryPlannerType::Exact);
+    assert!(overlapping_pairs(&t, &mp).is_empty());
+    assert_eq!(mp.scratch_high_water_mark(), t.liveness_lower_bound());
+}
+
 #[test]
 fn every_planner_reuses_dead_space_in_a_chain() {
     let m = model(CHAIN);
