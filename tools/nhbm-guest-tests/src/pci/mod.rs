@@ -522,37 +522,9 @@ pub fn dmem_limit_survives_a_rebind() -> TestResult {
     ensure_eq("node after rebinding", node_of(&f)?, device_index())
 }
 
-/// neuron_hbm binds only the functions an administrator handed it through
-/// `driver_override` (Documentation/packaging.rst): with its override
-/// cleared, a function is left unbound by the driver core's probe and
-/// refused by an explicit `bind`; handed back, it binds again.
-pub fn unhanded_function_is_left_alone() -> TestResult {
-    let f = function()?;
-    let over = f.dir.join("driver_override");
-    std::fs::write(format!("{DRIVER}/unbind"), f.address()).ctx("unbind")?;
-    std::fs::write(&over, "\n").ctx("clear driver_override")?;
-    let refused = || -> TestResult {
-        std::fs::write("/sys/bus/pci/drivers_probe", f.address()).ctx("drivers_probe")?;
-        ensure_eq("driver after drivers_probe", f.driver().as_deref(), None)?;
-        // The write fails or not by kernel version; the function stays unbound.
-        let _ = std::fs::write(format!("{DRIVER}/bind"), f.address());
-        ensure_eq("driver after bind", f.driver().as_deref(), None)
-    };
-    let r = refused();
-    std::fs::write(&over, "neuron_hbm").ctx("hand back")?;
-    if f.driver().is_none() {
-        std::fs::write(format!("{DRIVER}/bind"), f.address()).ctx("bind")?;
-    }
-    r?;
-    ensure_eq("node after handing back", node_of(&f)?, device_index())
-}
-
-/// neuron_hbm's directory under the PCI bus's drivers.
-const DRIVER: &str = "/sys/bus/pci/drivers/neuron_hbm";
-
 /// Unbinds `f` from neuron_hbm and binds it again.
 fn rebind(f: &Function) -> TestResult {
-    let drv = DRIVER;
+    let drv = "/sys/bus/pci/drivers/neuron_hbm";
     std::fs::write(format!("{drv}/unbind"), f.address()).ctx("unbind")?;
     std::fs::write(format!("{drv}/bind"), f.address()).ctx("bind")?;
     ensure_eq(
