@@ -925,27 +925,53 @@ impl<'a> Search<'a> {
             .then(|| self.tight_section(part, last, &order))
             .flatten()
         {
-            // Exact cover: the lowest free byte of a section without slack
-            // must be the start of one of these buffers; any order of
-            // buffers at one offset is then fine, so ranks are not needed.
-            let off = order
-                .iter()
-                .map(|&(o, _, _)| o)
-                .find(|&o| o >= last)
-                .expect("a tight section has candidates");
-            if off >= min_top {
-                return St::NotFound(part.region());
-            }
-            for b in cells {
-                match self.try_place(part, b as usize, off, (off, 0)) {
-                    Placed::Searched(St::NotFound(_), true) => break,
-                    Placed::Searched(St::NotFound(_), false) | Placed::Independent(_) => {}
-                    Placed::Searched(st, _) => return st,
-                }
-            }
+            return self.branch_cover(part, last, &order, min_top, cells);
+        }
+        self.branch_canonical(part, (last, last_rank), &order, min_top)
+    }
+
+    /// Exact cover: the lowest free byte of a section without slack must
+    /// be the start of one of `cells`; any order of buffers at one offset
+    /// is then fine, so ranks are not needed. `order` is the unplaced
+    /// buffers of `part` (lowest offset, rank, buffer) in order, and
+    /// `min_top` the lowest top any of them reaches.
+    fn branch_cover(
+        &mut self,
+        part: &Part,
+        last: u64,
+        order: &[(u64, u32, u32)],
+        min_top: u64,
+        cells: Vec<u32>,
+    ) -> St {
+        let off = order
+            .iter()
+            .map(|&(o, _, _)| o)
+            .find(|&o| o >= last)
+            .expect("a tight section has candidates");
+        if off >= min_top {
             return St::NotFound(part.region());
         }
-        for &(off, rank, b) in &order {
+        for b in cells {
+            match self.try_place(part, b as usize, off, (off, 0)) {
+                Placed::Searched(St::NotFound(_), true) => break,
+                Placed::Searched(St::NotFound(_), false) | Placed::Independent(_) => {}
+                Placed::Searched(st, _) => return st,
+            }
+        }
+        St::NotFound(part.region())
+    }
+
+    /// Plain canonical branching over `order` (as for
+    /// [`Self::branch_cover`]), from `last` and, at `last`, above rank
+    /// `last_rank`.
+    fn branch_canonical(
+        &mut self,
+        part: &Part,
+        (last, last_rank): (u64, u32),
+        order: &[(u64, u32, u32)],
+        min_top: u64,
+    ) -> St {
+        for &(off, rank, b) in order {
             // Canonical order: non-decreasing offsets, ties by rank.
             if off < last || (off == last && rank < last_rank) {
                 continue;
