@@ -11,6 +11,7 @@ use std::time::Instant;
 use nhbm_planner::desc::{Io, ModelDesc, OperatorDesc, Platform, TensorDesc};
 use nhbm_planner::exact::{Buffer, Instance};
 use nhbm_planner::hard::{HELDOUT_SEEDS, HELDOUT_SIZES};
+use nhbm_planner::planner::scratch_packing;
 use nhbm_planner::rng::SplitMix64;
 use nhbm_planner::{
     plan, plan_with_outcome, ExactOutcome, MemoryPlannerType, Model, PlannerError, PlannerOptions,
@@ -726,21 +727,7 @@ pub fn duel_with(
     let several = outcomes.len() > 1;
     let mut out = Vec::new();
     for e in outcomes {
-        let bufs: Vec<Buffer> = model
-            .tensors
-            .iter()
-            .filter(|t| t.is_packed_scratch())
-            .filter_map(|t| {
-                let a = mp.tensor_allocs.get(t.id())?;
-                let l = t.lifetime.as_ref()?;
-                (a.memory == e.memory).then_some(Buffer {
-                    first: l.start_op,
-                    last: l.end_op,
-                    size: t.size,
-                    align: a.alignment.max(1),
-                })
-            })
-            .collect();
+        let (bufs, _) = scratch_packing(model, &mp, e.memory);
         let name = if several {
             format!("{name}_{}", e.memory)
         } else {

@@ -97,6 +97,30 @@ pub struct Buffer {
     pub align: u64,
 }
 
+/// `n` random buffers, for tests: starting before operator `ops`, living
+/// up to `span` more operators, of 1 to `size` bytes, aligned to
+/// `1 << (0..align)`.
+#[cfg(test)]
+pub(crate) fn random_buffers(
+    rng: &mut crate::rng::SplitMix64,
+    n: usize,
+    (ops, span): (usize, usize),
+    size: u64,
+    align: usize,
+) -> Vec<Buffer> {
+    (0..n)
+        .map(|_| {
+            let first = rng.below(ops);
+            Buffer {
+                first,
+                last: first + rng.below(span),
+                size: 1 + rng.next_u64() % size,
+                align: 1 << rng.below(align),
+            }
+        })
+        .collect()
+}
+
 /// What bounds a search: search nodes, and a wall-clock safety cap.
 #[derive(Clone, Copy, Debug)]
 pub struct Budget<'a> {
@@ -1317,40 +1341,39 @@ impl<'a> Search<'a> {
 
     /// Sets the floor of section `s`, keeping its hash.
     fn set_floor(&mut self, s: usize, f: u64) {
-        let old = self.floor[s];
         let key = self.inst.section_lanes[s];
-        for (h, k) in self.hash[s].iter_mut().zip(key) {
-            *h = h
-                .wrapping_sub(mix_with(k, old))
-                .wrapping_add(mix_with(k, f));
-        }
+        rehash(&mut self.hash[s], key, Some(self.floor[s]), Some(f));
         self.floor[s] = f;
     }
 
     /// Sets the lowest offset of unplaced buffer `b`, keeping the hash.
     fn set_min_off(&mut self, b: usize, m: u64) {
-        let old = self.min_off[b];
         let key = self.inst.buffer_lanes[b];
-        for (h, k) in self.hash[self.inst.span[b].0].iter_mut().zip(key) {
-            *h = h
-                .wrapping_sub(mix_with(k, old))
-                .wrapping_add(mix_with(k, m));
-        }
+        let h = &mut self.hash[self.inst.span[b].0];
+        rehash(h, key, Some(self.min_off[b]), Some(m));
         self.min_off[b] = m;
     }
 
     /// Adds unplaced buffer `b` with its lowest offset to the hash of the
     /// section it starts in, or takes it out.
     fn mix_buffer(&mut self, b: usize, add: bool) {
-        let m = self.min_off[b];
         let key = self.inst.buffer_lanes[b];
-        for (h, k) in self.hash[self.inst.span[b].0].iter_mut().zip(key) {
-            let z = mix_with(k, m);
-            *h = if add {
-                h.wrapping_add(z)
-            } else {
-                h.wrapping_sub(z)
-            };
+        let m = Some(self.min_off[b]);
+        let (old, new) = if add { (None, m) } else { (m, None) };
+        rehash(&mut self.hash[self.inst.span[b].0], key, old, new);
+    }
+}
+
+/// Takes the term of the value `old` out of `hash` (both lanes) and puts
+/// that of `new` in, for the item whose [`lanes`] are `key`.
+#[inline]
+fn rehash(hash: &mut [u64; 2], key: [u64; 2], old: Option<u64>, new: Option<u64>) {
+    for (h, k) in hash.iter_mut().zip(key) {
+        if let Some(v) = old {
+            *h = h.wrapping_sub(mix_with(k, v));
+        }
+        if let Some(v) = new {
+            *h = h.wrapping_add(mix_with(k, v));
         }
     }
 }

@@ -683,13 +683,7 @@ fn exact_window(
     let height = top(wb, start.iter().copied());
     // exact packs the window on a flat floor, the highest: worth it only
     // where that can still come out lower.
-    let align = wb.iter().map(|b| b.align.max(1)).max().unwrap_or(1);
-    let flat = base
-        .iter()
-        .copied()
-        .max()
-        .unwrap_or(0)
-        .next_multiple_of(align);
+    let flat = window::flat_floor(wb, base);
     let lower = window::lower_bound(wb);
     if flat + lower >= height || height <= enough || Instant::now() >= d {
         return start;
@@ -905,6 +899,32 @@ pub fn overlapping_pairs(model: &Model, mp: &MemoryPlan) -> Vec<(String, String)
         }
     }
     out
+}
+
+/// The packed scratch tensors `mp` places in `memory`, as buffers (at
+/// the alignment of their slots), and their offsets: a memory's packing,
+/// for [`window::is_packing`] or [`exact::Instance`].
+pub fn scratch_packing(
+    model: &Model,
+    mp: &MemoryPlan,
+    memory: MemoryType,
+) -> (Vec<Buffer>, Vec<u64>) {
+    model
+        .tensors
+        .iter()
+        .filter(|t| t.is_packed_scratch())
+        .filter_map(|t| {
+            let a = mp.tensor_allocs.get(t.id())?;
+            let l = t.lifetime.as_ref()?;
+            let b = Buffer {
+                first: l.start_op,
+                last: l.end_op,
+                size: t.size,
+                align: a.alignment.max(1),
+            };
+            (a.memory == memory).then_some((b, a.offset))
+        })
+        .unzip()
 }
 
 /// Bytes of graph inputs and outputs.

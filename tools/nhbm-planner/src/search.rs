@@ -1071,28 +1071,6 @@ mod tests {
         }
     }
 
-    /// `n` buffers starting before operator `ops`, living up to `span`
-    /// more operators, of 1 to `size` bytes, aligned to `1 << (0..align)`.
-    fn random_buffers(
-        rng: &mut SplitMix64,
-        n: usize,
-        (ops, span): (usize, usize),
-        size: u64,
-        align: usize,
-    ) -> Vec<Buffer> {
-        (0..n)
-            .map(|_| {
-                let first = rng.below(ops);
-                Buffer {
-                    first,
-                    last: first + rng.below(span),
-                    size: 1 + rng.next_u64() % size,
-                    align: 1 << rng.below(align),
-                }
-            })
-            .collect()
-    }
-
     fn far() -> Instant {
         Instant::now() + std::time::Duration::from_secs(60)
     }
@@ -1101,7 +1079,7 @@ mod tests {
     fn packings_are_valid_and_aligned() {
         let mut rng = SplitMix64(5);
         for round in 0..20 {
-            let bufs = random_buffers(&mut rng, 40, (30, 10), 5000, 9);
+            let bufs = crate::exact::random_buffers(&mut rng, 40, (30, 10), 5000, 9);
             let (hwm, offsets) = pack(&bufs, (200, 200), round, (far(), 0), None);
             assert!(Instance::new(&bufs).is_packing(&offsets), "round {round}");
             let top = bufs.iter().zip(&offsets).map(|(b, o)| o + b.size).max();
@@ -1115,7 +1093,7 @@ mod tests {
         let no_limit = (Reverse(0), u128::MAX);
         let (mut kept, mut changed) = (0, 0);
         for round in 0..8 {
-            let bufs = random_buffers(&mut rng, 60, (40, 12), 64, 3);
+            let bufs = crate::exact::random_buffers(&mut rng, 60, (40, 12), 64, 3);
             let mut d = Filler::new(&bufs, None);
             let mut fresh = Filler::new(&bufs, None);
             d.step_penalty = 5 * round;
