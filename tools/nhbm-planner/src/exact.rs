@@ -7,7 +7,8 @@
 //! - every buffer sits at its lowest admissible offset: the aligned top of
 //!   the highest already placed buffer it overlaps in time (or 0);
 //! - buffers are placed in non-decreasing offset order, ties broken by a
-//!   fixed rank, so each packing is reached through one order only;
+//!   rank (the order's, below), so each packing is reached through one
+//!   order only;
 //! - a buffer is not placed at or above the top another unplaced buffer
 //!   would reach at its own lowest offset (that one could always drop into
 //!   the gap below, so the branch is dominated);
@@ -57,8 +58,9 @@
 //! unplaced in its sections then, as MiniMalloc does. Each order is
 //! searched with exact cover branching (above), and, where some section
 //! has slack at `cap`, with plain canonical branching too, with as many
-//! nodes: with slack, exact cover is the lowest offset's alone and plain
-//! branching (MiniMalloc's) finds what it misses.
+//! nodes: with slack, exact cover applies at the lowest open offset only
+//! (until a part is left without slack), and plain branching
+//! (MiniMalloc's) finds packings it misses.
 //!
 //! The runs of each round are dealt out to two workers on two threads,
 //! each with its own refuted states and the whole node budget; the answer
