@@ -147,15 +147,24 @@ pub struct OperatorDesc {
 }
 
 impl OperatorDesc {
-    /// An operator named `name` that uses and defines nothing, without a
-    /// duration.
-    pub fn named(name: impl Into<String>) -> Self {
+    /// An operator named `name` that reads `uses` and writes `defines`,
+    /// without a duration.
+    pub fn new(name: impl Into<String>, uses: Vec<TensorId>, defines: Vec<TensorId>) -> Self {
         OperatorDesc {
             name: name.into(),
-            uses: Vec::new(),
-            defines: Vec::new(),
+            uses,
+            defines,
             duration: None,
         }
+    }
+}
+
+/// Makes tensor `id` live over operators `first..=last` of `operators`:
+/// defined at the first, used at the last.
+pub fn live_over(operators: &mut [OperatorDesc], id: &str, first: usize, last: usize) {
+    operators[first].defines.push(id.to_string());
+    if last > first {
+        operators[last].uses.push(id.to_string());
     }
 }
 
@@ -202,6 +211,29 @@ pub struct ModelDesc {
     pub operators: Vec<OperatorDesc>,
 }
 
+impl ModelDesc {
+    /// The description of scratch tensors `tensors` over `operators` in
+    /// one memory without a budget (`hbm0`), every tensor aligned to
+    /// `min_alignment`: the generated and benchmark instances.
+    pub fn scratch_only(
+        name: impl Into<String>,
+        min_alignment: u64,
+        tensors: Vec<TensorDesc>,
+        operators: Vec<OperatorDesc>,
+    ) -> ModelDesc {
+        ModelDesc {
+            name: name.into(),
+            description: None,
+            memories: vec![MemoryConstraint::unlimited(MemoryType::Hbm(0))],
+            platform: Platform { min_alignment },
+            planner: MemoryPlannerType::Exact,
+            planner_options: PlannerOptions::default(),
+            tensors,
+            operators,
+        }
+    }
+}
+
 /// A model description that does not make sense, with the tensor or
 /// operator at fault.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,6 +249,288 @@ impl std::error::Error for ModelError {}
 
 fn err<T>(msg: impl Into<String>) -> Result<T, ModelError> {
     Err(ModelError(msg.into()))
+}
+
+/// The memories of `desc` on `target` (one per channel where it lists
+/// none), each budget capped at its channel's bytes, checked.
+fn memories_for(desc: &ModelDesc, target: &Target) -> Result<Vec<MemoryConstraint>, ModelError> {
+    let channel_bytes = |m: MemoryType| m.channel().map_or(0, |c| target.channel_bytes(c as usize));
+    let memories: Vec<MemoryConstraint> = if desc.memories.is_empty() {
+        (0..target.channels() as u32)
+            .map(|c| MemoryConstraint {
+                name: MemoryType::Hbm(c),
+                max_size: Some(channel_bytes(MemoryType::Hbm(c))),
+                arena_alignment: None,
+            })
+            .collect()
+    } else {
+        desc.memories
+            .iter()
+            .map(|m| MemoryConstraint {
+                max_size: Some(
+                    m.max_size
+                        .map_or(channel_bytes(m.name), |s| s.min(channel_bytes(m.name))),
+                ),
+                ..m.clone()
+            })
+            .collect()
+    };
+    for (k, m) in memories.iter().enumerate() {
+        if !m.name.is_device() {
+            return err(format!(
+                "memories[{k}]: {} is not writable by the device",
+                m.name
+            ));
+        }
+        if channel_bytes(m.name) == 0 {
+            return err(format!(
+                "memories[{k}]: {} is not a channel of {} ({} channels)",
+                m.name,
+                target.name,
+                target.channels()
+            ));
+        }
+        if memories[..k].iter().any(|o| o.name == m.name) {
+            return err(format!("memories[{k}]: {} is listed twice", m.name));
+        }
+        if let Some(a) = m.arena_alignment {
+            if !a.is_power_of_two() {
+                return err(format!(
+                    "memory {}: arena_alignment {a} is not a power of two",
+                    m.name
+                ));
+            }
+        }
+    }
+    Ok(memories)
+}
+
+/// Aliases: the base is a packed scratch tensor at least as large.
+fn check_aliases(tensors: &[Tensor], index: &HashMap<&str, usize>) -> Result<(), ModelError> {
+    for t in tensors {
+        if let Some(base) = &t.desc.alias_of {
+            let Some(&b) = index.get(base.as_str()) else {
+                return err(format!(
+                    "tensor {:?}: alias_of {base:?} is not a tensor",
+                    t.id()
+                ));
+            };
+            let bt = &tensors[b];
+            if !bt.is_packed_scratch() {
+                return err(format!(
+                    "tensor {:?}: alias_of {base:?}, which is not a plain scratch tensor",
+                    t.id()
+                ));
+            }
+            if t.size > bt.size {
+                return err(format!(
+                    "tensor {:?}: {} bytes alias {base:?} of {} bytes",
+                    t.id(),
+                    t.size,
+                    bt.size
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every tensor's lifetime from the operators that use or define it; an
+/// alias and its base live over the union of theirs
+/// ([`merge_alias_lifetimes`]).
+fn assign_lifetimes(
+    operators: &[OperatorDesc],
+    tensors: &mut [Tensor],
+    index: &HashMap<&str, usize>,
+) -> Result<(), ModelError> {
+    for (i, op) in operators.iter().enumerate() {
+        for (list, id) in op
+            .uses
+            .iter()
+            .map(|id| ("uses", id))
+            .chain(op.defines.iter().map(|id| ("defines", id)))
+        {
+            let Some(&k) = index.get(id.as_str()) else {
+                return err(format!(
+                    "operator {i} ({}): {list} unknown tensor {id:?}",
+                    op.name
+                ));
+            };
+            if list == "defines" && tensors[k].desc.role == ArenaRole::Constant {
+                return err(format!(
+                    "operator {i} ({}): defines constant {id:?}",
+                    op.name
+                ));
+            }
+            match &mut tensors[k].lifetime {
+                Some(l) => l.add_op(i),
+                l @ None => *l = Some(TensorLifetime::new(id.clone(), i)),
+            }
+        }
+    }
+    merge_alias_lifetimes(tensors, index);
+    Ok(())
+}
+
+/// An alias and its base share storage: both live over the union of
+/// their lifetimes.
+fn merge_alias_lifetimes(tensors: &mut [Tensor], index: &HashMap<&str, usize>) {
+    for k in 0..tensors.len() {
+        let Some(base) = tensors[k].desc.alias_of.clone() else {
+            continue;
+        };
+        let b = index[base.as_str()];
+        match (tensors[k].lifetime.clone(), tensors[b].lifetime.clone()) {
+            (Some(la), Some(mut lb)) => {
+                lb.merge(&la);
+                tensors[b].lifetime = Some(lb);
+            }
+            (Some(la), None) => {
+                tensors[b].lifetime = Some(TensorLifetime {
+                    tensor_id: base.clone(),
+                    ..la
+                });
+            }
+            _ => {}
+        }
+    }
+    for k in 0..tensors.len() {
+        if let Some(base) = tensors[k].desc.alias_of.clone() {
+            let lb = tensors[index[base.as_str()]].lifetime.clone();
+            tensors[k].lifetime = lb.map(|l| TensorLifetime {
+                tensor_id: tensors[k].desc.id.clone(),
+                ..l
+            });
+        }
+    }
+}
+
+impl Tensor {
+    /// `t` checked on its own (size, alignment, role; not its id), its
+    /// alignment at least `platform`'s, without a lifetime yet; the
+    /// memories it names must be ones `is_writable` admits.
+    fn checked(
+        t: &TensorDesc,
+        platform: &Platform,
+        is_writable: &impl Fn(MemoryType) -> bool,
+    ) -> Result<Tensor, ModelError> {
+        let (size, elem) = checked_size(t)?;
+        if let Some(a) = t.alignment {
+            if !a.is_power_of_two() || a > nhbm::uapi::MAX_ALIGNMENT {
+                return Err(tensor_error(
+                    t,
+                    format!("alignment {a} is not a power of two up to 1 GiB"),
+                ));
+            }
+        }
+        check_role(t, is_writable)?;
+        let alignment = platform
+            .min_alignment
+            .max(elem.unwrap_or(1))
+            .max(t.alignment.unwrap_or(1));
+        Ok(Tensor {
+            desc: t.clone(),
+            size,
+            alignment,
+            lifetime: None,
+        })
+    }
+}
+
+/// The error `msg` about tensor `t`.
+fn tensor_error(t: &TensorDesc, msg: String) -> ModelError {
+    ModelError(format!("tensor {:?}: {msg}", t.id))
+}
+
+/// `t`'s size (given, or dtype x shape, which must agree), and the bytes
+/// of its dtype where the planner knows them.
+fn checked_size(t: &TensorDesc) -> Result<(u64, Option<u64>), ModelError> {
+    let e = |msg: String| tensor_error(t, msg);
+    if let Some(d) = &t.dtype {
+        if d.len() > 15 {
+            return Err(e(format!(
+                "dtype {d:?} has {} characters (at most 15)",
+                d.len()
+            )));
+        }
+    }
+    if let Some(s) = &t.shape {
+        if s.len() > 8 {
+            return Err(e(format!("shape has {} dimensions (at most 8)", s.len())));
+        }
+    }
+    let elem = t.dtype.as_deref().and_then(dtype_size);
+    let computed = match (&t.shape, elem) {
+        (Some(shape), Some(es)) => shape
+            .iter()
+            .try_fold(es, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(|| e("shape overflows".into()))
+            .map(Some)?,
+        _ => None,
+    };
+    let size = match (t.size, computed) {
+        (Some(s), Some(c)) if s != c => {
+            return Err(e(format!("size {s} but dtype x shape is {c} bytes")))
+        }
+        (Some(s), _) => s,
+        (None, Some(c)) => c,
+        (None, None) => return Err(e("needs a size, or a known dtype and a shape".into())),
+    };
+    if size == 0 {
+        return Err(e("size is 0".into()));
+    }
+    Ok((size, elem))
+}
+
+/// What `t`'s role allows: constants carry data and live in a device
+/// memory of the model (`is_writable`); only scratch tensors alias.
+fn check_role(t: &TensorDesc, is_writable: &impl Fn(MemoryType) -> bool) -> Result<(), ModelError> {
+    let e = |msg: String| Err(tensor_error(t, msg));
+    match t.role {
+        ArenaRole::Constant => {
+            if t.io.is_some() {
+                return e("a constant cannot be a graph input or output".into());
+            }
+            if t.alias_of.is_some() {
+                return e("a constant cannot alias".into());
+            }
+            let dest = t.destination.or(t.memory);
+            if let Some(d) = dest {
+                if !is_writable(d) {
+                    return e(format!(
+                        "runtime memory {d} is not a device memory of this model{}",
+                        if d == MemoryType::Host {
+                            " (set \"destination\")"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+            }
+            if t.data_file.is_some() && t.fill.is_some() {
+                return e("both data_file and fill".into());
+            }
+        }
+        ArenaRole::Scratch | ArenaRole::Persistent => {
+            if t.destination.is_some() {
+                return e("destination applies to constants only".into());
+            }
+            if t.data_file.is_some() || t.fill.is_some() {
+                return e("only constants carry data".into());
+            }
+            if let Some(m) = t.memory {
+                if !is_writable(m) {
+                    return e(format!(
+                        "pinned to {m}, which is not a writable memory of this model"
+                    ));
+                }
+            }
+            if t.alias_of.is_some() && (t.role != ArenaRole::Scratch || t.io.is_some()) {
+                return e("only scratch tensors can alias".into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Bytes per element of the dtypes the planner knows.
@@ -320,55 +634,7 @@ impl Model {
         base_dir: PathBuf,
         target: Target,
     ) -> Result<Model, ModelError> {
-        let channel_bytes =
-            |m: MemoryType| m.channel().map_or(0, |c| target.channel_bytes(c as usize));
-        let memories: Vec<MemoryConstraint> = if desc.memories.is_empty() {
-            (0..target.channels() as u32)
-                .map(|c| MemoryConstraint {
-                    name: MemoryType::Hbm(c),
-                    max_size: Some(channel_bytes(MemoryType::Hbm(c))),
-                    arena_alignment: None,
-                })
-                .collect()
-        } else {
-            desc.memories
-                .iter()
-                .map(|m| MemoryConstraint {
-                    max_size: Some(
-                        m.max_size
-                            .map_or(channel_bytes(m.name), |s| s.min(channel_bytes(m.name))),
-                    ),
-                    ..m.clone()
-                })
-                .collect()
-        };
-        for (k, m) in memories.iter().enumerate() {
-            if !m.name.is_device() {
-                return err(format!(
-                    "memories[{k}]: {} is not writable by the device",
-                    m.name
-                ));
-            }
-            if channel_bytes(m.name) == 0 {
-                return err(format!(
-                    "memories[{k}]: {} is not a channel of {} ({} channels)",
-                    m.name,
-                    target.name,
-                    target.channels()
-                ));
-            }
-            if memories[..k].iter().any(|o| o.name == m.name) {
-                return err(format!("memories[{k}]: {} is listed twice", m.name));
-            }
-            if let Some(a) = m.arena_alignment {
-                if !a.is_power_of_two() {
-                    return err(format!(
-                        "memory {}: arena_alignment {a} is not a power of two",
-                        m.name
-                    ));
-                }
-            }
-        }
+        let memories = memories_for(&desc, &target)?;
         if !desc.platform.min_alignment.is_power_of_two() {
             return err(format!(
                 "platform.min_alignment {} is not a power of two",
@@ -376,196 +642,19 @@ impl Model {
             ));
         }
         let is_writable = |m: MemoryType| memories.iter().any(|c| c.name == m);
-
         let mut index: HashMap<&str, usize> = HashMap::new();
         let mut tensors = Vec::with_capacity(desc.tensors.len());
         for (k, t) in desc.tensors.iter().enumerate() {
-            let e = |msg: String| ModelError(format!("tensor {:?}: {msg}", t.id));
             if t.id.is_empty() {
                 return err(format!("tensors[{k}]: empty id"));
             }
             if index.insert(&t.id, k).is_some() {
-                return Err(e("id used twice".into()));
+                return err(format!("tensor {:?}: id used twice", t.id));
             }
-            if let Some(d) = &t.dtype {
-                if d.len() > 15 {
-                    return Err(e(format!(
-                        "dtype {d:?} has {} characters (at most 15)",
-                        d.len()
-                    )));
-                }
-            }
-            if let Some(s) = &t.shape {
-                if s.len() > 8 {
-                    return Err(e(format!("shape has {} dimensions (at most 8)", s.len())));
-                }
-            }
-            let elem = t.dtype.as_deref().and_then(dtype_size);
-            let computed = match (&t.shape, elem) {
-                (Some(shape), Some(es)) => shape
-                    .iter()
-                    .try_fold(es, |acc, &d| acc.checked_mul(d))
-                    .ok_or_else(|| e("shape overflows".into()))
-                    .map(Some)?,
-                _ => None,
-            };
-            let size = match (t.size, computed) {
-                (Some(s), Some(c)) if s != c => {
-                    return Err(e(format!("size {s} but dtype x shape is {c} bytes")))
-                }
-                (Some(s), _) => s,
-                (None, Some(c)) => c,
-                (None, None) => return Err(e("needs a size, or a known dtype and a shape".into())),
-            };
-            if size == 0 {
-                return Err(e("size is 0".into()));
-            }
-            if let Some(a) = t.alignment {
-                if !a.is_power_of_two() || a > nhbm::uapi::MAX_ALIGNMENT {
-                    return Err(e(format!(
-                        "alignment {a} is not a power of two up to 1 GiB"
-                    )));
-                }
-            }
-            match t.role {
-                ArenaRole::Constant => {
-                    if t.io.is_some() {
-                        return Err(e("a constant cannot be a graph input or output".into()));
-                    }
-                    if t.alias_of.is_some() {
-                        return Err(e("a constant cannot alias".into()));
-                    }
-                    let dest = t.destination.or(t.memory);
-                    if let Some(d) = dest {
-                        if !is_writable(d) {
-                            return Err(e(format!(
-                                "runtime memory {d} is not a device memory of this model{}",
-                                if d == MemoryType::Host {
-                                    " (set \"destination\")"
-                                } else {
-                                    ""
-                                }
-                            )));
-                        }
-                    }
-                    if t.data_file.is_some() && t.fill.is_some() {
-                        return Err(e("both data_file and fill".into()));
-                    }
-                }
-                ArenaRole::Scratch | ArenaRole::Persistent => {
-                    if t.destination.is_some() {
-                        return Err(e("destination applies to constants only".into()));
-                    }
-                    if t.data_file.is_some() || t.fill.is_some() {
-                        return Err(e("only constants carry data".into()));
-                    }
-                    if let Some(m) = t.memory {
-                        if !is_writable(m) {
-                            return Err(e(format!(
-                                "pinned to {m}, which is not a writable memory of this model"
-                            )));
-                        }
-                    }
-                    if t.alias_of.is_some() && (t.role != ArenaRole::Scratch || t.io.is_some()) {
-                        return Err(e("only scratch tensors can alias".into()));
-                    }
-                }
-            }
-            let dtype_align = elem.unwrap_or(1);
-            let alignment = desc
-                .platform
-                .min_alignment
-                .max(dtype_align)
-                .max(t.alignment.unwrap_or(1));
-            tensors.push(Tensor {
-                desc: t.clone(),
-                size,
-                alignment,
-                lifetime: None,
-            });
+            tensors.push(Tensor::checked(t, &desc.platform, &is_writable)?);
         }
-
-        // Aliases: the base is a packed scratch tensor at least as large.
-        for t in &tensors {
-            if let Some(base) = &t.desc.alias_of {
-                let Some(&b) = index.get(base.as_str()) else {
-                    return err(format!(
-                        "tensor {:?}: alias_of {base:?} is not a tensor",
-                        t.id()
-                    ));
-                };
-                let bt = &tensors[b];
-                if !bt.is_packed_scratch() {
-                    return err(format!(
-                        "tensor {:?}: alias_of {base:?}, which is not a plain scratch tensor",
-                        t.id()
-                    ));
-                }
-                if t.size > bt.size {
-                    return err(format!(
-                        "tensor {:?}: {} bytes alias {base:?} of {} bytes",
-                        t.id(),
-                        t.size,
-                        bt.size
-                    ));
-                }
-            }
-        }
-
-        for (i, op) in desc.operators.iter().enumerate() {
-            for (list, id) in op
-                .uses
-                .iter()
-                .map(|id| ("uses", id))
-                .chain(op.defines.iter().map(|id| ("defines", id)))
-            {
-                let Some(&k) = index.get(id.as_str()) else {
-                    return err(format!(
-                        "operator {i} ({}): {list} unknown tensor {id:?}",
-                        op.name
-                    ));
-                };
-                if list == "defines" && tensors[k].desc.role == ArenaRole::Constant {
-                    return err(format!(
-                        "operator {i} ({}): defines constant {id:?}",
-                        op.name
-                    ));
-                }
-                match &mut tensors[k].lifetime {
-                    Some(l) => l.add_op(i),
-                    l @ None => *l = Some(TensorLifetime::new(id.clone(), i)),
-                }
-            }
-        }
-        // An alias and its base share storage: both live over the union.
-        for k in 0..tensors.len() {
-            let Some(base) = tensors[k].desc.alias_of.clone() else {
-                continue;
-            };
-            let b = index[base.as_str()];
-            match (tensors[k].lifetime.clone(), tensors[b].lifetime.clone()) {
-                (Some(la), Some(mut lb)) => {
-                    lb.merge(&la);
-                    tensors[b].lifetime = Some(lb);
-                }
-                (Some(la), None) => {
-                    tensors[b].lifetime = Some(TensorLifetime {
-                        tensor_id: base.clone(),
-                        ..la
-                    });
-                }
-                _ => {}
-            }
-        }
-        for k in 0..tensors.len() {
-            if let Some(base) = tensors[k].desc.alias_of.clone() {
-                let lb = tensors[index[base.as_str()]].lifetime.clone();
-                tensors[k].lifetime = lb.map(|l| TensorLifetime {
-                    tensor_id: tensors[k].desc.id.clone(),
-                    ..l
-                });
-            }
-        }
+        check_aliases(&tensors, &index)?;
+        assign_lifetimes(&desc.operators, &mut tensors, &index)?;
         for t in &tensors {
             if t.is_packed_scratch() && t.lifetime.is_none() {
                 return err(format!(

@@ -7,7 +7,8 @@
 //! - every buffer sits at its lowest admissible offset: the aligned top of
 //!   the highest already placed buffer it overlaps in time (or 0);
 //! - buffers are placed in non-decreasing offset order, ties broken by a
-//!   fixed rank, so each packing is reached through one order only;
+//!   rank (the order's, below), so each packing is reached through one
+//!   order only;
 //! - a buffer is not placed at or above the top another unplaced buffer
 //!   would reach at its own lowest offset (that one could always drop into
 //!   the gap below, so the branch is dominated);
@@ -57,8 +58,9 @@
 //! unplaced in its sections then, as MiniMalloc does. Each order is
 //! searched with exact cover branching (above), and, where some section
 //! has slack at `cap`, with plain canonical branching too, with as many
-//! nodes: with slack, exact cover is the lowest offset's alone and plain
-//! branching (MiniMalloc's) finds what it misses.
+//! nodes: with slack, exact cover applies at the lowest open offset only
+//! (until a part is left without slack), and plain branching
+//! (MiniMalloc's) finds packings it misses.
 //!
 //! The runs of each round are dealt out to two workers on two threads,
 //! each with its own refuted states and the whole node budget; the answer
@@ -95,6 +97,30 @@ pub struct Buffer {
     pub size: u64,
     /// Its offset is a multiple of this (a power of two).
     pub align: u64,
+}
+
+/// `n` random buffers, for tests: starting before operator `ops`, living
+/// up to `span` more operators, of 1 to `size` bytes, aligned to
+/// `1 << (0..align)`.
+#[cfg(test)]
+pub(crate) fn random_buffers(
+    rng: &mut crate::rng::SplitMix64,
+    n: usize,
+    (ops, span): (usize, usize),
+    size: u64,
+    align: usize,
+) -> Vec<Buffer> {
+    (0..n)
+        .map(|_| {
+            let first = rng.below(ops);
+            Buffer {
+                first,
+                last: first + rng.below(span),
+                size: 1 + rng.next_u64() % size,
+                align: 1 << rng.below(align),
+            }
+        })
+        .collect()
 }
 
 /// What bounds a search: search nodes, and a wall-clock safety cap.
@@ -925,27 +951,53 @@ impl<'a> Search<'a> {
             .then(|| self.tight_section(part, last, &order))
             .flatten()
         {
-            // Exact cover: the lowest free byte of a section without slack
-            // must be the start of one of these buffers; any order of
-            // buffers at one offset is then fine, so ranks are not needed.
-            let off = order
-                .iter()
-                .map(|&(o, _, _)| o)
-                .find(|&o| o >= last)
-                .expect("a tight section has candidates");
-            if off >= min_top {
-                return St::NotFound(part.region());
-            }
-            for b in cells {
-                match self.try_place(part, b as usize, off, (off, 0)) {
-                    Placed::Searched(St::NotFound(_), true) => break,
-                    Placed::Searched(St::NotFound(_), false) | Placed::Independent(_) => {}
-                    Placed::Searched(st, _) => return st,
-                }
-            }
+            return self.branch_cover(part, last, &order, min_top, cells);
+        }
+        self.branch_canonical(part, (last, last_rank), &order, min_top)
+    }
+
+    /// Exact cover: the lowest free byte of a section without slack must
+    /// be the start of one of `cells`; any order of buffers at one offset
+    /// is then fine, so ranks are not needed. `order` is the unplaced
+    /// buffers of `part` (lowest offset, rank, buffer) in order, and
+    /// `min_top` the lowest top any of them reaches.
+    fn branch_cover(
+        &mut self,
+        part: &Part,
+        last: u64,
+        order: &[(u64, u32, u32)],
+        min_top: u64,
+        cells: Vec<u32>,
+    ) -> St {
+        let off = order
+            .iter()
+            .map(|&(o, _, _)| o)
+            .find(|&o| o >= last)
+            .expect("a tight section has candidates");
+        if off >= min_top {
             return St::NotFound(part.region());
         }
-        for &(off, rank, b) in &order {
+        for b in cells {
+            match self.try_place(part, b as usize, off, (off, 0)) {
+                Placed::Searched(St::NotFound(_), true) => break,
+                Placed::Searched(St::NotFound(_), false) | Placed::Independent(_) => {}
+                Placed::Searched(st, _) => return st,
+            }
+        }
+        St::NotFound(part.region())
+    }
+
+    /// Plain canonical branching over `order` (as for
+    /// [`Self::branch_cover`]), from `last` and, at `last`, above rank
+    /// `last_rank`.
+    fn branch_canonical(
+        &mut self,
+        part: &Part,
+        (last, last_rank): (u64, u32),
+        order: &[(u64, u32, u32)],
+        min_top: u64,
+    ) -> St {
+        for &(off, rank, b) in order {
             // Canonical order: non-decreasing offsets, ties by rank.
             if off < last || (off == last && rank < last_rank) {
                 continue;
@@ -1291,40 +1343,39 @@ impl<'a> Search<'a> {
 
     /// Sets the floor of section `s`, keeping its hash.
     fn set_floor(&mut self, s: usize, f: u64) {
-        let old = self.floor[s];
         let key = self.inst.section_lanes[s];
-        for (h, k) in self.hash[s].iter_mut().zip(key) {
-            *h = h
-                .wrapping_sub(mix_with(k, old))
-                .wrapping_add(mix_with(k, f));
-        }
+        rehash(&mut self.hash[s], key, Some(self.floor[s]), Some(f));
         self.floor[s] = f;
     }
 
     /// Sets the lowest offset of unplaced buffer `b`, keeping the hash.
     fn set_min_off(&mut self, b: usize, m: u64) {
-        let old = self.min_off[b];
         let key = self.inst.buffer_lanes[b];
-        for (h, k) in self.hash[self.inst.span[b].0].iter_mut().zip(key) {
-            *h = h
-                .wrapping_sub(mix_with(k, old))
-                .wrapping_add(mix_with(k, m));
-        }
+        let h = &mut self.hash[self.inst.span[b].0];
+        rehash(h, key, Some(self.min_off[b]), Some(m));
         self.min_off[b] = m;
     }
 
     /// Adds unplaced buffer `b` with its lowest offset to the hash of the
     /// section it starts in, or takes it out.
     fn mix_buffer(&mut self, b: usize, add: bool) {
-        let m = self.min_off[b];
         let key = self.inst.buffer_lanes[b];
-        for (h, k) in self.hash[self.inst.span[b].0].iter_mut().zip(key) {
-            let z = mix_with(k, m);
-            *h = if add {
-                h.wrapping_add(z)
-            } else {
-                h.wrapping_sub(z)
-            };
+        let m = Some(self.min_off[b]);
+        let (old, new) = if add { (None, m) } else { (m, None) };
+        rehash(&mut self.hash[self.inst.span[b].0], key, old, new);
+    }
+}
+
+/// Takes the term of the value `old` out of `hash` (both lanes) and puts
+/// that of `new` in, for the item whose [`lanes`] are `key`.
+#[inline]
+fn rehash(hash: &mut [u64; 2], key: [u64; 2], old: Option<u64>, new: Option<u64>) {
+    for (h, k) in hash.iter_mut().zip(key) {
+        if let Some(v) = old {
+            *h = h.wrapping_sub(mix_with(k, v));
+        }
+        if let Some(v) = new {
+            *h = h.wrapping_add(mix_with(k, v));
         }
     }
 }

@@ -6,8 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::desc::{ModelDesc, OperatorDesc, Platform, TensorDesc};
-use crate::model::*;
+use crate::desc::{live_over, ModelDesc, OperatorDesc, TensorDesc};
 use crate::rng::SplitMix64;
 use crate::Model;
 
@@ -94,26 +93,12 @@ pub fn instance(n: usize, seed: u64) -> (Model, u64) {
         .map(|(i, p)| TensorDesc::scratch(format!("b{i}"), p.height() * UNIT))
         .collect();
     let mut operators: Vec<OperatorDesc> = (0..width)
-        .map(|t| OperatorDesc::named(format!("op{t}")))
+        .map(|t| OperatorDesc::new(format!("op{t}"), Vec::new(), Vec::new()))
         .collect();
     for (i, p) in pieces.iter().enumerate() {
-        operators[p.t0].defines.push(format!("b{i}"));
-        if p.t1 - 1 > p.t0 {
-            operators[p.t1 - 1].uses.push(format!("b{i}"));
-        }
+        live_over(&mut operators, &format!("b{i}"), p.t0, p.t1 - 1);
     }
-    let desc = ModelDesc {
-        name: format!("hard{n}_s{seed}"),
-        description: None,
-        memories: vec![MemoryConstraint::unlimited(MemoryType::Hbm(0))],
-        platform: Platform {
-            min_alignment: UNIT,
-        },
-        planner: MemoryPlannerType::Exact,
-        planner_options: PlannerOptions::default(),
-        tensors,
-        operators,
-    };
+    let desc = ModelDesc::scratch_only(format!("hard{n}_s{seed}"), UNIT, tensors, operators);
     let model = Model::new(desc, PathBuf::from(".")).expect("generated instances are well formed");
     (model, height * UNIT)
 }

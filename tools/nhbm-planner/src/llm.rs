@@ -14,8 +14,7 @@
 
 use std::path::PathBuf;
 
-use crate::desc::{ModelDesc, OperatorDesc, Platform, TensorDesc};
-use crate::model::*;
+use crate::desc::{live_over, ModelDesc, OperatorDesc, TensorDesc};
 use crate::rng::SplitMix64;
 use crate::Model;
 
@@ -97,27 +96,15 @@ impl Graph {
     }
 
     fn op(&mut self, name: String, uses: &[&str], defines: &[&str]) {
-        self.operators.push(OperatorDesc {
-            name,
-            uses: uses.iter().map(|s| s.to_string()).collect(),
-            defines: defines.iter().map(|s| s.to_string()).collect(),
-            duration: None,
-        });
+        let ids = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        self.operators
+            .push(OperatorDesc::new(name, ids(uses), ids(defines)));
     }
 }
 
 /// A model of the given scratch tensors and operators, in one memory.
 fn model(name: String, tensors: Vec<TensorDesc>, operators: Vec<OperatorDesc>) -> Model {
-    let desc = ModelDesc {
-        name,
-        description: None,
-        memories: vec![MemoryConstraint::unlimited(MemoryType::Hbm(0))],
-        platform: Platform { min_alignment: 64 },
-        planner: MemoryPlannerType::Exact,
-        planner_options: PlannerOptions::default(),
-        tensors,
-        operators,
-    };
+    let desc = ModelDesc::scratch_only(name, 64, tensors, operators);
     Model::new(desc, PathBuf::from(".")).expect("generated graphs are well formed")
 }
 
@@ -130,55 +117,24 @@ pub fn decoder(d: &Decoder) -> Model {
         jitter: d.jitter.min(90),
     };
     let e = d.elem;
-    let act = d.tokens * d.hidden * e;
-    let wide = d.tokens * d.ffn * e;
-    let att = d.heads * d.tokens * d.context * e;
-    let cache = d.context * d.hidden * e;
-    let mut x = g.tensor("x0".into(), act);
+    let z = Sizes {
+        act: d.tokens * d.hidden * e,
+        wide: d.tokens * d.ffn * e,
+        att: d.heads * d.tokens * d.context * e,
+        cache: d.context * d.hidden * e,
+    };
+    let mut x = g.tensor("x0".into(), z.act);
     g.op("embed".into(), &[], &[&x]);
     let mut caches = Vec::new();
     // Per layer, what the backward pass reads.
     let mut saved = Vec::new();
     for l in 0..d.layers {
-        let t = |s: &str| format!("l{l}.{s}");
-        let n1 = g.tensor(t("n1"), act);
-        g.op(t("ln1"), &[&x], &[&n1]);
-        let (q, k, v) = (
-            g.tensor(t("q"), act),
-            g.tensor(t("k"), act),
-            g.tensor(t("v"), act),
-        );
-        g.op(t("qkv"), &[&n1], &[&q, &k, &v]);
-        let (kc, vc) = (g.tensor(t("kc"), cache), g.tensor(t("vc"), cache));
-        g.op(t("kv"), &[&k, &v], &[&kc, &vc]);
-        let s = g.tensor(t("s"), att);
-        g.op(t("scores"), &[&q, &kc], &[&s]);
-        let p = g.tensor(t("p"), att);
-        g.op(t("softmax"), &[&s], &[&p]);
-        let a = g.tensor(t("a"), act);
-        g.op(t("pv"), &[&p, &vc], &[&a]);
-        let o = g.tensor(t("o"), act);
-        g.op(t("oproj"), &[&a], &[&o]);
-        let r = g.tensor(t("r"), act);
-        g.op(t("add1"), &[&x, &o], &[&r]);
-        let n2 = g.tensor(t("n2"), act);
-        g.op(t("ln2"), &[&r], &[&n2]);
-        let (u, gt) = (g.tensor(t("u"), wide), g.tensor(t("g"), wide));
-        g.op(t("up"), &[&n2], &[&u]);
-        g.op(t("gate"), &[&n2], &[&gt]);
-        let ga = g.tensor(t("ga"), wide);
-        g.op(t("act"), &[&gt], &[&ga]);
-        let m = g.tensor(t("m"), wide);
-        g.op(t("mul"), &[&u, &ga], &[&m]);
-        let dn = g.tensor(t("d"), act);
-        g.op(t("down"), &[&m], &[&dn]);
-        let y = g.tensor(t("y"), act);
-        g.op(t("add2"), &[&r, &dn], &[&y]);
+        let (y, sv) = g.forward_layer(l, x, z);
         if d.kv_cache {
-            caches.push(kc.clone());
-            caches.push(vc.clone());
+            caches.push(sv[3].clone());
+            caches.push(sv[4].clone());
         }
-        saved.push([x, n1, q, kc, vc, p, a, r, n2, u, gt, ga, m]);
+        saved.push(sv);
         x = y;
     }
     let logits = g.tensor("logits".into(), d.tokens * d.hidden * e);
@@ -186,34 +142,10 @@ pub fn decoder(d: &Decoder) -> Model {
     uses.extend(caches.iter().map(String::as_str));
     g.op("head".into(), &uses, &[&logits]);
     if d.backward {
-        let mut dx = g.tensor("dy".into(), act);
+        let mut dx = g.tensor("dy".into(), z.act);
         g.op("loss".into(), &[&logits], &[&dx]);
         for (l, sv) in saved.iter().enumerate().rev() {
-            let [x, n1, q, kc, vc, p, a, r, n2, u, gt, ga, m] = sv.each_ref();
-            let t = |s: &str| format!("l{l}.d{s}");
-            let dm = g.tensor(t("m"), wide);
-            g.op(t("down"), &[&dx, m], &[&dm]);
-            let (du, dga) = (g.tensor(t("u"), wide), g.tensor(t("ga"), wide));
-            g.op(t("mul"), &[&dm, u, ga], &[&du, &dga]);
-            let dg = g.tensor(t("g"), wide);
-            g.op(t("act"), &[&dga, gt], &[&dg]);
-            let dn2 = g.tensor(t("n2"), act);
-            g.op(t("upgate"), &[&du, &dg, n2], &[&dn2]);
-            let dr = g.tensor(t("r"), act);
-            g.op(t("ln2"), &[&dn2, r, &dx], &[&dr]);
-            let da = g.tensor(t("a"), act);
-            g.op(t("oproj"), &[&dr, a], &[&da]);
-            let (dp, dv) = (g.tensor(t("p"), att), g.tensor(t("v"), act));
-            g.op(t("pv"), &[&da, p, vc], &[&dp, &dv]);
-            let ds = g.tensor(t("s"), att);
-            g.op(t("softmax"), &[&dp, p], &[&ds]);
-            let (dq, dk) = (g.tensor(t("q"), act), g.tensor(t("k"), act));
-            g.op(t("scores"), &[&ds, q, kc], &[&dq, &dk]);
-            let dn1 = g.tensor(t("n1"), act);
-            g.op(t("qkv"), &[&dq, &dk, &dv, n1], &[&dn1]);
-            let dxp = g.tensor(t("x"), act);
-            g.op(t("ln1"), &[&dn1, x, &dr], &[&dxp]);
-            dx = dxp;
+            dx = g.backward_layer(l, &dx, sv, z);
         }
         g.op("grad_out".into(), &[&dx], &[]);
     }
@@ -223,6 +155,95 @@ pub fn decoder(d: &Decoder) -> Model {
         g.tensors,
         g.operators,
     )
+}
+
+/// The bytes of a decoder's tensors: an activation, an MLP activation,
+/// the attention scores and probabilities, one KV cache.
+#[derive(Clone, Copy)]
+struct Sizes {
+    act: u64,
+    wide: u64,
+    att: u64,
+    cache: u64,
+}
+
+/// What a layer's backward pass reads of its forward pass: its input x,
+/// n1, q, the K and V caches, p, a, r, n2, u, the gate, the activated
+/// gate and m.
+type Saved = [String; 13];
+
+impl Graph {
+    /// Layer `l` of the forward pass, from its input `x`: its output, and
+    /// what its backward pass reads.
+    fn forward_layer(&mut self, l: usize, x: String, z: Sizes) -> (String, Saved) {
+        let g = self;
+        let t = |s: &str| format!("l{l}.{s}");
+        let n1 = g.tensor(t("n1"), z.act);
+        g.op(t("ln1"), &[&x], &[&n1]);
+        let (q, k, v) = (
+            g.tensor(t("q"), z.act),
+            g.tensor(t("k"), z.act),
+            g.tensor(t("v"), z.act),
+        );
+        g.op(t("qkv"), &[&n1], &[&q, &k, &v]);
+        let (kc, vc) = (g.tensor(t("kc"), z.cache), g.tensor(t("vc"), z.cache));
+        g.op(t("kv"), &[&k, &v], &[&kc, &vc]);
+        let s = g.tensor(t("s"), z.att);
+        g.op(t("scores"), &[&q, &kc], &[&s]);
+        let p = g.tensor(t("p"), z.att);
+        g.op(t("softmax"), &[&s], &[&p]);
+        let a = g.tensor(t("a"), z.act);
+        g.op(t("pv"), &[&p, &vc], &[&a]);
+        let o = g.tensor(t("o"), z.act);
+        g.op(t("oproj"), &[&a], &[&o]);
+        let r = g.tensor(t("r"), z.act);
+        g.op(t("add1"), &[&x, &o], &[&r]);
+        let n2 = g.tensor(t("n2"), z.act);
+        g.op(t("ln2"), &[&r], &[&n2]);
+        let (u, gt) = (g.tensor(t("u"), z.wide), g.tensor(t("g"), z.wide));
+        g.op(t("up"), &[&n2], &[&u]);
+        g.op(t("gate"), &[&n2], &[&gt]);
+        let ga = g.tensor(t("ga"), z.wide);
+        g.op(t("act"), &[&gt], &[&ga]);
+        let m = g.tensor(t("m"), z.wide);
+        g.op(t("mul"), &[&u, &ga], &[&m]);
+        let dn = g.tensor(t("d"), z.act);
+        g.op(t("down"), &[&m], &[&dn]);
+        let y = g.tensor(t("y"), z.act);
+        g.op(t("add2"), &[&r, &dn], &[&y]);
+        (y, [x, n1, q, kc, vc, p, a, r, n2, u, gt, ga, m])
+    }
+
+    /// Layer `l` of the backward pass, from the gradient `dx` of its
+    /// output, reading `saved`: the gradient of its input.
+    fn backward_layer(&mut self, l: usize, dx: &str, saved: &Saved, z: Sizes) -> String {
+        let g = self;
+        let [x, n1, q, kc, vc, p, a, r, n2, u, gt, ga, m] = saved.each_ref();
+        let t = |s: &str| format!("l{l}.d{s}");
+        let dm = g.tensor(t("m"), z.wide);
+        g.op(t("down"), &[dx, m], &[&dm]);
+        let (du, dga) = (g.tensor(t("u"), z.wide), g.tensor(t("ga"), z.wide));
+        g.op(t("mul"), &[&dm, u, ga], &[&du, &dga]);
+        let dg = g.tensor(t("g"), z.wide);
+        g.op(t("act"), &[&dga, gt], &[&dg]);
+        let dn2 = g.tensor(t("n2"), z.act);
+        g.op(t("upgate"), &[&du, &dg, n2], &[&dn2]);
+        let dr = g.tensor(t("r"), z.act);
+        g.op(t("ln2"), &[&dn2, r, dx], &[&dr]);
+        let da = g.tensor(t("a"), z.act);
+        g.op(t("oproj"), &[&dr, a], &[&da]);
+        let (dp, dv) = (g.tensor(t("p"), z.att), g.tensor(t("v"), z.act));
+        g.op(t("pv"), &[&da, p, vc], &[&dp, &dv]);
+        let ds = g.tensor(t("s"), z.att);
+        g.op(t("softmax"), &[&dp, p], &[&ds]);
+        let (dq, dk) = (g.tensor(t("q"), z.act), g.tensor(t("k"), z.act));
+        g.op(t("scores"), &[&ds, q, kc], &[&dq, &dk]);
+        let dn1 = g.tensor(t("n1"), z.act);
+        g.op(t("qkv"), &[&dq, &dk, &dv, n1], &[&dn1]);
+        let dxp = g.tensor(t("x"), z.act);
+        g.op(t("ln1"), &[&dn1, x, &dr], &[&dxp]);
+        dxp
+    }
 }
 
 /// A traced decoder stack of `layers` layers from `seed`: per layer `ops`
@@ -236,25 +257,21 @@ pub fn traced(layers: usize, ops: usize, seed: u64) -> Model {
     let per = ops.max(1);
     let ops = layers * per + 1;
     let mut operators: Vec<OperatorDesc> = (0..ops)
-        .map(|t| OperatorDesc::named(format!("op{t}")))
+        .map(|t| OperatorDesc::new(format!("op{t}"), Vec::new(), Vec::new()))
         .collect();
     let mut tensors = Vec::with_capacity(layers * 25);
     for l in 0..layers {
         let base = l * per;
         let id = format!("l{l}.res");
         tensors.push(TensorDesc::scratch(id.clone(), 3 * 1024 * 1024));
-        operators[base].defines.push(id.clone());
-        operators[base + per].uses.push(id);
+        live_over(&mut operators, &id, base, base + per);
         for j in 0..24 {
             let id = format!("l{l}.a{j}");
             let size = (3 + rng.next_u64() % 46) * KIB64;
             let first = base + rng.below(per);
             let last = (first + rng.below(6)).min(ops - 1);
             tensors.push(TensorDesc::scratch(id.clone(), size));
-            operators[first].defines.push(id.clone());
-            if last > first {
-                operators[last].uses.push(id);
-            }
+            live_over(&mut operators, &id, first, last);
         }
     }
     model(format!("traced{layers}x{per}_s{seed}"), tensors, operators)

@@ -5,8 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::desc::{ModelDesc, OperatorDesc, Platform, TensorDesc};
-use crate::model::*;
+use crate::desc::{live_over, ModelDesc, OperatorDesc, TensorDesc};
 use crate::Model;
 
 /// Every size of MiniMalloc's benchmark instances is a multiple of it: the
@@ -61,31 +60,16 @@ pub fn read_with_times(name: &str, text: &str) -> Result<(Model, Vec<u64>), Stri
     let mut operators: Vec<OperatorDesc> = (0..points.len().saturating_sub(1))
         .map(|t| OperatorDesc {
             duration: Some(points[t + 1] - points[t]),
-            ..OperatorDesc::named(format!("t{}", points[t]))
+            ..OperatorDesc::new(format!("t{}", points[t]), Vec::new(), Vec::new())
         })
         .collect();
     let mut tensors = Vec::with_capacity(bufs.len());
     for &(id, lower, upper, size) in &bufs {
         let tid = format!("b{id}");
-        let (first, last) = (at(lower), at(upper) - 1);
-        operators[first].defines.push(tid.clone());
-        if last > first {
-            operators[last].uses.push(tid.clone());
-        }
+        live_over(&mut operators, &tid, at(lower), at(upper) - 1);
         tensors.push(TensorDesc::scratch(tid, size));
     }
-    let desc = ModelDesc {
-        name: name.to_string(),
-        description: None,
-        memories: vec![MemoryConstraint::unlimited(MemoryType::Hbm(0))],
-        platform: Platform {
-            min_alignment: UNIT,
-        },
-        planner: MemoryPlannerType::Exact,
-        planner_options: PlannerOptions::default(),
-        tensors,
-        operators,
-    };
+    let desc = ModelDesc::scratch_only(name, UNIT, tensors, operators);
     let m = Model::new(desc, PathBuf::from(".")).map_err(|e| e.to_string())?;
     Ok((m, points))
 }

@@ -92,9 +92,35 @@ pub fn plan_with_progress(
         tensor_lifetimes: model.lifetimes(),
         ..Default::default()
     };
-    let first = model.memories[0].name;
+    place_constants(model, &mut mp)?;
+    place_persistent(model, &mut mp);
+    let budgets = scratch_budgets(model, &mp)?;
+    let items: Vec<&Tensor> = model
+        .tensors
+        .iter()
+        .filter(|t| t.is_packed_scratch())
+        .collect();
+    let packer = Packer {
+        model,
+        items: &items,
+        budgets: &budgets,
+    };
+    let mut outcomes = Vec::new();
+    let placement = match kind {
+        MemoryPlannerType::Greedy => packer.place(&packer.order_by_start())?,
+        MemoryPlannerType::GreedyBySize => packer.place(&packer.order_by_size())?,
+        MemoryPlannerType::HillClimb => packer.hill_climb(opts, deadline(opts))?,
+        MemoryPlannerType::Exact => packer.exact(opts, progress, &mut outcomes)?,
+    };
+    place_scratch(model, &mut mp, &items, &placement);
+    check_kernel_bytes(model, &mp)?;
+    place_aliases(model, &mut mp);
+    Ok((mp, outcomes))
+}
 
-    // Constants: one arena per runtime memory, a single source per arena.
+/// Constants: one arena per runtime memory, a single source per arena.
+fn place_constants(model: &Model, mp: &mut MemoryPlan) -> Result<(), PlannerError> {
+    let first = model.memories[0].name;
     for t in model
         .tensors
         .iter()
@@ -119,9 +145,15 @@ pub fn plan_with_progress(
         }
         let align = model.slot_alignment(t, dest);
         let offset = arena.allocate_aligned(t.size, align);
-        insert(&mut mp, t, dest, offset, align, ArenaRole::Constant, source);
+        insert(mp, t, dest, offset, align, ArenaRole::Constant, source);
     }
-    // Persistent tensors and graph inputs/outputs: whole-program live.
+    Ok(())
+}
+
+/// Persistent tensors and graph inputs/outputs: whole-program live, one
+/// arena per memory.
+fn place_persistent(model: &Model, mp: &mut MemoryPlan) {
+    let first = model.memories[0].name;
     for t in model
         .tensors
         .iter()
@@ -133,17 +165,19 @@ pub fn plan_with_progress(
         });
         let align = model.slot_alignment(t, m);
         let offset = arena.allocate_aligned(t.size, align);
-        insert(&mut mp, t, m, offset, align, ArenaRole::Persistent, m);
+        insert(mp, t, m, offset, align, ArenaRole::Persistent, m);
     }
+}
 
-    // What each memory's budget leaves for scratch: the kernel's arena is
-    // fixed by now; the scratchpad must also fit in one region.
+/// What each memory's budget leaves for scratch: the kernel's arena is
+/// fixed by now; the scratchpad must also fit in one region.
+fn scratch_budgets(model: &Model, mp: &MemoryPlan) -> Result<Vec<Option<u64>>, PlannerError> {
     let mut budgets = Vec::with_capacity(model.memories.len());
     for c in &model.memories {
         let ch = c.name.channel().unwrap_or(u32::MAX) as usize;
         let fixed = model
             .target
-            .allocation_bytes(ch, &device_records(model, &mp, c.name), 0)
+            .allocation_bytes(ch, &device_records(model, mp, c.name), 0)
             .ok_or_else(|| {
                 PlannerError(format!(
                     "{}: constants and persistent tensors fit in no region of {}",
@@ -162,29 +196,17 @@ pub fn plan_with_progress(
             None => Some(region),
         });
     }
+    Ok(budgets)
+}
 
-    let items: Vec<&Tensor> = model
-        .tensors
-        .iter()
-        .filter(|t| t.is_packed_scratch())
-        .collect();
-    let packer = Packer {
-        model,
-        items: &items,
-        budgets: &budgets,
-    };
-    let mut outcomes = Vec::new();
-    let placement = match kind {
-        MemoryPlannerType::Greedy => packer.place(&packer.order_by_start())?,
-        MemoryPlannerType::GreedyBySize => packer.place(&packer.order_by_size())?,
-        MemoryPlannerType::HillClimb => packer.hill_climb(opts, deadline(opts))?,
-        MemoryPlannerType::Exact => packer.exact(opts, progress, &mut outcomes)?,
-    };
+/// The scratch tensors `items` at their places in `placement`, and each
+/// memory's scratch arena.
+fn place_scratch(model: &Model, mp: &mut MemoryPlan, items: &[&Tensor], placement: &Placement) {
     for (k, t) in items.iter().enumerate() {
         let (mi, offset) = placement.slots[k];
         let m = model.memories[mi].name;
         let align = model.slot_alignment(t, m);
-        insert(&mut mp, t, m, offset, align, ArenaRole::Scratch, m);
+        insert(mp, t, m, offset, align, ArenaRole::Scratch, m);
     }
     for (mi, &hwm) in placement.high_water.iter().enumerate() {
         let m = model.memories[mi].name;
@@ -195,12 +217,15 @@ pub fn plan_with_progress(
             mp.arena_usages.insert(m, a);
         }
     }
-    // What the kernel will allocate must fit each memory's budget.
+}
+
+/// What the kernel will allocate must fit each memory's budget.
+fn check_kernel_bytes(model: &Model, mp: &MemoryPlan) -> Result<(), PlannerError> {
     for c in &model.memories {
         if !mp.tensor_allocs.values().any(|a| a.memory == c.name) {
             continue;
         }
-        match kernel_bytes(model, &mp, c.name) {
+        match kernel_bytes(model, mp, c.name) {
             Some(b) if c.max_size.is_none_or(|max| b <= max) => {}
             Some(b) => {
                 return Err(PlannerError(format!(
@@ -217,12 +242,16 @@ pub fn plan_with_progress(
             }
         }
     }
-    // Aliases take their base's slot.
+    Ok(())
+}
+
+/// Aliases take their base's slot.
+fn place_aliases(model: &Model, mp: &mut MemoryPlan) {
     for t in model.tensors.iter().filter(|t| t.is_alias()) {
         let base = mp.tensor_allocs[t.desc.alias_of.as_deref().unwrap()].clone();
         let b = base.binding.unwrap();
         insert(
-            &mut mp,
+            mp,
             t,
             base.memory,
             base.offset,
@@ -231,7 +260,6 @@ pub fn plan_with_progress(
             b.source_memory,
         );
     }
-    Ok((mp, outcomes))
 }
 
 /// The records with their own HBM in memory `m` (constants, persistent
@@ -295,6 +323,21 @@ struct Placement {
 impl Placement {
     fn cost(&self) -> u64 {
         self.high_water.iter().sum()
+    }
+
+    /// Memory `mi`'s items `ks` at `offsets`, its arena `high_water` high.
+    fn set(&mut self, mi: usize, ks: &[usize], offsets: Vec<u64>, high_water: u64) {
+        for (&k, o) in ks.iter().zip(offsets) {
+            self.slots[k].1 = o;
+        }
+        self.high_water[mi] = high_water;
+    }
+
+    /// [`Self::set`] where `high_water` is below memory `mi`'s arena now.
+    fn set_if_lower(&mut self, mi: usize, ks: &[usize], offsets: Vec<u64>, high_water: u64) {
+        if high_water < self.high_water[mi] {
+            self.set(mi, ks, offsets, high_water);
+        }
     }
 }
 
@@ -460,16 +503,14 @@ impl Packer<'_> {
             }
             let known: Vec<u64> = ks.iter().map(|&k| p.slots[k].1).collect();
             let inst = exact::Instance::new(&bufs).timed(&times);
+            let lower_bound = inst.lower_bound();
             let s = exact::minimize_in(inst, Some(&known), &budget);
             budget.nodes = budget.nodes.saturating_sub(s.nodes);
-            for (j, &k) in ks.iter().enumerate() {
-                p.slots[k].1 = s.offsets[j];
-            }
-            p.high_water[mi] = s.high_water;
+            p.set(mi, &ks, s.offsets, s.high_water);
             outcomes.push(ExactOutcome {
                 memory: c.name,
                 high_water: s.high_water,
-                lower_bound: exact::Instance::new(&bufs).lower_bound(),
+                lower_bound,
                 optimal: s.optimal,
                 nodes: s.nodes,
                 stopped: s.stopped,
@@ -500,14 +541,10 @@ impl Packer<'_> {
                 let (ks, bufs) = self.buffers_in(&p, mi, c.name);
                 let enough = window::lower_bound(&bufs);
                 let offsets = window::plan(&bufs, &mut |wb, base, share| {
-                    let d = slice(deadline, share);
-                    if Instant::now() >= d {
-                        return window::sweep_on(wb, base);
-                    }
-                    let g = by_size(wb, base);
-                    climb(wb, g, opts, (d, enough), base)
+                    climb_window((wb, base, share), opts, deadline, enough).0
                 });
-                self.keep_if_lower(&mut p, mi, &ks, &bufs, offsets);
+                let hwm = top(&bufs, offsets.iter().copied());
+                p.set_if_lower(mi, &ks, offsets, hwm);
             }
             return Ok(p);
         }
@@ -519,12 +556,7 @@ impl Packer<'_> {
             }
             let (hwm, offsets) =
                 search::pack(&bufs, moves(opts, ks.len()), opts.seed, (deadline, 0), None);
-            if hwm < p.high_water[mi] {
-                p.high_water[mi] = hwm;
-                for (&k, off) in ks.iter().zip(offsets) {
-                    p.slots[k].1 = off;
-                }
-            }
+            p.set_if_lower(mi, &ks, offsets, hwm);
         }
         Ok(p)
     }
@@ -574,25 +606,6 @@ impl Packer<'_> {
         Ok((p, deadline.checked_sub(reserve).unwrap_or(now).max(now)))
     }
 
-    /// Takes `offsets` for memory `mi`'s items `ks` (the buffers `bufs`)
-    /// where their arena is lower than `p`'s.
-    fn keep_if_lower(
-        &self,
-        p: &mut Placement,
-        mi: usize,
-        ks: &[usize],
-        bufs: &[Buffer],
-        offsets: Vec<u64>,
-    ) {
-        let hwm = top(bufs, offsets.iter().copied());
-        if hwm < p.high_water[mi] {
-            p.high_water[mi] = hwm;
-            for (&k, o) in ks.iter().zip(offsets) {
-                p.slots[k].1 = o;
-            }
-        }
-    }
-
     /// [`Self::exact`] over more than [`window::DIRECT_MAX`] items: every
     /// memory in windows ([`window::plan`]), each window's items by
     /// greedy_by_size, hill_climb, then [`exact::minimize`], with a share
@@ -611,66 +624,86 @@ impl Packer<'_> {
             if ks.is_empty() {
                 continue;
             }
-            let (mut nodes, mut stopped) = (0u64, None);
+            let mut spent = (0u64, None);
             // No window needs to go below the memory's lower bound.
             let enough = window::lower_bound(&bufs);
             let offsets = window::plan(&bufs, &mut |wb, base, share| {
-                let d = slice(budget.deadline, share);
-                if Instant::now() >= d {
-                    return window::sweep_on(wb, base);
-                }
-                let g = by_size(wb, base);
-                let start = climb(wb, g, opts, (d, enough), base);
-                let height = top(wb, start.iter().copied());
-                // exact packs the window on a flat floor, the highest: worth
-                // it only where that can still come out lower.
-                let align = wb.iter().map(|b| b.align.max(1)).max().unwrap_or(1);
-                let flat = base
-                    .iter()
-                    .copied()
-                    .max()
-                    .unwrap_or(0)
-                    .next_multiple_of(align);
-                let lower = window::lower_bound(wb);
-                if flat + lower >= height || height <= enough || Instant::now() >= d {
-                    return start;
-                }
-                let left = budget.nodes.saturating_sub(nodes);
-                let mut b = *budget;
-                b.nodes = (u128::from(left) * share.0 as u128 / share.1.max(1) as u128) as u64;
-                b.deadline = d;
-                let known: Vec<u64> = if flat == 0 {
-                    start.clone()
-                } else {
-                    by_size(wb, &[])
-                };
-                let s = exact::minimize(wb, Some(&known), &b);
-                nodes += s.nodes;
-                stopped = stopped.or(s.stopped);
-                if flat + s.high_water < height {
-                    s.offsets.into_iter().map(|o| o + flat).collect()
-                } else {
-                    start
-                }
+                exact_window((wb, base, share), opts, budget, enough, &mut spent)
             });
+            let (nodes, stopped) = spent;
             budget.nodes = budget.nodes.saturating_sub(nodes);
             let high_water = top(&bufs, offsets.iter().copied());
-            for (&k, o) in ks.iter().zip(offsets) {
-                p.slots[k].1 = o;
-            }
-            p.high_water[mi] = high_water;
-            let lower_bound = window::lower_bound(&bufs);
-            let optimal = high_water <= lower_bound;
+            p.set(mi, &ks, offsets, high_water);
+            let optimal = high_water <= enough;
             outcomes.push(ExactOutcome {
                 memory: c.name,
                 high_water,
-                lower_bound,
+                lower_bound: enough,
                 optimal,
                 nodes,
                 stopped: stopped.filter(|_| !optimal),
             });
         }
         Ok(p)
+    }
+}
+
+/// One window of hill_climb's plan in windows: `wb` above the floor
+/// `base`, with its `share` of the time left before `deadline`, by
+/// greedy_by_size then hill_climb (by first fit alone once its share is
+/// spent); `enough` is the memory's lower bound. Its offsets, and its
+/// own deadline.
+fn climb_window(
+    (wb, base, share): (&[Buffer], &[u64], (usize, usize)),
+    opts: &PlannerOptions,
+    deadline: Instant,
+    enough: u64,
+) -> (Vec<u64>, Instant) {
+    let d = slice(deadline, share);
+    if Instant::now() >= d {
+        return (window::sweep_on(wb, base), d);
+    }
+    let g = by_size(wb, base);
+    (climb(wb, g, opts, (d, enough), base), d)
+}
+
+/// One window of exact's plan in windows: [`climb_window`], then
+/// [`exact::minimize`] on a flat floor, within the window's share of
+/// `budget`'s nodes (`spent` counts the nodes used on, and keeps what
+/// stopped a search first).
+fn exact_window(
+    window: (&[Buffer], &[u64], (usize, usize)),
+    opts: &PlannerOptions,
+    budget: &Budget,
+    enough: u64,
+    spent: &mut (u64, Option<Stop>),
+) -> Vec<u64> {
+    let (wb, base, share) = window;
+    let (start, d) = climb_window(window, opts, budget.deadline, enough);
+    let height = top(wb, start.iter().copied());
+    // exact packs the window on a flat floor, the highest: worth it only
+    // where that can still come out lower.
+    let flat = window::flat_floor(wb, base);
+    let lower = window::lower_bound(wb);
+    if flat + lower >= height || height <= enough || Instant::now() >= d {
+        return start;
+    }
+    let left = budget.nodes.saturating_sub(spent.0);
+    let mut b = *budget;
+    b.nodes = (u128::from(left) * share.0 as u128 / share.1.max(1) as u128) as u64;
+    b.deadline = d;
+    let known: Vec<u64> = if flat == 0 {
+        start.clone()
+    } else {
+        by_size(wb, &[])
+    };
+    let s = exact::minimize(wb, Some(&known), &b);
+    spent.0 += s.nodes;
+    spent.1 = spent.1.or(s.stopped);
+    if flat + s.high_water < height {
+        s.offsets.into_iter().map(|o| o + flat).collect()
+    } else {
+        start
     }
 }
 
@@ -866,6 +899,32 @@ pub fn overlapping_pairs(model: &Model, mp: &MemoryPlan) -> Vec<(String, String)
         }
     }
     out
+}
+
+/// The packed scratch tensors `mp` places in `memory`, as buffers (at
+/// the alignment of their slots), and their offsets: a memory's packing,
+/// for [`window::is_packing`] or [`exact::Instance`].
+pub fn scratch_packing(
+    model: &Model,
+    mp: &MemoryPlan,
+    memory: MemoryType,
+) -> (Vec<Buffer>, Vec<u64>) {
+    model
+        .tensors
+        .iter()
+        .filter(|t| t.is_packed_scratch())
+        .filter_map(|t| {
+            let a = mp.tensor_allocs.get(t.id())?;
+            let l = t.lifetime.as_ref()?;
+            let b = Buffer {
+                first: l.start_op,
+                last: l.end_op,
+                size: t.size,
+                align: a.alignment.max(1),
+            };
+            (a.memory == memory).then_some((b, a.offset))
+        })
+        .unzip()
 }
 
 /// Bytes of graph inputs and outputs.

@@ -293,6 +293,73 @@ struct Filler<'a> {
     area: u128,
 }
 
+/// Per operator, the buffers live there and their bytes.
+fn live_and_load(bufs: &[Buffer], ops: usize) -> (Vec<Vec<u32>>, Vec<u64>) {
+    let mut live = vec![Vec::new(); ops];
+    let mut load = vec![0; ops];
+    for (k, b) in bufs.iter().enumerate() {
+        for (l, x) in live[b.first..=b.last].iter_mut().zip(&mut load[b.first..]) {
+            l.push(k as u32);
+            *x += b.size;
+        }
+    }
+    (live, load)
+}
+
+/// The buffers by first operator; per buffer, its place in that order;
+/// per operator (and one past the last), where the buffers starting there
+/// or later begin in it.
+fn by_first(bufs: &[Buffer], ops: usize) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let mut by_first: Vec<usize> = (0..bufs.len()).collect();
+    by_first.sort_by_key(|&k| bufs[k].first);
+    let mut rank = vec![0; bufs.len()];
+    for (i, &k) in by_first.iter().enumerate() {
+        rank[k] = i;
+    }
+    let from = (0..=ops)
+        .map(|t| by_first.partition_point(|&k| bufs[k].first < t))
+        .collect();
+    (by_first, rank, from)
+}
+
+/// What a decode has counted so far.
+#[derive(Default)]
+struct Tally {
+    /// Buffers left to place.
+    left: usize,
+    /// The high-water mark.
+    hwm: u64,
+    /// The sum over operators of the floor there.
+    floors: u128,
+    /// The bytes wasted, and the least high-water mark they leave.
+    waste: u128,
+    least: u64,
+    /// The floor of the first run raised (`u64::MAX`: none yet).
+    mistake: u64,
+}
+
+impl Tally {
+    /// Whether the decode's cost is proven above `limit` (over `ops`
+    /// operators, with the liveness lower bound `bound` and `area`, the
+    /// bytes x operators of every buffer): once it has made a mistake,
+    /// its wasted bytes put its high-water mark or its area above.
+    fn above(&self, limit: Cost, ops: u128, (bound, area): (u64, u128)) -> bool {
+        let high = u128::from(self.hwm.max(bound).max(self.least));
+        self.mistake != u64::MAX && (Reverse(self.mistake), high * ops + area + self.waste) > limit
+    }
+}
+
+/// How a step taken again from the kept packing ended.
+enum Replayed {
+    /// No later step has a changed buffer as a candidate: the packing is
+    /// the kept one.
+    Kept,
+    /// The step is the kept one.
+    Same,
+    /// Its cover differs from the kept one: the decode goes on afresh.
+    Differs,
+}
+
 /// The best cover of a run's first operators: what it covers, its pits
 /// and score, how it ends (the last segment of equal tops: where it
 /// starts, its top, whether it is lower than the segment before) and the
@@ -340,23 +407,8 @@ impl<'a> Filler<'a> {
     /// 0).
     fn new(bufs: &'a [Buffer], base: Option<&[u64]>) -> Self {
         let ops = bufs.iter().map(|b| b.last + 1).max().unwrap_or(0);
-        let mut live = vec![Vec::new(); ops];
-        let mut load = vec![0; ops];
-        for (k, b) in bufs.iter().enumerate() {
-            for (l, x) in live[b.first..=b.last].iter_mut().zip(&mut load[b.first..]) {
-                l.push(k as u32);
-                *x += b.size;
-            }
-        }
-        let mut by_first: Vec<usize> = (0..bufs.len()).collect();
-        by_first.sort_by_key(|&k| bufs[k].first);
-        let mut rank = vec![0; bufs.len()];
-        for (i, &k) in by_first.iter().enumerate() {
-            rank[k] = i;
-        }
-        let from = (0..=ops)
-            .map(|t| by_first.partition_point(|&k| bufs[k].first < t))
-            .collect();
+        let (live, load) = live_and_load(bufs, ops);
+        let (by_first, rank, from) = by_first(bufs, ops);
         Filler {
             bufs,
             firsts: by_first.iter().map(|&k| bufs[k].first).collect(),
@@ -449,30 +501,18 @@ impl<'a> Filler<'a> {
         limit: Cost,
         changed: Option<[usize; 2]>,
     ) -> Option<(Cost, u64, bool)> {
-        let n = self.bufs.len();
-        let ops = self.top.len();
-        self.skyline.reset(&self.key0);
-        for (i, x) in self.next.iter_mut().enumerate() {
-            *x = i;
-        }
-        self.rem.copy_from_slice(&self.load);
-        self.top.fill(usize::MAX);
-        self.suspects.clear();
-        self.trial.clear();
-        let mut left = n;
-        let mut hwm = 0;
-        // The sum over operators of the floor there.
-        let mut floors: u128 = 0;
-        // The bytes wasted, and the least high-water mark they leave.
-        let mut waste: u128 = 0;
-        let mut least = 0;
-        let mut mistake = u64::MAX;
-        let ops128 = ops as u128;
+        self.reset();
+        let ops128 = self.top.len() as u128;
+        let mut tally = Tally {
+            left: self.bufs.len(),
+            mistake: u64::MAX,
+            ..Tally::default()
+        };
         // While the kept packing is taken again: the changed buffers, and
         // how far through their steps the decode is.
         let mut replay = changed.filter(|_| !self.kept.steps.is_empty());
         let mut seen = [0usize; 2];
-        while left > 0 {
+        while tally.left > 0 {
             // The lowest run, leftmost: operators a..b at floor f.
             let Some((f, a, b)) = self.skyline.lowest() else {
                 break;
@@ -481,117 +521,171 @@ impl<'a> Filler<'a> {
             let s = self.trial.steps.len();
             match (replay, self.kept.steps.get(s).copied()) {
                 (Some(ks), Some(st)) => {
-                    // Where one of the changed buffers is a candidate, the
-                    // cover is chosen again; the rest of the step is the
-                    // kept one.
-                    let mut involved = false;
-                    let mut later = false;
-                    for (x, &k) in seen.iter_mut().zip(&ks) {
-                        let r = &self.runs_of[k];
-                        while r.get(*x).is_some_and(|&i| i < s) {
-                            *x += 1;
-                        }
-                        involved |= r.get(*x) == Some(&s);
-                        later |= *x < r.len();
-                    }
-                    if !later {
-                        // No step from here on has them as candidates: the
-                        // rest, and so the packing, is the kept one.
-                        return Some((self.kept_cost, self.kept_hwm, false));
-                    }
-                    self.cands.clear();
-                    self.cands
-                        .extend_from_slice(&self.kept.cands[st.cands.0..st.cands.1]);
-                    let chosen = st.chosen.0..st.chosen.1;
-                    if involved {
-                        self.cover(weight, f, a, b, tops);
-                        if self.chosen[..] != self.kept.chosen[chosen] {
-                            replay = None;
-                        }
-                    } else {
-                        self.chosen.clear();
-                        self.chosen.extend_from_slice(&self.kept.chosen[chosen]);
-                        self.pieces.clear();
-                        self.pieces
-                            .extend_from_slice(&self.kept.pieces[st.pieces.0..st.pieces.1]);
+                    match self.replay_step(weight, (ks, &mut seen), (s, st), (f, a, b, tops)) {
+                        Replayed::Kept => return Some((self.kept_cost, self.kept_hwm, false)),
+                        Replayed::Same => {}
+                        Replayed::Differs => replay = None,
                     }
                 }
                 _ => {
                     replay = None;
-                    self.candidates(f, a, b);
-                    if self.cands.is_empty() {
-                        // Up to the lower neighbour (wasting the bytes
-                        // between), or where a buffer of the run is
-                        // aligned; a run with no buffer left in it is done.
-                        let up = tops.0.min(tops.1).min(self.aligned);
-                        self.chosen.clear();
-                        self.pieces.clear();
-                        self.pieces.push((a, b, up));
-                    } else {
-                        self.cover(weight, f, a, b, tops);
-                    }
+                    self.choose_step(weight, (f, a, b, tops));
                 }
             }
-            let t = &mut self.trial;
-            t.steps.push(Step {
-                cands: (t.cands.len(), t.cands.len() + self.cands.len()),
-                chosen: (t.chosen.len(), t.chosen.len() + self.chosen.len()),
-                pieces: (t.pieces.len(), t.pieces.len() + self.pieces.len()),
-            });
-            t.cands.extend_from_slice(&self.cands);
-            t.chosen.extend_from_slice(&self.chosen);
-            t.pieces.extend_from_slice(&self.pieces);
+            self.record_step();
             self.skyline.set(a, &self.pieces);
             if self.cands.is_empty() {
-                let up = self.pieces[0].2;
-                if up == u64::MAX {
-                    continue;
-                }
-                let wasted = u128::from(up - f) * (b - a) as u128;
-                floors += wasted;
-                waste += wasted;
-                for &r in &self.rem[a..b] {
-                    if r > 0 {
-                        least = least.max(up + r);
-                    }
-                }
-                if mistake == u64::MAX {
-                    mistake = f;
-                    for c in [a.wrapping_sub(1), b] {
-                        if let Some(&k) = self.top.get(c).filter(|&&k| k != usize::MAX) {
-                            self.suspects.push(k);
-                        }
-                    }
-                    if Reverse(f) > limit.0 {
-                        return None;
-                    }
+                match self.raise(&mut tally, (f, a, b)) {
+                    None => continue,
+                    Some(true) if Reverse(f) > limit.0 => return None,
+                    Some(_) => {}
                 }
             } else {
-                for &k in &self.chosen {
-                    let bk = self.bufs[k];
-                    self.off[k] = f;
-                    self.next[self.rank[k]] = self.rank[k] + 1;
-                    for r in &mut self.rem[bk.first..=bk.last] {
-                        *r -= bk.size;
-                    }
-                    self.top[bk.first..=bk.last].fill(k);
-                    floors += u128::from(bk.size) * (bk.last - bk.first + 1) as u128;
-                    hwm = hwm.max(f + bk.size);
-                    left -= 1;
-                }
+                self.place_chosen(&mut tally, f);
             }
-            let high = u128::from(hwm.max(self.bound).max(least));
-            if mistake != u64::MAX && (Reverse(mistake), high * ops128 + self.area + waste) > limit
-            {
+            if tally.above(limit, ops128, (self.bound, self.area)) {
                 return None;
             }
         }
         let differs = replay.is_none() || self.trial.steps.len() != self.kept.steps.len();
-        Some((
-            (Reverse(mistake), u128::from(hwm) * ops128 + floors),
-            hwm,
-            differs,
-        ))
+        let cost = (
+            Reverse(tally.mistake),
+            u128::from(tally.hwm) * ops128 + tally.floors,
+        );
+        Some((cost, tally.hwm, differs))
+    }
+
+    /// Makes ready for a decode: nothing placed, the first floors.
+    fn reset(&mut self) {
+        self.skyline.reset(&self.key0);
+        for (i, x) in self.next.iter_mut().enumerate() {
+            *x = i;
+        }
+        self.rem.copy_from_slice(&self.load);
+        self.top.fill(usize::MAX);
+        self.suspects.clear();
+        self.trial.clear();
+    }
+
+    /// Step `s` of a decode that is taking the kept packing's steps again
+    /// (`st`, the kept step `s`), at the run `a..b` at floor `f` between
+    /// walls at `tops`: the kept step, except that where one of the
+    /// changed buffers `ks` is a candidate the cover is chosen again.
+    /// `seen` is how far through each one's kept steps the decode is.
+    fn replay_step(
+        &mut self,
+        weight: &[u64],
+        (ks, seen): ([usize; 2], &mut [usize; 2]),
+        (s, st): (usize, Step),
+        (f, a, b, tops): (u64, usize, usize, (u64, u64)),
+    ) -> Replayed {
+        let mut involved = false;
+        let mut later = false;
+        for (x, &k) in seen.iter_mut().zip(&ks) {
+            let r = &self.runs_of[k];
+            while r.get(*x).is_some_and(|&i| i < s) {
+                *x += 1;
+            }
+            involved |= r.get(*x) == Some(&s);
+            later |= *x < r.len();
+        }
+        if !later {
+            // No step from here on has them as candidates: the rest, and
+            // so the packing, is the kept one.
+            return Replayed::Kept;
+        }
+        self.cands.clear();
+        self.cands
+            .extend_from_slice(&self.kept.cands[st.cands.0..st.cands.1]);
+        let chosen = st.chosen.0..st.chosen.1;
+        if involved {
+            self.cover(weight, f, a, b, tops);
+            if self.chosen[..] != self.kept.chosen[chosen] {
+                return Replayed::Differs;
+            }
+        } else {
+            self.chosen.clear();
+            self.chosen.extend_from_slice(&self.kept.chosen[chosen]);
+            self.pieces.clear();
+            self.pieces
+                .extend_from_slice(&self.kept.pieces[st.pieces.0..st.pieces.1]);
+        }
+        Replayed::Same
+    }
+
+    /// A step chosen afresh at the run `a..b` at floor `f` between walls
+    /// at `tops`: a cover of its candidates, or, with none, the run raised
+    /// up to the lower neighbour (wasting the bytes between) or to where
+    /// a buffer of the run is aligned; a run with no buffer left in it is
+    /// done.
+    fn choose_step(&mut self, weight: &[u64], (f, a, b, tops): (u64, usize, usize, (u64, u64))) {
+        self.candidates(f, a, b);
+        if self.cands.is_empty() {
+            let up = tops.0.min(tops.1).min(self.aligned);
+            self.chosen.clear();
+            self.pieces.clear();
+            self.pieces.push((a, b, up));
+        } else {
+            self.cover(weight, f, a, b, tops);
+        }
+    }
+
+    /// Appends the step just taken to the trial decode's steps.
+    fn record_step(&mut self) {
+        let t = &mut self.trial;
+        t.steps.push(Step {
+            cands: (t.cands.len(), t.cands.len() + self.cands.len()),
+            chosen: (t.chosen.len(), t.chosen.len() + self.chosen.len()),
+            pieces: (t.pieces.len(), t.pieces.len() + self.pieces.len()),
+        });
+        t.cands.extend_from_slice(&self.cands);
+        t.chosen.extend_from_slice(&self.chosen);
+        t.pieces.extend_from_slice(&self.pieces);
+    }
+
+    /// Counts the run `a..b` at floor `f` raised in `tally`: its wasted
+    /// bytes, the least high-water mark they leave and, the first time,
+    /// the mistake and the buffers on its walls. None where the run had
+    /// nothing left to place; whether it was the first mistake.
+    fn raise(&mut self, tally: &mut Tally, (f, a, b): (u64, usize, usize)) -> Option<bool> {
+        let up = self.pieces[0].2;
+        if up == u64::MAX {
+            return None;
+        }
+        let wasted = u128::from(up - f) * (b - a) as u128;
+        tally.floors += wasted;
+        tally.waste += wasted;
+        for &r in &self.rem[a..b] {
+            if r > 0 {
+                tally.least = tally.least.max(up + r);
+            }
+        }
+        if tally.mistake != u64::MAX {
+            return Some(false);
+        }
+        tally.mistake = f;
+        for c in [a.wrapping_sub(1), b] {
+            if let Some(&k) = self.top.get(c).filter(|&&k| k != usize::MAX) {
+                self.suspects.push(k);
+            }
+        }
+        Some(true)
+    }
+
+    /// Places the chosen buffers at floor `f`, counting them in `tally`.
+    fn place_chosen(&mut self, tally: &mut Tally, f: u64) {
+        for &k in &self.chosen {
+            let bk = self.bufs[k];
+            self.off[k] = f;
+            self.next[self.rank[k]] = self.rank[k] + 1;
+            for r in &mut self.rem[bk.first..=bk.last] {
+                *r -= bk.size;
+            }
+            self.top[bk.first..=bk.last].fill(k);
+            tally.floors += u128::from(bk.size) * (bk.last - bk.first + 1) as u128;
+            tally.hwm = tally.hwm.max(f + bk.size);
+            tally.left -= 1;
+        }
     }
 
     /// The buffers not yet placed whose lifetimes lie inside the run `a..b`
@@ -621,8 +715,31 @@ impl<'a> Filler<'a> {
     /// `tops` (see the module comment), from `self.cands`: its buffers in
     /// `self.chosen`, the runs it leaves in `self.pieces`.
     fn cover(&mut self, weight: &[u64], f: u64, a: usize, b: usize, tops: (u64, u64)) {
-        let (left_top, right_top) = tops;
-        let w = b - a;
+        self.segment_points(a, b - a);
+        self.best_prefixes(weight, f, a, b - a, tops);
+        self.pieces.clear();
+        self.chosen.clear();
+        let mut j = self.pos.len() - 1;
+        while j > 0 {
+            let p = self.best[j];
+            let (x, y) = (a + self.pos[p.prev], a + self.pos[j]);
+            let v = if p.buf > 0 {
+                self.chosen.push(p.buf - 1);
+                f + self.bufs[p.buf - 1].size
+            } else {
+                f
+            };
+            self.pieces.push((x, y, v));
+            j = p.prev;
+        }
+        self.pieces.reverse();
+    }
+
+    /// The places of the run starting at `a`, `w` operators wide, where
+    /// the candidates' segments meet (its ends and where a candidate
+    /// starts or ends) into `self.pos` (and `self.at`), and per place the
+    /// earliest ends of candidates starting there into `self.min_end`.
+    fn segment_points(&mut self, a: usize, w: usize) {
         let words = w / 64 + 1;
         self.marks[..words].fill(0);
         let mut mark = |x: usize| self.marks[x / 64] |= 1 << (x % 64);
@@ -655,75 +772,41 @@ impl<'a> Filler<'a> {
                 e.2 = end;
             }
         }
+    }
+
+    /// The best cover of the run starting at `a`, `w` operators wide, at
+    /// floor `f` between walls at `tops`, up to every place of
+    /// `self.pos`, into `self.best` (dynamic programming, place by place).
+    fn best_prefixes(&mut self, weight: &[u64], f: u64, a: usize, w: usize, tops: (u64, u64)) {
         let np = self.pos.len();
         self.best.clear();
         self.best.resize(np, Prefix::NONE);
         self.best[0] = Prefix {
-            top: left_top,
+            top: tops.0,
             prev: 0,
             ..Prefix::NONE
+        };
+        let relax = |best: &mut [Prefix], j: usize, q: Prefix| {
+            if q.beats(&best[j]) {
+                best[j] = q;
+            }
         };
         let mut c = 0;
         for pi in 0..np - 1 {
             let i = self.pos[pi];
-            let p = self.best[pi];
-            // Operators i..j topped at `top` after prefix p (buffer `buf`
-            // + 1, or 0).
-            let extend = |j: usize, top: u64, buf: usize, weight: u64| {
-                let mut q = Prefix {
-                    covered: p.covered,
-                    pits: p.pits,
-                    score: p.score + weight as i64,
-                    top,
-                    segment: p.segment,
-                    first: p.first,
-                    down: p.down,
-                    prev: pi,
-                    buf,
-                };
-                if buf > 0 {
-                    q.covered += (j - i) as u64;
-                }
-                // No other buffer starts at the segment's start and ends
-                // inside it.
-                let unfillable = |start: usize, first: usize, end: usize| {
-                    let (e1, k1, e2) = self.min_end[start];
-                    (if k1 == first { e2 } else { e1 }) > end
-                };
-                if top != p.top {
-                    q.score -= self.step_penalty;
-                    if p.down && top > p.top && unfillable(p.segment, p.first, i) {
-                        q.pits += 1;
-                    }
-                    q.segment = i;
-                    q.first = buf.wrapping_sub(1);
-                    q.down = top < p.top;
-                }
-                if j == w && top != right_top {
-                    q.score -= self.step_penalty;
-                    if q.down && right_top > top && unfillable(q.segment, q.first, j) {
-                        q.pits += 1;
-                    }
-                }
-                q
-            };
+            let from = (self.best[pi], pi, i);
             // Operators left uncovered up to the next place: where that is
             // the next operator, before the buffers starting here, else
             // after them (the order one operator at a time gives).
             let next = self.pos[pi + 1];
-            let uncovered = extend(next, f, 0, 0);
-            let relax = |best: &mut [Prefix], j: usize, q: Prefix| {
-                if q.beats(&best[j]) {
-                    best[j] = q;
-                }
-            };
+            let uncovered = self.extend(from, (next, f, 0, 0), (w, tops.1));
             if next == i + 1 {
                 relax(&mut self.best, pi + 1, uncovered);
             }
             while let Some(&k) = self.cands.get(c).filter(|&&k| self.bufs[k].first == a + i) {
                 let bk = self.bufs[k];
                 let j = bk.last + 1 - a;
-                let q = extend(j, f + bk.size, k + 1, weight[k]);
+                let q = self.extend(from, (j, f + bk.size, k + 1, weight[k]), (w, tops.1));
                 relax(&mut self.best, self.at[j], q);
                 c += 1;
             }
@@ -731,22 +814,55 @@ impl<'a> Filler<'a> {
                 relax(&mut self.best, pi + 1, uncovered);
             }
         }
-        self.pieces.clear();
-        self.chosen.clear();
-        let mut j = np - 1;
-        while j > 0 {
-            let p = self.best[j];
-            let (x, y) = (a + self.pos[p.prev], a + self.pos[j]);
-            let v = if p.buf > 0 {
-                self.chosen.push(p.buf - 1);
-                f + self.bufs[p.buf - 1].size
-            } else {
-                f
-            };
-            self.pieces.push((x, y, v));
-            j = p.prev;
+    }
+
+    /// Prefix `p` (at place `pi`, operator `i` of the run) extended by
+    /// operators `i..j` topped at `top` (by buffer `buf` - 1 of weight
+    /// `weight`, or uncovered where `buf` is 0), in a run `w` operators
+    /// wide whose right wall is at `right_top`.
+    #[inline]
+    fn extend(
+        &self,
+        (p, pi, i): (Prefix, usize, usize),
+        (j, top, buf, weight): (usize, u64, usize, u64),
+        (w, right_top): (usize, u64),
+    ) -> Prefix {
+        let mut q = Prefix {
+            covered: p.covered,
+            pits: p.pits,
+            score: p.score + weight as i64,
+            top,
+            segment: p.segment,
+            first: p.first,
+            down: p.down,
+            prev: pi,
+            buf,
+        };
+        if buf > 0 {
+            q.covered += (j - i) as u64;
         }
-        self.pieces.reverse();
+        // No other buffer starts at the segment's start and ends inside
+        // it.
+        let unfillable = |start: usize, first: usize, end: usize| {
+            let (e1, k1, e2) = self.min_end[start];
+            (if k1 == first { e2 } else { e1 }) > end
+        };
+        if top != p.top {
+            q.score -= self.step_penalty;
+            if p.down && top > p.top && unfillable(p.segment, p.first, i) {
+                q.pits += 1;
+            }
+            q.segment = i;
+            q.first = buf.wrapping_sub(1);
+            q.down = top < p.top;
+        }
+        if j == w && top != right_top {
+            q.score -= self.step_penalty;
+            if q.down && right_top > top && unfillable(q.segment, q.first, j) {
+                q.pits += 1;
+            }
+        }
+        q
     }
 }
 
@@ -770,23 +886,7 @@ pub fn pack(
     base: Option<&[u64]>,
 ) -> (u64, Vec<u64>) {
     let ops = bufs.iter().map(|b| b.last + 1).max().unwrap_or(0);
-    // No packing goes below the most bytes live at one operator.
-    let mut load = vec![0u64; ops + 1];
-    for b in bufs {
-        load[b.first] = load[b.first].wrapping_add(b.size);
-        load[b.last + 1] = load[b.last + 1].wrapping_sub(b.size);
-    }
-    let at = |t: usize| base.map_or(0, |f| f[t]);
-    let bound = load[..ops]
-        .iter()
-        .enumerate()
-        .scan(0u64, |live, (t, &d)| {
-            *live = live.wrapping_add(d);
-            Some(*live + at(t))
-        })
-        .max()
-        .unwrap_or(0);
-    let bound = bound.max(enough);
+    let bound = lower_bound_on(bufs, base, ops).max(enough);
     let base_rev: Option<Vec<u64>> = base.map(|f| f[..ops].iter().rev().copied().collect());
     // The same buffers with time reversed: the same packings, decoded
     // from the other end.
@@ -816,16 +916,43 @@ pub fn pack(
             (bound, deadline),
         )
     };
-    // Rounds in pairs, the second of each on another thread: every round
-    // depends on its arguments alone, and the first of the lowest wins, so
-    // the packing is the one the rounds would give one after the other.
+    best_of_rounds(&round, bound, deadline)
+}
+
+/// The most bytes live at one operator of `bufs` above `base` (per
+/// operator; none: 0), the first `ops` operators: no packing goes below.
+fn lower_bound_on(bufs: &[Buffer], base: Option<&[u64]>, ops: usize) -> u64 {
+    let mut load = vec![0u64; ops + 1];
+    for b in bufs {
+        load[b.first] = load[b.first].wrapping_add(b.size);
+        load[b.last + 1] = load[b.last + 1].wrapping_sub(b.size);
+    }
+    let at = |t: usize| base.map_or(0, |f| f[t]);
+    load[..ops]
+        .iter()
+        .enumerate()
+        .scan(0u64, |live, (t, &d)| {
+            *live = live.wrapping_add(d);
+            Some(*live + at(t))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The lowest packing of the rounds of [`ROUNDS`] (`round(r)` makes
+/// round `r`'s), run in pairs, the second of each on another thread,
+/// until one reaches `bound` or `deadline` passes: every round depends on
+/// its arguments alone, and the first of the lowest wins, so the packing
+/// is the one the rounds would give one after the other.
+fn best_of_rounds(
+    round: &(dyn Fn(usize) -> (u64, Vec<u64>) + Sync),
+    bound: u64,
+    deadline: Instant,
+) -> (u64, Vec<u64>) {
     let mut best: Option<(u64, Vec<u64>)> = None;
     for pair in (0..ROUNDS.len()).collect::<Vec<_>>().chunks(2) {
         let results: Vec<(u64, Vec<u64>)> = std::thread::scope(|s| {
-            let second = pair.get(1).map(|&r| {
-                let round = &round;
-                s.spawn(move || round(r))
-            });
+            let second = pair.get(1).map(|&r| s.spawn(move || round(r)));
             let mut out = vec![round(pair[0])];
             out.extend(second.map(|h| h.join().expect("a round does not panic")));
             out
@@ -842,6 +969,33 @@ pub fn pack(
     best.expect("at least one round")
 }
 
+/// One move of [`climb`] on the weights `wt` of `d`'s buffers: a buffer
+/// (half the time one of the `suspects` on the walls of the first
+/// mistake) gets a random weight, or swaps it with a buffer live at the
+/// same time. The two buffers and their weights before.
+fn shake(
+    d: &Filler,
+    wt: &mut [u64],
+    suspects: &[usize],
+    rng: &mut SplitMix64,
+) -> [(usize, u64); 2] {
+    let top = d.top.len() as u64 + 1;
+    let mut k = rng.below(d.bufs.len());
+    if !suspects.is_empty() && rng.below(2) == 0 {
+        k = suspects[rng.below(suspects.len())];
+    }
+    let b = d.bufs[k];
+    let t = b.first + rng.below(b.last - b.first + 1);
+    let q = d.live[t][rng.below(d.live[t].len())] as usize;
+    let before = [(k, wt[k]), (q, wt[q])];
+    if rng.below(4) == 0 {
+        wt[k] = rng.next_u64() % (2 * top);
+    } else {
+        wt.swap(k, q);
+    }
+    before
+}
+
 /// One round of late-acceptance hill climbing with `d`'s step penalty,
 /// ending at the lower bound `bound` or at `deadline`; returns its best
 /// packing's high-water mark and offsets.
@@ -852,13 +1006,13 @@ fn climb(
     seed: u64,
     (bound, deadline): (u64, Instant),
 ) -> (u64, Vec<u64>) {
-    let bufs = d.bufs;
-    let n = bufs.len();
-    let ops = d.top.len() as u64;
     // Longer-lived buffers first among equals: they are the hardest to
     // fit once the floor is uneven.
-    let mut wt: Vec<u64> = bufs.iter().map(|b| (b.last - b.first + 1) as u64).collect();
-    let top = ops + 1;
+    let mut wt: Vec<u64> = d
+        .bufs
+        .iter()
+        .map(|b| (b.last - b.first + 1) as u64)
+        .collect();
     d.bound = bound;
     let (mut cur, hwm, _) = d
         .fill(&wt, (Reverse(0), u128::MAX), None)
@@ -877,19 +1031,7 @@ fn climb(
         if m % CLOCK_STEP == 0 && free == 0 && Instant::now() >= deadline {
             break;
         }
-        let mut k = rng.below(n);
-        if !sus.is_empty() && rng.below(2) == 0 {
-            k = sus[rng.below(sus.len())];
-        }
-        let b = bufs[k];
-        let t = b.first + rng.below(b.last - b.first + 1);
-        let q = d.live[t][rng.below(d.live[t].len())] as usize;
-        let (wk, wq) = (wt[k], wt[q]);
-        if rng.below(4) == 0 {
-            wt[k] = rng.next_u64() % (2 * top);
-        } else {
-            wt.swap(k, q);
-        }
+        let [(k, wk), (q, wq)] = shake(d, &mut wt, &sus, &mut rng);
         let r = d.fill(&wt, cur, Some([k, q]));
         if free < MAX_FREE && r.is_some_and(|r| !r.2) {
             free += 1;
@@ -929,28 +1071,6 @@ mod tests {
         }
     }
 
-    /// `n` buffers starting before operator `ops`, living up to `span`
-    /// more operators, of 1 to `size` bytes, aligned to `1 << (0..align)`.
-    fn random_buffers(
-        rng: &mut SplitMix64,
-        n: usize,
-        (ops, span): (usize, usize),
-        size: u64,
-        align: usize,
-    ) -> Vec<Buffer> {
-        (0..n)
-            .map(|_| {
-                let first = rng.below(ops);
-                Buffer {
-                    first,
-                    last: first + rng.below(span),
-                    size: 1 + rng.next_u64() % size,
-                    align: 1 << rng.below(align),
-                }
-            })
-            .collect()
-    }
-
     fn far() -> Instant {
         Instant::now() + std::time::Duration::from_secs(60)
     }
@@ -959,7 +1079,7 @@ mod tests {
     fn packings_are_valid_and_aligned() {
         let mut rng = SplitMix64(5);
         for round in 0..20 {
-            let bufs = random_buffers(&mut rng, 40, (30, 10), 5000, 9);
+            let bufs = crate::exact::random_buffers(&mut rng, 40, (30, 10), 5000, 9);
             let (hwm, offsets) = pack(&bufs, (200, 200), round, (far(), 0), None);
             assert!(Instance::new(&bufs).is_packing(&offsets), "round {round}");
             let top = bufs.iter().zip(&offsets).map(|(b, o)| o + b.size).max();
@@ -973,7 +1093,7 @@ mod tests {
         let no_limit = (Reverse(0), u128::MAX);
         let (mut kept, mut changed) = (0, 0);
         for round in 0..8 {
-            let bufs = random_buffers(&mut rng, 60, (40, 12), 64, 3);
+            let bufs = crate::exact::random_buffers(&mut rng, 60, (40, 12), 64, 3);
             let mut d = Filler::new(&bufs, None);
             let mut fresh = Filler::new(&bufs, None);
             d.step_penalty = 5 * round;

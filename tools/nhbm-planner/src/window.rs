@@ -156,14 +156,19 @@ pub fn sweep(bufs: &[Buffer]) -> Vec<u64> {
 
 /// [`sweep`] on the highest floor of `base`.
 pub fn sweep_on(bufs: &[Buffer], base: &[u64]) -> Vec<u64> {
+    let flat = flat_floor(bufs, base);
+    sweep(bufs).into_iter().map(|o| o + flat).collect()
+}
+
+/// The highest floor of `base`, aligned for every buffer of `bufs`: the
+/// flat floor they can all be packed on.
+pub fn flat_floor(bufs: &[Buffer], base: &[u64]) -> u64 {
     let align = bufs.iter().map(|b| b.align.max(1)).max().unwrap_or(1);
-    let flat = base
-        .iter()
+    base.iter()
         .copied()
         .max()
         .unwrap_or(0)
-        .next_multiple_of(align);
-    sweep(bufs).into_iter().map(|o| o + flat).collect()
+        .next_multiple_of(align)
 }
 
 /// Returns bytes `lo..hi` to the free list, merged with the gaps next to
@@ -357,17 +362,7 @@ mod tests {
     use crate::rng::SplitMix64;
 
     fn random(rng: &mut SplitMix64, n: usize, ops: usize, span: usize) -> Vec<Buffer> {
-        (0..n)
-            .map(|_| {
-                let first = rng.below(ops);
-                Buffer {
-                    first,
-                    last: first + rng.below(span),
-                    size: 1 + rng.next_u64() % 100,
-                    align: 1 << rng.below(4),
-                }
-            })
-            .collect()
+        crate::exact::random_buffers(rng, n, (ops, span), 100, 4)
     }
 
     #[test]

@@ -18,7 +18,6 @@
 //!
 //! [`OperatorDesc::duration`]: nhbm_planner::desc::OperatorDesc::duration
 
-use nhbm_planner::exact::Buffer;
 use nhbm_planner::*;
 
 /// The capacity MiniMalloc is given for every instance of the set.
@@ -91,23 +90,6 @@ const SET: [(&str, &str, Reach); 11] = [
     ),
 ];
 
-/// The scratch tensors of `m` at their offsets in `mp`, as buffers.
-fn placed(m: &Model, mp: &MemoryPlan) -> (Vec<Buffer>, Vec<u64>) {
-    m.tensors
-        .iter()
-        .map(|t| {
-            let l = t.lifetime.as_ref().unwrap();
-            let b = Buffer {
-                first: l.start_op,
-                last: l.end_op,
-                size: t.size,
-                align: t.alignment,
-            };
-            (b, mp.tensor_allocs[t.id()].offset)
-        })
-        .unzip()
-}
-
 /// Some 30 s in a release build (D and J search to the end of the
 /// budget): release builds only (`host-tests.sh` runs it in one). The
 /// time limit is lifted so that the node budget alone decides.
@@ -124,7 +106,7 @@ fn exact_on_minimallocs_challenging_set() {
     for (name, csv, reach) in &SET {
         let m = minimalloc::read(name, csv).unwrap();
         let (mp, out) = plan_with_outcome(&m, MemoryPlannerType::Exact, &opts).unwrap();
-        let (bufs, offsets) = placed(&m, &mp);
+        let (bufs, offsets) = planner::scratch_packing(&m, &mp, MemoryType::Hbm(0));
         assert!(window::is_packing(&bufs, &offsets), "{name}");
         let (peak, bound) = (out[0].high_water, out[0].lower_bound);
         assert_eq!(peak, mp.scratch_high_water_mark(), "{name}");

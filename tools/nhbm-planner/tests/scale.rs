@@ -5,33 +5,14 @@
 
 use std::time::{Duration, Instant};
 
-use nhbm_planner::exact::Buffer;
 use nhbm_planner::llm::{self, Decoder};
 use nhbm_planner::*;
-
-/// The scratch tensors of `m` as buffers, and their offsets in `mp`.
-fn placed(m: &Model, mp: &MemoryPlan) -> (Vec<Buffer>, Vec<u64>) {
-    m.tensors
-        .iter()
-        .filter(|t| t.is_packed_scratch())
-        .map(|t| {
-            let l = t.lifetime.as_ref().unwrap();
-            let b = Buffer {
-                first: l.start_op,
-                last: l.end_op,
-                size: t.size,
-                align: t.alignment,
-            };
-            (b, mp.tensor_allocs[t.id()].offset)
-        })
-        .unzip()
-}
 
 /// Plans `m` with `kind` and `opts`; checks the plan is a packing and
 /// returns its scratch arena over the liveness lower bound.
 fn ratio(m: &Model, kind: MemoryPlannerType, opts: &PlannerOptions) -> f64 {
     let mp = plan(m, kind, opts).unwrap();
-    let (bufs, offsets) = placed(m, &mp);
+    let (bufs, offsets) = planner::scratch_packing(m, &mp, MemoryType::Hbm(0));
     assert!(window::is_packing(&bufs, &offsets), "{}", m.name());
     mp.scratch_high_water_mark() as f64 / m.liveness_lower_bound() as f64
 }
@@ -90,6 +71,6 @@ fn a_100k_tensor_model_is_planned_within_a_2s_limit() {
     let took = t.elapsed();
     let mp = mp.unwrap();
     assert!(took < Duration::from_secs(4), "{took:?}");
-    let (bufs, offsets) = placed(&m, &mp);
+    let (bufs, offsets) = planner::scratch_packing(&m, &mp, MemoryType::Hbm(0));
     assert!(window::is_packing(&bufs, &offsets));
 }
