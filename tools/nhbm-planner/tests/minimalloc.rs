@@ -5,7 +5,8 @@
 //!
 //! MiniMalloc, run on this project's host (shared and loaded, so its times
 //! vary by a factor of two and more), packs C, E, G, H, I and K at their
-//! liveness lower bound within about 10 s, and A, B and F too given a
+//! liveness lower bound in 10 s or so (E and I in 8 s when the host is
+//! quiet, 13 and 17 s when it is not), and A, B and F too given a
 //! minute; it found nothing at the bound of D and J in a minute (its
 //! paper packs every one in 1,048,576 bytes). exact reaches and proves
 //! the bound on all nine, and stays under 1,048,576 bytes on D and J.
