@@ -7,7 +7,7 @@
 //! parameters.
 //!
 //! [`Target::kernel_bytes`] models `NHBM_IOC_PLAN_LOAD`'s placement
-//! (`rust/plan/stage.rs`, `rust/mempool.rs`) on an empty channel, so that the
+//! (`rust/plan/stage.rs`, `rust/pool/mempool.rs`) on an empty channel, so that the
 //! bytes the planner reports are the `bytes_allocated` the kernel returns:
 //! - each scratchpad is one allocation of its size rounded up to the minimum
 //!   allocation, in one region;
@@ -71,7 +71,7 @@ pub enum TargetError {
 impl Target {
     /// The geometry of arch `arch` (2, 3, 4) with `regions` regions per
     /// channel and minimum allocation `min_alloc`, as the kernel builds its
-    /// pools (`Grid::new` in rust/mempool.rs: the 16 MiB firmware carve-out
+    /// pools (`Grid::new` in rust/pool/mempool.rs: the 16 MiB firmware carve-out
     /// at the start of region 0 on V2 and V3, and on V2 the last granule of
     /// each channel kept out for the BAR4 remap).
     pub fn for_arch(arch: u32, regions: usize, min_alloc: u64) -> Result<Target, TargetError> {

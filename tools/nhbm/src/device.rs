@@ -129,18 +129,23 @@ impl Device {
     /// Opens the device node at `path` for reading and writing and checks
     /// that the module speaks this library's UAPI version ([`ABI_VERSION`]).
     pub fn open_path(path: impl AsRef<Path>) -> Result<Device, OpenError> {
-        let dev = Self::open_path_unchecked(path)?;
+        Self::open_path_unchecked(path)?.checked()
+    }
+
+    /// `self` when the module speaks this library's UAPI version, the
+    /// error [`Device::open_path`] and [`Device::from_fd`] return otherwise.
+    fn checked(self) -> Result<Device, OpenError> {
         let err = |kind| OpenError {
-            path: dev.path.clone(),
+            path: self.path.clone(),
             kind,
         };
-        let info = dev.device_info().map_err(|e| err(OpenErrorKind::Io(e)))?;
+        let info = self.device_info().map_err(|e| err(OpenErrorKind::Io(e)))?;
         if info.abi_version != ABI_VERSION {
             return Err(err(OpenErrorKind::Abi {
                 module: info.abi_version,
             }));
         }
-        Ok(dev)
+        Ok(self)
     }
 
     /// Opens the device node at `path` without asking the module anything:
@@ -165,21 +170,11 @@ impl Device {
     pub fn from_fd(fd: OwnedFd) -> Result<Device, OpenError> {
         let link = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
         let path = std::fs::read_link(&link).unwrap_or(link);
-        let dev = Device {
+        Device {
             file: File::from(fd),
             path,
-        };
-        let err = |kind| OpenError {
-            path: dev.path.clone(),
-            kind,
-        };
-        let info = dev.device_info().map_err(|e| err(OpenErrorKind::Io(e)))?;
-        if info.abi_version != ABI_VERSION {
-            return Err(err(OpenErrorKind::Abi {
-                module: info.abi_version,
-            }));
         }
-        Ok(dev)
+        .checked()
     }
 
     /// The device node this file was opened as.
