@@ -42,6 +42,7 @@ if [ -d /etc/udev/rules.d ]; then
 	install -m 0644 "$REPO/tools/udev/60-neuron-hbm.rules" /etc/udev/rules.d/
 	# The command the rule runs, and administrators with it.
 	install -m 0755 "$REPO/tools/udev/neuron-hbm-bind" /usr/sbin/
+	install -D -m 0644 "$REPO/tools/udev/neuron-hbm-bind.8" /usr/share/man/man8/neuron-hbm-bind.8
 	getent group neuron >/dev/null || groupadd --system neuron
 	udevadm control --reload 2>/dev/null || true
 fi
