@@ -319,13 +319,18 @@ fn raw_fields(
     Ok(m)
 }
 
-/// The union of `r`'s record, a list's ids appended to `data` (4-aligned).
-/// Fails on a list of more than 2^32 - 1 ids.
-fn raw_union(r: &Record, data: &mut Vec<u8>, data_start: usize) -> Result<MemRefUnion, PlanError> {
+/// The union of record `i`, `r`, a list's ids appended to `data`
+/// (4-aligned). Fails on a list of more than 2^32 - 1 ids.
+fn raw_union(
+    i: usize,
+    r: &Record,
+    data: &mut Vec<u8>,
+    data_start: usize,
+) -> Result<MemRefUnion, PlanError> {
     Ok(match &r.kind {
         Kind::List { ids } | Kind::PtrTable { ids } => {
             let count = u32::try_from(ids.len())
-                .map_err(|_| PlanError::at(libc::E2BIG, 0, r.var_id, "more than 2^32 - 1 ids"))?;
+                .map_err(|_| PlanError::at(libc::E2BIG, i, r.var_id, "more than 2^32 - 1 ids"))?;
             let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
             let ids_off = if count == 0 {
                 0
@@ -466,8 +471,8 @@ impl Plan {
         for (i, r) in self.records.iter().enumerate() {
             recs.push(raw_fields(i, r, &mut data, data_start)?);
         }
-        for (r, m) in self.records.iter().zip(recs.iter_mut()) {
-            m.u = raw_union(r, &mut data, data_start)?;
+        for (i, (r, m)) in self.records.iter().zip(recs.iter_mut()).enumerate() {
+            m.u = raw_union(i, r, &mut data, data_start)?;
         }
         for (r, m) in self.records.iter().zip(recs.iter_mut()) {
             if !r.data.is_empty() {
