@@ -96,6 +96,41 @@ pub fn note(msg: &str) {
     println!("# nhbm-bench: {msg}");
 }
 
+/// `len` bytes of a pattern no two words of which are equal.
+pub fn pattern(len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    for (i, w) in v.chunks_exact_mut(8).enumerate() {
+        w.copy_from_slice(&(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
+    }
+    v
+}
+
+/// The name a figure gives the BAR4 file `bar4`: its file name, else "BAR4".
+pub fn bar_file_name(bar4: &Path) -> String {
+    bar4.file_name()
+        .map_or("BAR4".into(), |f| f.to_string_lossy().into_owned())
+}
+
+/// A figure of `p` (this side's time, the other side's time) over `len`
+/// bytes as bytes/ns over bytes/ns, `what` naming the two sides.
+pub fn bandwidth_figure(
+    name: &str,
+    p: &Pairs,
+    len: usize,
+    what: [String; 2],
+    target: f64,
+) -> Figure {
+    let bw = |ns: f64| format!("{:.4}", len as f64 / ns);
+    Figure::of_ratios(
+        name,
+        &p.inverse_ratios(),
+        Raw::new(format!("{} median bytes/ns", what[0]), bw(p.a_median())),
+        Raw::new(format!("{} median bytes/ns", what[1]), bw(p.b_median())),
+        Op::AtLeast,
+        target,
+    )
+}
+
 /// A loaded plan that is unloaded when dropped.
 struct Staged<'a> {
     dev: &'a Device,
@@ -192,8 +227,16 @@ pub fn resolve_figures(dev: &Device) -> io::Result<Vec<Figure>> {
     note(&format!(
         "resolve: {RESOLVE_ROUNDS} blocks per side of {n_res} RESOLVE / {n_info} DEVICE_INFO calls"
     ));
+    let library = library_figure(dev, &plan, &loaded, n_res)?;
+    batch_diagnostic(dev, plan.id, n_res)?;
+    Ok(vec![resolve, library])
+}
 
-    let lib = Resolver::new(&loaded, &plan.loaded, |_, _| None)?;
+/// `library_resolve`: the library's in-process resolve of `loaded` (staged
+/// as `plan`), first checked against RESOLVE for every variable, against
+/// blocks of `n_res` RESOLVEs.
+fn library_figure(dev: &Device, plan: &Staged, loaded: &Plan, n_res: u64) -> io::Result<Figure> {
+    let lib = Resolver::new(loaded, &plan.loaded, |_, _| None)?;
     for i in 0..u64::from(RESOLVE_VARS) {
         let (v, off, size) = query(i);
         let want = dev.resolve(plan.id, v, off, size)?;
@@ -210,22 +253,50 @@ pub fn resolve_figures(dev: &Device) -> io::Result<Vec<Figure>> {
         || per_op_ns(n_res, |n| resolve_block(dev, plan.id, n)),
     )?;
     let (l, r2) = (p.a_median(), p.b_median());
-    let library = Figure::of_ratios(
+    Ok(Figure::of_ratios(
         "library_resolve",
         &p.ratios(),
         Raw::new("nhbm::Resolver median ns/call", format!("{l:.2}")),
         Raw::new("RESOLVE median ns/call", format!("{r2:.1}")),
         Op::AtMost,
         0.02,
-    );
-    batch_diagnostic(dev, plan.id, n_res)?;
-    Ok(vec![resolve, library])
+    ))
 }
 
 /// RESOLVE_BATCH per entry against RESOLVE, with the share of the user copies
 /// (each 32-byte query is copied in and back out) estimated from a userspace
 /// `rep movsq` of the same pieces.
 fn batch_diagnostic(dev: &Device, plan: u32, n_res: u64) -> io::Result<()> {
+    let mut queries = batch_queries(dev, plan)?;
+    let mut batch_block = |n: u64| {
+        for _ in 0..n {
+            dev.resolve_batch(plan, &mut queries)?;
+        }
+        Ok(())
+    };
+    let n_batch = calibrate(BLOCK, &mut batch_block)?;
+    let p = interleave(
+        BATCH_ROUNDS,
+        || per_op_ns(n_batch, &mut batch_block),
+        || per_op_ns(n_res, |n| resolve_block(dev, plan, n)),
+    )?;
+    let (b, r) = (p.a_median(), p.b_median());
+    let e = b / f64::from(RESOLVE_VARS);
+    let c = user_copy_ns()?;
+    note(&format!(
+        "batch_resolve: RESOLVE_BATCH x{RESOLVE_VARS} {e:.1} ns/entry / RESOLVE {r:.1} ns/call \
+         = {:.3}; user copy share: 64 bytes/entry at userspace rep movsq {c:.1} ns = {:.0}% of \
+         an entry, {:.3} of a RESOLVE",
+        e / r,
+        100.0 * c / e,
+        c / r
+    ));
+    Ok(())
+}
+
+/// One batch of queries, every variable once, resolved by RESOLVE_BATCH and
+/// checked against RESOLVE.
+fn batch_queries(dev: &Device, plan: u32) -> io::Result<Vec<ResolveQuery>> {
     let mut queries: Vec<ResolveQuery> = (0..u64::from(RESOLVE_VARS))
         .map(|i| {
             let (var_id, offset, size) = query(i);
@@ -247,20 +318,12 @@ fn batch_diagnostic(dev: &Device, plan: u32, n_res: u64) -> io::Result<()> {
             )));
         }
     }
-    let mut batch_block = |n: u64| {
-        for _ in 0..n {
-            dev.resolve_batch(plan, &mut queries)?;
-        }
-        Ok(())
-    };
-    let n_batch = calibrate(BLOCK, &mut batch_block)?;
-    let p = interleave(
-        BATCH_ROUNDS,
-        || per_op_ns(n_batch, &mut batch_block),
-        || per_op_ns(n_res, |n| resolve_block(dev, plan, n)),
-    )?;
-    let (b, r) = (p.a_median(), p.b_median());
-    let e = b / f64::from(RESOLVE_VARS);
+    Ok(queries)
+}
+
+/// Userspace `rep movsq` ns per batch entry of copying its query in and
+/// out: the share of RESOLVE_BATCH's user copies.
+fn user_copy_ns() -> io::Result<f64> {
     // The kernel copies the queries in and out in pieces of 256 (8 KiB).
     let bytes = RESOLVE_VARS as usize * std::mem::size_of::<ResolveQuery>();
     let src = vec![0x5au8; bytes];
@@ -279,16 +342,7 @@ fn batch_diagnostic(dev: &Device, plan: u32, n_res: u64) -> io::Result<()> {
         copies.push(per_op_ns(n_copy, &mut copy_block)?);
     }
     // In and out: twice the bytes.
-    let c = 2.0 * median(&copies) / f64::from(RESOLVE_VARS);
-    note(&format!(
-        "batch_resolve: RESOLVE_BATCH x{RESOLVE_VARS} {e:.1} ns/entry / RESOLVE {r:.1} ns/call \
-         = {:.3}; user copy share: 64 bytes/entry at userspace rep movsq {c:.1} ns = {:.0}% of \
-         an entry, {:.3} of a RESOLVE",
-        e / r,
-        100.0 * c / e,
-        c / r
-    ));
-    Ok(())
+    Ok(2.0 * median(&copies) / f64::from(RESOLVE_VARS))
 }
 
 /// `Slab:` + `VmallocUsed:` of /proc/meminfo, in bytes.
@@ -325,6 +379,18 @@ fn read_kmem() -> Option<(&'static str, u64, u64)> {
     })
 }
 
+/// What the staging rounds measured: per round the (large, small) load and
+/// unload times, the module's (bytes, vars) and where it reported them, and
+/// the meminfo growth while the large plan is staged.
+#[derive(Default)]
+struct StagingRounds {
+    times: Pairs,
+    unloads: Pairs,
+    kmem: Pairs,
+    kmem_path: Option<&'static str>,
+    meminfo: Vec<f64>,
+}
+
 /// Figures 3 and 5: PLAN_LOAD of 100,000 variables against 10,000, and the
 /// kernel memory per variable while the 100,000-variable plan is staged.
 pub fn staging_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
@@ -335,92 +401,11 @@ pub fn staging_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
     let probe = try_time_ns(|| Staged::load(dev, &small).map(drop))?;
     let reps = ((SMALL_LOAD_MIN.as_nanos() as f64 / probe.max(1.0)).ceil() as usize).clamp(1, 20);
 
-    // Per round: (large, small) load times, (large, small) unload times,
-    // the module's (bytes, vars) and the meminfo growth while the large
-    // plan is staged.
-    let mut times = Pairs::default();
-    let mut unloads = Pairs::default();
-    let mut kmem = Pairs::default();
-    let mut kmem_path = None;
-    let mut meminfo = Vec::new();
-    let round_small = || -> io::Result<(f64, f64)> {
-        let (mut load, mut unload) = (0.0, 0.0);
-        for _ in 0..reps {
-            let (p, ns) = time_ns(|| Staged::load(dev, &small));
-            let p = p?;
-            load += ns;
-            unload += time_ns(|| drop(p)).1;
-        }
-        Ok((load / reps as f64, unload / reps as f64))
-    };
-    for r in 0..STAGING_ROUNDS {
-        let mut round_large = || -> io::Result<(f64, f64)> {
-            let before = meminfo_kernel_bytes();
-            let (p, ns) = time_ns(|| Staged::load(dev, &large));
-            let p = p?;
-            if let (Ok(b), Ok(a)) = (before, meminfo_kernel_bytes()) {
-                meminfo.push(a as f64 - b as f64);
-            }
-            if let Some((path, vars, bytes)) = read_kmem() {
-                kmem_path = Some(path);
-                kmem.push(bytes as f64, vars as f64);
-            }
-            Ok((ns, time_ns(|| drop(p)).1))
-        };
-        let (large_t, small_t) = if r % 2 == 0 {
-            let s = round_small()?;
-            (round_large()?, s)
-        } else {
-            let l = round_large()?;
-            (l, round_small()?)
-        };
-        times.push(large_t.0, small_t.0);
-        unloads.push(large_t.1, small_t.1);
-    }
+    let rounds = staging_rounds(dev, &small, &large, reps)?;
+    let (times, unloads) = (&rounds.times, &rounds.unloads);
     let (l, s) = (times.a_median(), times.b_median());
-    // Where growth beyond linear comes from: the same small load with the
-    // rest of the large plan already staged (same grid occupancy, per-plan
-    // structures of the small size).
-    {
-        let _held = Staged::load(dev, &buffers_blob(LARGE_PLAN - SMALL_PLAN, VAR_SIZE))?;
-        let mut on_top = Vec::new();
-        for _ in 0..3 {
-            let mut load = 0.0;
-            for _ in 0..reps {
-                let (p, ns) = time_ns(|| Staged::load(dev, &small));
-                drop(p?);
-                load += ns;
-            }
-            on_top.push(load / reps as f64);
-        }
-        let t = median(&on_top);
-        note(&format!(
-            "staging_scale: PLAN_LOAD of {SMALL_PLAN} vars with {} vars already staged: \
-             {t:.0} ns = {:.2} x the same load on an empty device",
-            LARGE_PLAN - SMALL_PLAN,
-            t / s
-        ));
-    }
-    // Cost per variable as the plan grows, and the same for records that
-    // allocate no HBM.
-    let mut sweep = Vec::new();
-    for n in [SMALL_PLAN, 25_000, 50_000, LARGE_PLAN] {
-        let ns = load_ns(dev, &buffers_blob(n, VAR_SIZE), 3)?;
-        sweep.push(format!("{}k {:.0}", n / 1000, ns / f64::from(n)));
-    }
-    note(&format!(
-        "staging_scale: PLAN_LOAD ns/var by plan size: {}",
-        sweep.join(", ")
-    ));
-    let (ws, wl) = (
-        load_ns(dev, &windows_blob(SMALL_PLAN), 5)?,
-        load_ns(dev, &windows_blob(LARGE_PLAN), 3)?,
-    );
-    note(&format!(
-        "staging_scale: MR_VIRTUAL_TMP_BUF (no HBM allocation) {LARGE_PLAN} / {SMALL_PLAN} \
-         vars: {wl:.0} ns / {ws:.0} ns = {:.3}",
-        wl / ws
-    ));
+    note_load_on_top(dev, &small, reps, s)?;
+    note_staging_costs(dev)?;
     note(&format!(
         "staging_scale: {STAGING_ROUNDS} rounds, {reps} x {SMALL_PLAN}-var load(s) per round; \
          PLAN_UNLOAD {LARGE_PLAN} / {SMALL_PLAN} vars = {:.0} ns / {:.0} ns = {:.3}",
@@ -442,8 +427,114 @@ pub fn staging_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
         Op::AtMost,
         12.0,
     );
+    Ok((scale, kmem_figure(&rounds)?))
+}
 
-    let growth = median(&meminfo);
+/// [`STAGING_ROUNDS`] rounds alternating `reps` loads of `small` with one of
+/// `large`, in ABBA order, reading the kernel memory at each large load.
+fn staging_rounds(
+    dev: &Device,
+    small: &[u8],
+    large: &[u8],
+    reps: usize,
+) -> io::Result<StagingRounds> {
+    let mut m = StagingRounds::default();
+    let round_small = || -> io::Result<(f64, f64)> {
+        let (mut load, mut unload) = (0.0, 0.0);
+        for _ in 0..reps {
+            let (p, ns) = time_ns(|| Staged::load(dev, small));
+            let p = p?;
+            load += ns;
+            unload += time_ns(|| drop(p)).1;
+        }
+        Ok((load / reps as f64, unload / reps as f64))
+    };
+    for r in 0..STAGING_ROUNDS {
+        let mut round_large = || -> io::Result<(f64, f64)> {
+            let before = meminfo_kernel_bytes();
+            let (p, ns) = time_ns(|| Staged::load(dev, large));
+            let p = p?;
+            if let (Ok(b), Ok(a)) = (before, meminfo_kernel_bytes()) {
+                m.meminfo.push(a as f64 - b as f64);
+            }
+            if let Some((path, vars, bytes)) = read_kmem() {
+                m.kmem_path = Some(path);
+                m.kmem.push(bytes as f64, vars as f64);
+            }
+            Ok((ns, time_ns(|| drop(p)).1))
+        };
+        let (large_t, small_t) = if r % 2 == 0 {
+            let s = round_small()?;
+            (round_large()?, s)
+        } else {
+            let l = round_large()?;
+            (l, round_small()?)
+        };
+        m.times.push(large_t.0, small_t.0);
+        m.unloads.push(large_t.1, small_t.1);
+    }
+    Ok(m)
+}
+
+/// Where growth beyond linear comes from: the same small load with the rest
+/// of the large plan already staged (same grid occupancy, per-plan
+/// structures of the small size), against `s`, its time on an empty device.
+fn note_load_on_top(dev: &Device, small: &[u8], reps: usize, s: f64) -> io::Result<()> {
+    let _held = Staged::load(dev, &buffers_blob(LARGE_PLAN - SMALL_PLAN, VAR_SIZE))?;
+    let mut on_top = Vec::new();
+    for _ in 0..3 {
+        let mut load = 0.0;
+        for _ in 0..reps {
+            let (p, ns) = time_ns(|| Staged::load(dev, small));
+            drop(p?);
+            load += ns;
+        }
+        on_top.push(load / reps as f64);
+    }
+    let t = median(&on_top);
+    note(&format!(
+        "staging_scale: PLAN_LOAD of {SMALL_PLAN} vars with {} vars already staged: \
+         {t:.0} ns = {:.2} x the same load on an empty device",
+        LARGE_PLAN - SMALL_PLAN,
+        t / s
+    ));
+    Ok(())
+}
+
+/// Cost per variable as the plan grows, and the same for records that
+/// allocate no HBM.
+fn note_staging_costs(dev: &Device) -> io::Result<()> {
+    let mut sweep = Vec::new();
+    for n in [SMALL_PLAN, 25_000, 50_000, LARGE_PLAN] {
+        let ns = load_ns(dev, &buffers_blob(n, VAR_SIZE), 3)?;
+        sweep.push(format!("{}k {:.0}", n / 1000, ns / f64::from(n)));
+    }
+    note(&format!(
+        "staging_scale: PLAN_LOAD ns/var by plan size: {}",
+        sweep.join(", ")
+    ));
+    let (ws, wl) = (
+        load_ns(dev, &windows_blob(SMALL_PLAN), 5)?,
+        load_ns(dev, &windows_blob(LARGE_PLAN), 3)?,
+    );
+    note(&format!(
+        "staging_scale: MR_VIRTUAL_TMP_BUF (no HBM allocation) {LARGE_PLAN} / {SMALL_PLAN} \
+         vars: {wl:.0} ns / {ws:.0} ns = {:.3}",
+        wl / ws
+    ));
+    Ok(())
+}
+
+/// Figure 5 from the rounds: the module's own accounting where it has
+/// one, else the meminfo growth (always printed as a diagnostic).
+fn kmem_figure(rounds: &StagingRounds) -> io::Result<Figure> {
+    let StagingRounds {
+        kmem,
+        kmem_path,
+        meminfo,
+        ..
+    } = rounds;
+    let growth = median(meminfo);
     if !meminfo.is_empty() {
         note(&format!(
             "kmem_per_var: /proc/meminfo Slab+VmallocUsed grew {growth:.0} bytes (median of \
@@ -452,7 +543,7 @@ pub fn staging_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
             growth / f64::from(LARGE_PLAN)
         ));
     }
-    let kmem_fig = match kmem_path {
+    Ok(match kmem_path {
         Some(path) if kmem.b.iter().all(|&v| v > 0.0) => Figure::of_ratios(
             "kmem_per_var",
             &kmem.ratios(),
@@ -479,8 +570,7 @@ pub fn staging_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
             )
         }
         _ => return Err(invalid("no kmem file and no /proc/meminfo".into())),
-    };
-    Ok((scale, kmem_fig))
+    })
 }
 
 /// Figure 4: MEM_WRITE of UPLOAD_CHUNK bytes into a variable against a
@@ -491,10 +581,7 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
     let chunk = UPLOAD_CHUNK;
     let blob = buffers_blob(1, chunk as u64);
     let plan = Staged::load(dev, &blob)?;
-    let mut src = vec![0u8; chunk];
-    for (i, w) in src.chunks_exact_mut(8).enumerate() {
-        w.copy_from_slice(&(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
-    }
+    let src = pattern(chunk);
     let mut dst = vec![0u8; chunk];
 
     let write = || dev.mem_write(plan.id, 1, 0, &src);
@@ -519,15 +606,7 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
             )));
         }
     }
-    // The guest kernel copies user memory with `rep movsq` (its CPU has no
-    // ERMS/FSRM); how fast the emulator runs that, measured in userspace on
-    // the same buffers.
-    let mut r_ns = 0.0;
-    let mut m_ns = 0.0;
-    for _ in 0..2 {
-        r_ns += time_ns(|| rep_movsq(&mut dst, &src)).1;
-        m_ns += try_time_ns(|| dev.mem_read(plan.id, 1, 0, &mut dst))?;
-    }
+    let (r_ns, m_ns) = rep_movsq_and_read_ns(dev, plan.id, &mut dst, &src)?;
     drop(plan);
     let bytes = chunk as f64;
     let (w_bw, c_bw) = (bytes / p.a_median(), bytes / p.b_median());
@@ -539,20 +618,32 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
         half / r_ns
     ));
     let total = format!("{} MiB", chunk >> 20);
-    Ok(Figure::of_ratios(
+    Ok(bandwidth_figure(
         "upload_bandwidth",
-        &p.inverse_ratios(),
-        Raw::new(
-            format!("MEM_WRITE {total} median bytes/ns"),
-            format!("{w_bw:.4}"),
-        ),
-        Raw::new(
-            format!("memcpy {total} median bytes/ns"),
-            format!("{c_bw:.4}"),
-        ),
-        Op::AtLeast,
+        &p,
+        chunk,
+        [format!("MEM_WRITE {total}"), format!("memcpy {total}")],
         0.5,
     ))
+}
+
+/// The guest kernel copies user memory with `rep movsq` (its CPU has no
+/// ERMS/FSRM); how fast the emulator runs that, measured in userspace on
+/// the same buffers: ns of two such copies of `src` into `dst`, and of two
+/// MEM_READs of variable 1 of `plan` into `dst`.
+fn rep_movsq_and_read_ns(
+    dev: &Device,
+    plan: u32,
+    dst: &mut [u8],
+    src: &[u8],
+) -> io::Result<(f64, f64)> {
+    let mut r_ns = 0.0;
+    let mut m_ns = 0.0;
+    for _ in 0..2 {
+        r_ns += time_ns(|| rep_movsq(dst, src)).1;
+        m_ns += try_time_ns(|| dev.mem_read(plan, 1, 0, dst))?;
+    }
+    Ok((r_ns, m_ns))
 }
 
 /// Whole-model staging: payload bytes and records of the plan.
@@ -671,10 +762,7 @@ pub fn pci_write_figure(sim: &Device, pci: &Device) -> io::Result<Figure> {
     let blob = buffers_blob(1, chunk as u64);
     let on_sim = Staged::load(sim, &blob)?;
     let on_pci = Staged::load(pci, &blob)?;
-    let mut src = vec![0u8; chunk];
-    for (i, w) in src.chunks_exact_mut(8).enumerate() {
-        w.copy_from_slice(&(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
-    }
+    let src = pattern(chunk);
     let write_sim = || sim.mem_write(on_sim.id, 1, 0, &src);
     let write_pci = || pci.mem_write(on_pci.id, 1, 0, &src);
     write_sim()?;
@@ -693,21 +781,15 @@ pub fn pci_write_figure(sim: &Device, pci: &Device) -> io::Result<Figure> {
             )));
         }
     }
-    let bytes = chunk as f64;
-    let (p_bw, s_bw) = (bytes / p.a_median(), bytes / p.b_median());
     let total = format!("{} MiB", chunk >> 20);
-    Ok(Figure::of_ratios(
+    Ok(bandwidth_figure(
         "pci_mem_write",
-        &p.inverse_ratios(),
-        Raw::new(
-            format!("PCI BAR4 MEM_WRITE {total} median bytes/ns"),
-            format!("{p_bw:.4}"),
-        ),
-        Raw::new(
-            format!("simulated MEM_WRITE {total} median bytes/ns"),
-            format!("{s_bw:.4}"),
-        ),
-        Op::AtLeast,
+        &p,
+        chunk,
+        [
+            format!("PCI BAR4 MEM_WRITE {total}"),
+            format!("simulated MEM_WRITE {total}"),
+        ],
         PCI_WRITE_TARGET,
     ))
 }
@@ -742,18 +824,56 @@ pub fn pci_bar_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
         )));
     }
     let len = BAR_XFER;
-    let file = bar4
-        .file_name()
-        .map_or("BAR4".into(), |f| f.to_string_lossy().into_owned());
+    let file = bar_file_name(bar4);
     let blob = buffers_blob(1, len as u64);
     let plan = Staged::load(pci, &blob)?;
     let pa = plan.loaded.addrs[0];
     let map = BarMap::open(bar4, pa, len)?;
-    let mut src = vec![0u8; len];
-    for (i, w) in src.chunks_exact_mut(8).enumerate() {
-        w.copy_from_slice(&(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
-    }
-    let write = || pci.mem_write(plan.id, 1, 0, &src);
+    let (w, r) = bar_copy_pairs(pci, plan.id, &map, len)?;
+    drop(plan);
+    let z = bar_scrub_pairs(pci, &blob, pa, &map)?;
+    let mib = len >> 20;
+    Ok(vec![
+        bandwidth_figure(
+            "pci_write_vs_bar_copy",
+            &w,
+            len,
+            [
+                format!("MEM_WRITE {mib} MiB"),
+                format!("memcpy into {file} {mib} MiB"),
+            ],
+            BAR_WRITE_TARGET,
+        ),
+        bandwidth_figure(
+            "pci_read_vs_bar_copy",
+            &r,
+            len,
+            [
+                format!("MEM_READ {mib} MiB"),
+                format!("memcpy out of {file} {mib} MiB"),
+            ],
+            BAR_READ_TARGET,
+        ),
+        bandwidth_figure(
+            "pci_scrub_vs_memset",
+            &z,
+            len,
+            [
+                format!("PLAN_LOAD of a fresh {mib} MiB buffer (scrub)"),
+                format!("memset of {file} {mib} MiB"),
+            ],
+            BAR_SCRUB_TARGET,
+        ),
+    ])
+}
+
+/// MEM_WRITE and then MEM_READ of the `len` bytes of variable 1 of `plan`
+/// against a memcpy into and out of the same bytes through `map`, after one
+/// untimed pass of each and a check that both read back what was written:
+/// the (write, read) pairs.
+fn bar_copy_pairs(pci: &Device, plan: u32, map: &BarMap, len: usize) -> io::Result<(Pairs, Pairs)> {
+    let src = pattern(len);
+    let write = || pci.mem_write(plan, 1, 0, &src);
     write()?;
     map.copy_from(&src);
     let w = interleave(
@@ -762,7 +882,7 @@ pub fn pci_bar_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
         || Ok(time_ns(|| map.copy_from(&src)).1),
     )?;
     let (mut via_module, mut via_map) = (vec![0u8; len], vec![0u8; len]);
-    pci.mem_read(plan.id, 1, 0, &mut via_module)?;
+    pci.mem_read(plan, 1, 0, &mut via_module)?;
     map.copy_to(&mut via_map);
     if via_module != src || via_map != src {
         return Err(invalid(
@@ -771,15 +891,20 @@ pub fn pci_bar_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
     }
     let r = interleave(
         BAR_REPS,
-        || try_time_ns(|| pci.mem_read(plan.id, 1, 0, &mut via_module)),
+        || try_time_ns(|| pci.mem_read(plan, 1, 0, &mut via_module)),
         || Ok(time_ns(|| map.copy_to(&mut via_map)).1),
     )?;
-    drop((via_module, via_map));
-    drop(plan);
+    Ok((w, r))
+}
+
+/// PLAN_LOAD of `blob`, one fresh buffer whose HBM the module scrubs,
+/// against a memset of its bytes through `map`, after one untimed pass of
+/// each and a check that the load scrubbed them.
+fn bar_scrub_pairs(pci: &Device, blob: &[u8], pa: u64, map: &BarMap) -> io::Result<Pairs> {
     // A fresh allocation of the same size lands where the variable was (an
     // empty channel, first fit); its scrub zeroes the pattern.
     let load = || -> io::Result<f64> {
-        let (p, ns) = time_ns(|| Staged::load(pci, &blob));
+        let (p, ns) = time_ns(|| Staged::load(pci, blob));
         let p = p?;
         if p.loaded.addrs[0] != pa {
             return Err(invalid(format!(
@@ -796,53 +921,7 @@ pub fn pci_bar_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
         return Err(invalid("PLAN_LOAD left the fresh buffer unscrubbed".into()));
     }
     map.zero();
-    let z = interleave(BAR_REPS, load, || Ok(time_ns(|| map.zero()).1))?;
-    let mib = len >> 20;
-    let bw = |ns: f64| format!("{:.4}", len as f64 / ns);
-    Ok(vec![
-        Figure::of_ratios(
-            "pci_write_vs_bar_copy",
-            &w.inverse_ratios(),
-            Raw::new(
-                format!("MEM_WRITE {mib} MiB median bytes/ns"),
-                bw(w.a_median()),
-            ),
-            Raw::new(
-                format!("memcpy into {file} {mib} MiB median bytes/ns"),
-                bw(w.b_median()),
-            ),
-            Op::AtLeast,
-            BAR_WRITE_TARGET,
-        ),
-        Figure::of_ratios(
-            "pci_read_vs_bar_copy",
-            &r.inverse_ratios(),
-            Raw::new(
-                format!("MEM_READ {mib} MiB median bytes/ns"),
-                bw(r.a_median()),
-            ),
-            Raw::new(
-                format!("memcpy out of {file} {mib} MiB median bytes/ns"),
-                bw(r.b_median()),
-            ),
-            Op::AtLeast,
-            BAR_READ_TARGET,
-        ),
-        Figure::of_ratios(
-            "pci_scrub_vs_memset",
-            &z.inverse_ratios(),
-            Raw::new(
-                format!("PLAN_LOAD of a fresh {mib} MiB buffer (scrub) median bytes/ns"),
-                bw(z.a_median()),
-            ),
-            Raw::new(
-                format!("memset of {file} {mib} MiB median bytes/ns"),
-                bw(z.b_median()),
-            ),
-            Op::AtLeast,
-            BAR_SCRUB_TARGET,
-        ),
-    ])
+    interleave(BAR_REPS, load, || Ok(time_ns(|| map.zero()).1))
 }
 
 /// `dst.copy_from_slice(src)` with the string instruction the guest

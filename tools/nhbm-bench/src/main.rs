@@ -149,6 +149,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use nhbm::cli::{DeviceArg, DeviceNode};
+use nhbm::uapi::DeviceInfo;
 use nhbm::{io_errno_name, Device};
 use nhbm_planner::Model;
 
@@ -229,6 +230,22 @@ impl Out {
     }
 }
 
+/// The diagnostic that describes the device at `path` (`i` its
+/// DEVICE_INFO) and the clock the figures are timed by.
+fn device_line(path: &Path, i: &DeviceInfo) -> String {
+    format!(
+        "{}: arch v{}, simulated {}, {} channels of {} MiB, min alloc {}; clocksource {}",
+        path.display(),
+        i.arch,
+        i.simulated,
+        i.nr_channels,
+        i.channel_size[0] >> 20,
+        i.min_alloc_size,
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .map_or("unknown".into(), |s| s.trim().to_string())
+    )
+}
+
 fn device_figures(path: &Path, out: &mut Out) {
     let all = [
         "resolve",
@@ -245,19 +262,7 @@ fn device_figures(path: &Path, out: &mut Out) {
         Err(e) => return out.error(&all, &e.into()),
     };
     match dev.device_info() {
-        Ok(i) => note(&format!(
-            "{}: arch v{}, simulated {}, {} channels of {} MiB, min alloc {}; clocksource {}",
-            path.display(),
-            i.arch,
-            i.simulated,
-            i.nr_channels,
-            i.channel_size[0] >> 20,
-            i.min_alloc_size,
-            std::fs::read_to_string(
-                "/sys/devices/system/clocksource/clocksource0/current_clocksource"
-            )
-            .map_or("unknown".into(), |s| s.trim().to_string())
-        )),
+        Ok(i) => note(&device_line(path, &i)),
         Err(e) => return out.error(&all, &e),
     }
     match device::resolve_figures(&dev) {
@@ -333,6 +338,19 @@ fn pci_figures(sim: &Path, pci: &Path, bar4: Option<&Path>, out: &mut Out) {
 }
 
 fn planner_figures(dir: &Path, out: &mut Out) {
+    let mut outcomes = example_model_figures(dir, out);
+    let generated = generated_model_figures(out);
+    outcomes.extend(generated);
+    if !outcomes.is_empty() {
+        out.figure(&planner::gbs_vs_greedy_figure(&outcomes));
+    }
+    hard_instance_figures(out);
+    planner_time_figures(out);
+}
+
+/// The figures of each example model in `dir`, and the outcomes of those
+/// that planned.
+fn example_model_figures(dir: &Path, out: &mut Out) -> Vec<planner::Outcome> {
     let mut outcomes = Vec::new();
     match planner::model_files(dir) {
         Ok(files) if !files.is_empty() => {
@@ -351,16 +369,19 @@ fn planner_figures(dir: &Path, out: &mut Out) {
                         }
                         outcomes.push(o);
                     }
-                    Err(e) => out.error(
-                        &[&name],
-                        &std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-                    ),
+                    Err(e) => out.error(&[&name], &device::invalid(e)),
                 }
             }
         }
         Ok(_) => note(&format!("no model descriptions in {}", dir.display())),
         Err(e) => note(&format!("{}: {e}", dir.display())),
     }
+    outcomes
+}
+
+/// The figures of the generated graphs, and the outcomes of those that
+/// planned.
+fn generated_model_figures(out: &mut Out) -> Vec<planner::Outcome> {
     let mut generated = Vec::new();
     for seed in 0..planner::GENERATED {
         let (name, m) = planner::generated(seed);
@@ -368,7 +389,7 @@ fn planner_figures(dir: &Path, out: &mut Out) {
             Ok(o) => generated.push(o),
             Err(e) => out.error(
                 &[&format!("planner_{name}")],
-                &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+                &device::invalid(e.to_string()),
             ),
         }
     }
@@ -377,10 +398,11 @@ fn planner_figures(dir: &Path, out: &mut Out) {
             out.figure(&fig);
         }
     }
-    outcomes.extend(generated);
-    if !outcomes.is_empty() {
-        out.figure(&planner::gbs_vs_greedy_figure(&outcomes));
-    }
+    generated
+}
+
+/// The figures of the hard instances, each instance's ratios noted.
+fn hard_instance_figures(out: &mut Out) {
     let mut hard = Vec::new();
     for n in planner::HARD_SIZES {
         let (name, m) = planner::hard(n);
@@ -397,7 +419,7 @@ fn planner_figures(dir: &Path, out: &mut Out) {
             }
             Err(e) => out.error(
                 &[&format!("planner_{name}")],
-                &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+                &device::invalid(e.to_string()),
             ),
         }
     }
@@ -406,11 +428,16 @@ fn planner_figures(dir: &Path, out: &mut Out) {
             out.figure(&fig);
         }
     }
+}
+
+/// The planner's timed figures: the decoder stacks, the time limit's
+/// overrun and hill_climb on the held-out instances.
+fn planner_time_figures(out: &mut Out) {
     match planner::scale_figures() {
         Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
         Err(e) => out.error(
             &["planner_10k_ms", "planner_100k_ms"],
-            &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+            &device::invalid(e.to_string()),
         ),
     }
     match planner::scale_notes() {
@@ -421,7 +448,7 @@ fn planner_figures(dir: &Path, out: &mut Out) {
         Ok(f) => out.figure(&f),
         Err(e) => out.error(
             &["planner_time_limit_overrun"],
-            &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+            &device::invalid(e.to_string()),
         ),
     }
     match planner::heldout_figure() {
@@ -431,7 +458,7 @@ fn planner_figures(dir: &Path, out: &mut Out) {
         }
         Err(e) => out.error(
             &["planner_heldout_hill_climb"],
-            &std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+            &device::invalid(e.to_string()),
         ),
     }
 }

@@ -10,9 +10,12 @@ use std::path::Path;
 use nhbm::{Device, Mapping};
 
 use crate::bar::BarMap;
-use crate::device::{buffers_blob, invalid, CHANNEL, UPLOAD_CHUNK, UPLOAD_REPS};
+use crate::device::{
+    bandwidth_figure, bar_file_name, buffers_blob, invalid, pattern, CHANNEL, UPLOAD_CHUNK,
+    UPLOAD_REPS,
+};
 use crate::measure::{interleave, time_ns, Pairs};
-use crate::report::{Figure, Op, Raw};
+use crate::report::Figure;
 
 /// What `pci_mmap_write_vs_bar_copy` and `pci_mmap_read_vs_bar_copy` must
 /// reach: the mapping is the same BAR, write-combining (see
@@ -28,15 +31,6 @@ const PCI_MMAP_REPS: usize = 61;
 /// plain memory, and the emulator alone spread the median over 0.70-1.07
 /// in three runs (Documentation/benchmarks.rst).
 pub const SIM_MMAP_TARGET: f64 = 0.6;
-
-/// `len` bytes of a pattern no two words of which are equal.
-fn pattern(len: usize) -> Vec<u8> {
-    let mut v = vec![0u8; len];
-    for (i, w) in v.chunks_exact_mut(8).enumerate() {
-        w.copy_from_slice(&(i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes());
-    }
-    v
-}
 
 /// Nanoseconds `f` took, or its error.
 fn timed(f: impl FnOnce() -> io::Result<()>) -> io::Result<f64> {
@@ -54,19 +48,6 @@ fn mapped_buffer(dev: &Device, len: usize) -> io::Result<(u32, u64, Mapping)> {
     Ok((p.plan_id, p.addrs[0], m))
 }
 
-/// A figure of `p` (mapping time, other time) as bytes/ns over bytes/ns.
-fn figure(name: &str, p: &Pairs, len: usize, what: [String; 2], target: f64) -> Figure {
-    let bw = |ns: f64| format!("{:.4}", len as f64 / ns);
-    Figure::of_ratios(
-        name,
-        &p.inverse_ratios(),
-        Raw::new(format!("{} median bytes/ns", what[0]), bw(p.a_median())),
-        Raw::new(format!("{} median bytes/ns", what[1]), bw(p.b_median())),
-        Op::AtLeast,
-        target,
-    )
-}
-
 /// `pci_mmap_write_vs_bar_copy` and `pci_mmap_read_vs_bar_copy`: a memcpy
 /// of [`PCI_MMAP_XFER`] bytes into and out of a variable mapped through the
 /// module, against the same memcpy into and out of the same bytes of the
@@ -78,42 +59,14 @@ pub fn pci_mmap_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
         return Err(invalid("the BAR4 comparison needs a V2 function".into()));
     }
     let len = PCI_MMAP_XFER;
-    let file = bar4
-        .file_name()
-        .map_or("BAR4".into(), |f| f.to_string_lossy().into_owned());
+    let file = bar_file_name(bar4);
     let (id, pa, mut m) = mapped_buffer(pci, len)?;
     let res = (|| {
         let bar = BarMap::open(bar4, pa, len)?;
-        let src = pattern(len);
-        m.write(0, &src)?;
-        bar.copy_from(&src);
-        let w = interleave(
-            PCI_MMAP_REPS,
-            || timed(|| m.write(0, &src)),
-            || Ok(time_ns(|| bar.copy_from(&src)).1),
-        )?;
-        // One destination for both sides: two buffers of 64 MiB need not
-        // cost the same to write (one may be backed by huge pages, which
-        // the emulator's TLB handles much faster), and that would be
-        // measured instead of the mappings.
-        let dst = RefCell::new(vec![0u8; len]);
-        m.read(0, &mut dst.borrow_mut())?;
-        let via_map = dst.borrow().clone();
-        bar.copy_to(&mut dst.borrow_mut());
-        if via_map != src || *dst.borrow() != src {
-            return Err(invalid(
-                "the two mappings differ from what was written".into(),
-            ));
-        }
-        drop(via_map);
-        let r = interleave(
-            PCI_MMAP_REPS,
-            || timed(|| m.read(0, &mut dst.borrow_mut())),
-            || Ok(time_ns(|| bar.copy_to(&mut dst.borrow_mut())).1),
-        )?;
+        let (w, r) = mmap_vs_bar_pairs(&mut m, &bar, len)?;
         let mib = len >> 20;
         Ok(vec![
-            figure(
+            bandwidth_figure(
                 "pci_mmap_write_vs_bar_copy",
                 &w,
                 len,
@@ -123,7 +76,7 @@ pub fn pci_mmap_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
                 ],
                 PCI_MMAP_TARGET,
             ),
-            figure(
+            bandwidth_figure(
                 "pci_mmap_read_vs_bar_copy",
                 &r,
                 len,
@@ -138,6 +91,41 @@ pub fn pci_mmap_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
     drop(m);
     pci.plan_unload(id)?;
     res
+}
+
+/// A memcpy of `len` bytes into and then out of the mapped variable `m`
+/// against the same memcpy through `bar`, after one untimed pass of each
+/// and a check that both read back what was written: the (write, read)
+/// pairs.
+fn mmap_vs_bar_pairs(m: &mut Mapping, bar: &BarMap, len: usize) -> io::Result<(Pairs, Pairs)> {
+    let src = pattern(len);
+    m.write(0, &src)?;
+    bar.copy_from(&src);
+    let w = interleave(
+        PCI_MMAP_REPS,
+        || timed(|| m.write(0, &src)),
+        || Ok(time_ns(|| bar.copy_from(&src)).1),
+    )?;
+    // One destination for both sides: two buffers of 64 MiB need not
+    // cost the same to write (one may be backed by huge pages, which
+    // the emulator's TLB handles much faster), and that would be
+    // measured instead of the mappings.
+    let dst = RefCell::new(vec![0u8; len]);
+    m.read(0, &mut dst.borrow_mut())?;
+    let via_map = dst.borrow().clone();
+    bar.copy_to(&mut dst.borrow_mut());
+    if via_map != src || *dst.borrow() != src {
+        return Err(invalid(
+            "the two mappings differ from what was written".into(),
+        ));
+    }
+    drop(via_map);
+    let r = interleave(
+        PCI_MMAP_REPS,
+        || timed(|| m.read(0, &mut dst.borrow_mut())),
+        || Ok(time_ns(|| bar.copy_to(&mut dst.borrow_mut())).1),
+    )?;
+    Ok((w, r))
 }
 
 /// `sim_mmap_upload_vs_memcpy`: a memcpy of [`UPLOAD_CHUNK`] bytes into a
@@ -170,7 +158,7 @@ pub fn sim_mmap_figure(dev: &Device) -> io::Result<Figure> {
             ));
         }
         let mib = len >> 20;
-        Ok(figure(
+        Ok(bandwidth_figure(
             "sim_mmap_upload_vs_memcpy",
             &p,
             len,

@@ -166,6 +166,8 @@ fn dtype(t: DatumType) -> Option<(&'static str, u64)> {
     })
 }
 
+/// Imports a model tract has read: the input shapes of `opts` applied,
+/// every graph input checked to be fixed, then the typed graph described.
 fn import(
     name: &str,
     mut inference: InferenceModel,
@@ -173,8 +175,25 @@ fn import(
     opts: &ImportOptions,
 ) -> Result<Model, ImportError> {
     input_shape::apply(&mut inference, &opts.input_shapes)?;
-    // A graph input with a symbolic dimension would otherwise be reported
-    // by the first operator that needs it; name the input instead.
+    check_graph_inputs(&inference)?;
+    let typed = inference.into_typed().map_err(tract("shape inference"))?;
+    let graph = describe(&typed)?;
+    let desc = ModelDesc {
+        name: name.to_string(),
+        description: Some("imported from ONNX".into()),
+        memories: Vec::new(),
+        platform: Platform::default(),
+        planner: MemoryPlannerType::default(),
+        planner_options: PlannerOptions::default(),
+        tensors: graph.tensors,
+        operators: graph.operators,
+    };
+    Ok(Model::new_for(desc, base_dir, opts.target.clone())?.with_payloads(graph.payloads)?)
+}
+
+/// A graph input with a symbolic dimension would otherwise be reported by
+/// the first operator that needs it; name the input instead.
+fn check_graph_inputs(inference: &InferenceModel) -> Result<(), ImportError> {
     for &o in inference.input_outlets().map_err(tract("graph inputs"))? {
         let fact = inference.outlet_fact(o).map_err(tract("graph inputs"))?;
         let label = inference
@@ -188,7 +207,54 @@ fn import(
             });
         }
     }
-    let typed = inference.into_typed().map_err(tract("shape inference"))?;
+    Ok(())
+}
+
+/// tract's name of outlet `o`: its label, else its node's name, with the
+/// slot where the node has several outputs.
+fn raw_name(typed: &TypedModel, o: OutletId) -> String {
+    if let Some(l) = typed.outlet_label(o) {
+        return l.to_string();
+    }
+    let n = &typed.node(o.node).name;
+    if typed.node(o.node).outputs.len() == 1 {
+        n.clone()
+    } else {
+        format!("{n}:{}", o.slot)
+    }
+}
+
+/// The tensor names of the outputs of the nodes in `order`. tract names a
+/// constant it made of an initializer or a folded node `NAME.0`; give it
+/// back the ONNX name where that is free.
+fn tensor_namer<'a>(typed: &'a TypedModel, order: &[usize]) -> impl Fn(OutletId) -> String + 'a {
+    let taken: std::collections::HashSet<String> = order
+        .iter()
+        .flat_map(|&n| (0..typed.node(n).outputs.len()).map(move |s| OutletId::new(n, s)))
+        .map(|o| raw_name(typed, o))
+        .collect();
+    move |o: OutletId| -> String {
+        let raw = raw_name(typed, o);
+        match raw.strip_suffix(".0") {
+            Some(base) if typed.node(o.node).op_is::<Const>() && !taken.contains(base) => {
+                base.to_string()
+            }
+            _ => raw,
+        }
+    }
+}
+
+/// The planner's view of a typed graph: its tensors, its operators in
+/// evaluation order, and the constants' bytes by tensor.
+struct Described {
+    tensors: Vec<TensorDesc>,
+    operators: Vec<OperatorDesc>,
+    payloads: HashMap<String, Vec<u8>>,
+}
+
+/// Each node of `typed`, in evaluation order, as one operator (constants
+/// and graph inputs excepted) defining one tensor per output.
+fn describe(typed: &TypedModel) -> Result<Described, ImportError> {
     let inputs = typed
         .input_outlets()
         .map_err(tract("graph inputs"))?
@@ -198,34 +264,7 @@ fn import(
         .map_err(tract("graph outputs"))?
         .to_vec();
     let order = typed.eval_order().map_err(tract("evaluation order"))?;
-
-    let raw_name = |o: OutletId| -> String {
-        if let Some(l) = typed.outlet_label(o) {
-            return l.to_string();
-        }
-        let n = &typed.node(o.node).name;
-        if typed.node(o.node).outputs.len() == 1 {
-            n.clone()
-        } else {
-            format!("{n}:{}", o.slot)
-        }
-    };
-    let taken: std::collections::HashSet<String> = order
-        .iter()
-        .flat_map(|&n| (0..typed.node(n).outputs.len()).map(move |s| OutletId::new(n, s)))
-        .map(raw_name)
-        .collect();
-    // tract names a constant it made of an initializer or a folded node
-    // `NAME.0`; give it back the ONNX name where that is free.
-    let tensor_name = |o: OutletId| -> String {
-        let raw = raw_name(o);
-        match raw.strip_suffix(".0") {
-            Some(base) if typed.node(o.node).op_is::<Const>() && !taken.contains(base) => {
-                base.to_string()
-            }
-            _ => raw,
-        }
-    };
+    let tensor_name = tensor_namer(typed, &order);
 
     let mut tensors = Vec::new();
     let mut operators = Vec::new();
@@ -238,26 +277,6 @@ fn import(
         for (slot, out) in node.outputs.iter().enumerate() {
             let outlet = OutletId::new(n, slot);
             let id = tensor_name(outlet);
-            let Some(shape) = out.fact.shape.as_concrete() else {
-                return Err(ImportError::DynamicShape {
-                    tensor: id,
-                    shape: format!("{:?}", out.fact.shape),
-                    hint: " after shape inference",
-                });
-            };
-            let Some((dt, elem)) = dtype(out.fact.datum_type) else {
-                return Err(ImportError::ElementType {
-                    tensor: id,
-                    dtype: format!("{:?}", out.fact.datum_type),
-                });
-            };
-            let size = shape
-                .iter()
-                .try_fold(elem, |acc, &d| acc.checked_mul(d as u64))
-                .ok_or_else(|| ImportError::Overflow(id.clone()))?;
-            if size == 0 {
-                return Err(ImportError::Empty(id));
-            }
             let io = if is_source {
                 Some(Io::Input)
             } else if outputs.contains(&outlet) {
@@ -265,22 +284,11 @@ fn import(
             } else {
                 None
             };
-            let role = if konst.is_some() && io.is_none() {
-                ArenaRole::Constant
-            } else {
-                ArenaRole::Scratch
-            };
-            if let (Some(c), ArenaRole::Constant) = (konst, role) {
-                payloads.insert(id.clone(), c.val().as_bytes().to_vec());
+            let (tensor, payload) = output_tensor(id.clone(), &out.fact, io, konst)?;
+            if let Some(bytes) = payload {
+                payloads.insert(id.clone(), bytes);
             }
-            let shape_desc = (shape.len() <= 8).then(|| shape.iter().map(|&d| d as u64).collect());
-            tensors.push(TensorDesc {
-                dtype: shape_desc.as_ref().map(|_| dt.to_string()),
-                shape: shape_desc,
-                role,
-                io,
-                ..TensorDesc::scratch(id.clone(), size)
-            });
+            tensors.push(tensor);
             ids.insert(outlet, id);
         }
         if konst.is_some() || is_source {
@@ -295,15 +303,60 @@ fn import(
             duration: None,
         });
     }
-    let desc = ModelDesc {
-        name: name.to_string(),
-        description: Some("imported from ONNX".into()),
-        memories: Vec::new(),
-        platform: Platform::default(),
-        planner: MemoryPlannerType::default(),
-        planner_options: PlannerOptions::default(),
+    Ok(Described {
         tensors,
         operators,
+        payloads,
+    })
+}
+
+/// The tensor `id` of an output whose fact is `fact`, `io` when it is a
+/// graph input or output, `konst` when its node is a constant: its
+/// description, and its bytes when it is a constant. Fails on a shape that
+/// stays dynamic, an element type without a size, and a size that
+/// overflows or is zero.
+fn output_tensor(
+    id: String,
+    fact: &TypedFact,
+    io: Option<Io>,
+    konst: Option<&Const>,
+) -> Result<(TensorDesc, Option<Vec<u8>>), ImportError> {
+    let Some(shape) = fact.shape.as_concrete() else {
+        return Err(ImportError::DynamicShape {
+            tensor: id,
+            shape: format!("{:?}", fact.shape),
+            hint: " after shape inference",
+        });
     };
-    Ok(Model::new_for(desc, base_dir, opts.target.clone())?.with_payloads(payloads)?)
+    let Some((dt, elem)) = dtype(fact.datum_type) else {
+        return Err(ImportError::ElementType {
+            tensor: id,
+            dtype: format!("{:?}", fact.datum_type),
+        });
+    };
+    let size = shape
+        .iter()
+        .try_fold(elem, |acc, &d| acc.checked_mul(d as u64))
+        .ok_or_else(|| ImportError::Overflow(id.clone()))?;
+    if size == 0 {
+        return Err(ImportError::Empty(id));
+    }
+    let role = if konst.is_some() && io.is_none() {
+        ArenaRole::Constant
+    } else {
+        ArenaRole::Scratch
+    };
+    let payload = match (konst, role) {
+        (Some(c), ArenaRole::Constant) => Some(c.val().as_bytes().to_vec()),
+        _ => None,
+    };
+    let shape_desc = (shape.len() <= 8).then(|| shape.iter().map(|&d| d as u64).collect());
+    let tensor = TensorDesc {
+        dtype: shape_desc.as_ref().map(|_| dt.to_string()),
+        shape: shape_desc,
+        role,
+        io,
+        ..TensorDesc::scratch(id, size)
+    };
+    Ok((tensor, payload))
 }

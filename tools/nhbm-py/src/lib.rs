@@ -730,28 +730,7 @@ fn plan_objects(py: Python<'_>, p: Planned) -> PyResult<PyPlan> {
     let mut placement = Vec::with_capacity(model.tensors.len());
     for t in &model.tensors {
         let a = model_alloc(&p.mp, t.id()).map_err(|e| e.into_py(py))?;
-        let b = a.binding;
-        let role = match t.desc.io {
-            Some(Io::Input) => "input",
-            Some(Io::Output) => "output",
-            None => role_name(t.desc.role),
-        };
-        let item = Py::new(
-            py,
-            PyPlacement {
-                tensor: t.id().to_string(),
-                var_id: ids[t.id()],
-                memory: a.memory.to_string(),
-                source_memory: b.map_or(a.memory, |b| b.source_memory).to_string(),
-                arena: role_name(b.map_or(ArenaRole::Scratch, |b| b.role)).to_string(),
-                role: role.to_string(),
-                alias_of: t.desc.alias_of.clone(),
-                offset: a.offset,
-                size: a.size,
-                alignment: a.alignment,
-                lifetime: t.lifetime.as_ref().map(|l| (l.start_op, l.end_op)),
-            },
-        )?;
+        let item = Py::new(py, placement_of(t, a, ids[t.id()]))?;
         by_memory
             .entry(a.memory)
             .or_default()
@@ -792,6 +771,33 @@ fn plan_objects(py: Python<'_>, p: Planned) -> PyResult<PyPlan> {
         memories,
         placement,
     })
+}
+
+/// The placement of tensor `t`, allocated as `a`, var_id `var_id`.
+fn placement_of(
+    t: &nhbm_planner::desc::Tensor,
+    a: &nhbm_planner::TensorAllocation,
+    var_id: u32,
+) -> PyPlacement {
+    let b = a.binding;
+    let role = match t.desc.io {
+        Some(Io::Input) => "input",
+        Some(Io::Output) => "output",
+        None => role_name(t.desc.role),
+    };
+    PyPlacement {
+        tensor: t.id().to_string(),
+        var_id,
+        memory: a.memory.to_string(),
+        source_memory: b.map_or(a.memory, |b| b.source_memory).to_string(),
+        arena: role_name(b.map_or(ArenaRole::Scratch, |b| b.role)).to_string(),
+        role: role.to_string(),
+        alias_of: t.desc.alias_of.clone(),
+        offset: a.offset,
+        size: a.size,
+        alignment: a.alignment,
+        lifetime: t.lifetime.as_ref().map(|l| (l.start_op, l.end_op)),
+    }
 }
 
 /// The allocation of tensor `id` in `mp`.

@@ -272,6 +272,164 @@ fn place(data: &mut Vec<u8>, data_start: usize, bytes: &[u8], align: usize) -> u
     off as u64
 }
 
+/// Record `i`'s fields other than the union and the payload, its name
+/// appended to `data`. Fails on a dtype of 16 or more bytes, a NUL in the
+/// dtype or name, or more than 8 dimensions.
+fn raw_fields(
+    i: usize,
+    r: &Record,
+    data: &mut Vec<u8>,
+    data_start: usize,
+) -> Result<MemRef, PlanError> {
+    let err = |rule: String| PlanError::at(libc::EINVAL, i, r.var_id, rule);
+    let mut m = MemRef {
+        mr_type: r.mr_type(),
+        size: r.size,
+        alignment: r.alignment,
+        var_id: r.var_id,
+        ..Default::default()
+    };
+    if r.dtype.len() >= DTYPE_LEN {
+        return Err(err(format!(
+            "dtype {:?} has {} characters (at most 15)",
+            r.dtype,
+            r.dtype.len()
+        )));
+    }
+    if r.dtype.contains('\0') {
+        return Err(err("dtype contains a NUL".into()));
+    }
+    m.dtype[..r.dtype.len()].copy_from_slice(r.dtype.as_bytes());
+    if r.shape.len() > MAX_NDIM {
+        return Err(err(format!(
+            "shape has {} dimensions (at most 8)",
+            r.shape.len()
+        )));
+    }
+    m.ndim = r.shape.len() as u32;
+    m.shape[..r.shape.len()].copy_from_slice(&r.shape);
+    if let Some(name) = &r.name {
+        if name.contains('\0') {
+            return Err(err("name contains a NUL".into()));
+        }
+        let mut bytes = name.as_bytes().to_vec();
+        bytes.push(0);
+        m.name_off = place(data, data_start, &bytes, 1);
+    }
+    Ok(m)
+}
+
+/// The union of record `i`, `r`, a list's ids appended to `data`
+/// (4-aligned). Fails on a list of more than 2^32 - 1 ids.
+fn raw_union(
+    i: usize,
+    r: &Record,
+    data: &mut Vec<u8>,
+    data_start: usize,
+) -> Result<MemRefUnion, PlanError> {
+    Ok(match &r.kind {
+        Kind::List { ids } | Kind::PtrTable { ids } => {
+            let count = u32::try_from(ids.len())
+                .map_err(|_| PlanError::at(libc::E2BIG, i, r.var_id, "more than 2^32 - 1 ids"))?;
+            let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+            let ids_off = if count == 0 {
+                0
+            } else {
+                place(data, data_start, &bytes, 4)
+            };
+            MemRefUnion::from(MrList {
+                count,
+                rsvd: 0,
+                ids_off,
+            })
+        }
+        Kind::Ptr { target } => MemRefUnion::from(MrPtr {
+            target_var_id: *target,
+            rsvd: 0,
+            rsvd2: 0,
+        }),
+        Kind::Remote {
+            remote_var_id,
+            remote_plan_id,
+        } => MemRefUnion::from(MrRemote {
+            remote_var_id: *remote_var_id,
+            remote_plan_id: *remote_plan_id,
+            rsvd: 0,
+        }),
+        Kind::VirtualTmpBuf { offset, backing } => MemRefUnion::from(MrVtmp {
+            offset: *offset,
+            backing: backing.to_raw(),
+            rsvd: 0,
+        }),
+        Kind::Sb { nc_id, offset } => MemRefUnion::from(MrSb {
+            nc_id: *nc_id,
+            rsvd: 0,
+            offset: *offset,
+        }),
+        _ => MemRefUnion::default(),
+    })
+}
+
+/// The kind, with its union fields, of a record `validate()` accepted.
+fn kind_from_raw(blob: &[u8], m: &MemRef) -> Kind {
+    match m.mr_type {
+        MR_INPUT => Kind::Input,
+        MR_OUTPUT => Kind::Output,
+        MR_BUFFER => Kind::Buffer,
+        MR_BUFFER_STAGED => Kind::BufferStaged,
+        MR_TMP_BUF => Kind::TmpBuf,
+        MR_VIRTUAL_TMP_BUF => {
+            let v = m.u.vtmp();
+            // validate() accepted it, so the backing is 0..=3.
+            Kind::VirtualTmpBuf {
+                offset: v.offset,
+                backing: Backing::from_raw(v.backing).unwrap(),
+            }
+        }
+        MR_PTR => Kind::Ptr {
+            target: m.u.ptr().target_var_id,
+        },
+        MR_LIST => Kind::List {
+            ids: list_ids(blob, m),
+        },
+        MR_PTR_TABLE => Kind::PtrTable {
+            ids: list_ids(blob, m),
+        },
+        MR_SB => Kind::Sb {
+            nc_id: m.u.sb().nc_id,
+            offset: m.u.sb().offset,
+        },
+        MR_REMOTE => Kind::Remote {
+            remote_var_id: m.u.remote().remote_var_id,
+            remote_plan_id: m.u.remote().remote_plan_id,
+        },
+        _ => unreachable!("validate() accepts only 1..=11"),
+    }
+}
+
+/// A record `validate()` accepted, read back with its name and payload.
+fn record_from_raw(blob: &[u8], m: &MemRef) -> Record {
+    let kind = kind_from_raw(blob, m);
+    let name = (m.name_off != 0)
+        .then(|| String::from_utf8_lossy(cstr_at(blob, m.name_off).unwrap()).into_owned());
+    let dtype = String::from_utf8_lossy(dtype_str(m).unwrap()).into_owned();
+    let data = if m.data_len == 0 {
+        Vec::new()
+    } else {
+        blob[m.data_off as usize..(m.data_off + m.data_len) as usize].to_vec()
+    };
+    Record {
+        var_id: m.var_id,
+        name,
+        kind,
+        size: m.size,
+        alignment: m.alignment,
+        dtype,
+        shape: m.shape[..m.ndim as usize].to_vec(),
+        data,
+    }
+}
+
 impl Plan {
     /// An empty plan with these scratchpad sizes.
     pub fn new(local_scratchpad_size: u64, shared_scratchpad_size: u64) -> Self {
@@ -311,86 +469,10 @@ impl Plan {
         let mut data = Vec::new();
         let mut recs: Vec<MemRef> = Vec::with_capacity(self.records.len());
         for (i, r) in self.records.iter().enumerate() {
-            let err = |rule: String| PlanError::at(libc::EINVAL, i, r.var_id, rule);
-            let mut m = MemRef {
-                mr_type: r.mr_type(),
-                size: r.size,
-                alignment: r.alignment,
-                var_id: r.var_id,
-                ..Default::default()
-            };
-            if r.dtype.len() >= DTYPE_LEN {
-                return Err(err(format!(
-                    "dtype {:?} has {} characters (at most 15)",
-                    r.dtype,
-                    r.dtype.len()
-                )));
-            }
-            if r.dtype.contains('\0') {
-                return Err(err("dtype contains a NUL".into()));
-            }
-            m.dtype[..r.dtype.len()].copy_from_slice(r.dtype.as_bytes());
-            if r.shape.len() > MAX_NDIM {
-                return Err(err(format!(
-                    "shape has {} dimensions (at most 8)",
-                    r.shape.len()
-                )));
-            }
-            m.ndim = r.shape.len() as u32;
-            m.shape[..r.shape.len()].copy_from_slice(&r.shape);
-            if let Some(name) = &r.name {
-                if name.contains('\0') {
-                    return Err(err("name contains a NUL".into()));
-                }
-                let mut bytes = name.as_bytes().to_vec();
-                bytes.push(0);
-                m.name_off = place(&mut data, data_start, &bytes, 1);
-            }
-            recs.push(m);
+            recs.push(raw_fields(i, r, &mut data, data_start)?);
         }
-        for (r, m) in self.records.iter().zip(recs.iter_mut()) {
-            m.u = match &r.kind {
-                Kind::List { ids } | Kind::PtrTable { ids } => {
-                    let count = u32::try_from(ids.len()).map_err(|_| {
-                        PlanError::at(libc::E2BIG, 0, r.var_id, "more than 2^32 - 1 ids")
-                    })?;
-                    let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_le_bytes()).collect();
-                    let ids_off = if count == 0 {
-                        0
-                    } else {
-                        place(&mut data, data_start, &bytes, 4)
-                    };
-                    MemRefUnion::from(MrList {
-                        count,
-                        rsvd: 0,
-                        ids_off,
-                    })
-                }
-                Kind::Ptr { target } => MemRefUnion::from(MrPtr {
-                    target_var_id: *target,
-                    rsvd: 0,
-                    rsvd2: 0,
-                }),
-                Kind::Remote {
-                    remote_var_id,
-                    remote_plan_id,
-                } => MemRefUnion::from(MrRemote {
-                    remote_var_id: *remote_var_id,
-                    remote_plan_id: *remote_plan_id,
-                    rsvd: 0,
-                }),
-                Kind::VirtualTmpBuf { offset, backing } => MemRefUnion::from(MrVtmp {
-                    offset: *offset,
-                    backing: backing.to_raw(),
-                    rsvd: 0,
-                }),
-                Kind::Sb { nc_id, offset } => MemRefUnion::from(MrSb {
-                    nc_id: *nc_id,
-                    rsvd: 0,
-                    offset: *offset,
-                }),
-                _ => MemRefUnion::default(),
-            };
+        for (i, (r, m)) in self.records.iter().zip(recs.iter_mut()).enumerate() {
+            m.u = raw_union(i, r, &mut data, data_start)?;
         }
         for (r, m) in self.records.iter().zip(recs.iter_mut()) {
             if !r.data.is_empty() {
@@ -436,57 +518,7 @@ impl Plan {
             raw.header.shared_scratchpad_size,
         );
         for m in &raw.records {
-            let kind = match m.mr_type {
-                MR_INPUT => Kind::Input,
-                MR_OUTPUT => Kind::Output,
-                MR_BUFFER => Kind::Buffer,
-                MR_BUFFER_STAGED => Kind::BufferStaged,
-                MR_TMP_BUF => Kind::TmpBuf,
-                MR_VIRTUAL_TMP_BUF => {
-                    let v = m.u.vtmp();
-                    // validate() accepted it, so the backing is 0..=3.
-                    Kind::VirtualTmpBuf {
-                        offset: v.offset,
-                        backing: Backing::from_raw(v.backing).unwrap(),
-                    }
-                }
-                MR_PTR => Kind::Ptr {
-                    target: m.u.ptr().target_var_id,
-                },
-                MR_LIST => Kind::List {
-                    ids: list_ids(blob, m),
-                },
-                MR_PTR_TABLE => Kind::PtrTable {
-                    ids: list_ids(blob, m),
-                },
-                MR_SB => Kind::Sb {
-                    nc_id: m.u.sb().nc_id,
-                    offset: m.u.sb().offset,
-                },
-                MR_REMOTE => Kind::Remote {
-                    remote_var_id: m.u.remote().remote_var_id,
-                    remote_plan_id: m.u.remote().remote_plan_id,
-                },
-                _ => unreachable!("validate() accepts only 1..=11"),
-            };
-            let name = (m.name_off != 0)
-                .then(|| String::from_utf8_lossy(cstr_at(blob, m.name_off).unwrap()).into_owned());
-            let dtype = String::from_utf8_lossy(dtype_str(m).unwrap()).into_owned();
-            let data = if m.data_len == 0 {
-                Vec::new()
-            } else {
-                blob[m.data_off as usize..(m.data_off + m.data_len) as usize].to_vec()
-            };
-            plan.records.push(Record {
-                var_id: m.var_id,
-                name,
-                kind,
-                size: m.size,
-                alignment: m.alignment,
-                dtype,
-                shape: m.shape[..m.ndim as usize].to_vec(),
-                data,
-            });
+            plan.records.push(record_from_raw(blob, m));
         }
         Ok(plan)
     }

@@ -180,6 +180,8 @@ pub fn validate(blob: &[u8], limits: &Limits) -> Result<RawPlan, PlanError> {
     Ok(raw)
 }
 
+/// Checks record `i` alone: its common fields, its payload, then the rules
+/// of its kind.
 fn check_record(
     blob: &[u8],
     header: &PlanHeader,
@@ -187,9 +189,25 @@ fn check_record(
     i: usize,
     r: &MemRef,
 ) -> Result<(), PlanError> {
-    let err = |errno: i32, rule: String| Err(PlanError::at(errno, i, r.var_id, rule));
-    let einval = |rule: String| err(libc::EINVAL, rule);
+    check_fields(blob, r)
+        .and_then(|()| check_payload(blob, r))
+        .and_then(|()| check_kind(blob, header, limits, r))
+        .map_err(|e| PlanError::at(e.errno, i, r.var_id, e.rule))
+}
 
+/// A broken rule of the record being checked, which the caller names.
+fn broken(errno: i32, rule: String) -> Result<(), PlanError> {
+    Err(PlanError::new(errno, rule))
+}
+
+/// An EINVAL rule of the record being checked, which the caller names.
+fn einval(rule: String) -> Result<(), PlanError> {
+    broken(libc::EINVAL, rule)
+}
+
+/// The fields every kind shares: mr_type, flags, name, dtype, shape and
+/// alignment.
+fn check_fields(blob: &[u8], r: &MemRef) -> Result<(), PlanError> {
     if r.mr_type == MR_INVALID || r.mr_type > MR_REMOTE {
         return einval(format!("mr_type {} is not 1..=11", r.mr_type));
     }
@@ -218,7 +236,7 @@ fn check_record(
         ));
     }
     if r.alignment > MAX_ALIGNMENT {
-        return err(
+        return broken(
             libc::E2BIG,
             format!(
                 "alignment {:#x} exceeds NHBM_MAX_ALIGNMENT (1 GiB)",
@@ -226,6 +244,12 @@ fn check_record(
             ),
         );
     }
+    Ok(())
+}
+
+/// The payload: data_off 0 without one; otherwise on a kind that takes
+/// one, within `size`, inside the blob.
+fn check_payload(blob: &[u8], r: &MemRef) -> Result<(), PlanError> {
     if r.data_len == 0 && r.data_off != 0 {
         return einval(format!(
             "data_off {:#x} without a payload (data_len 0)",
@@ -251,46 +275,27 @@ fn check_record(
             ));
         }
     }
+    Ok(())
+}
 
-    let raw = r.u.raw();
+/// The rules of the record's kind (mr_type already checked to be 1..=11).
+fn check_kind(
+    blob: &[u8],
+    header: &PlanHeader,
+    limits: &Limits,
+    r: &MemRef,
+) -> Result<(), PlanError> {
     match r.mr_type {
         MR_INPUT | MR_OUTPUT | MR_BUFFER | MR_BUFFER_STAGED | MR_TMP_BUF => {
             if r.size == 0 {
                 return einval("size is 0 on a record that allocates HBM".into());
             }
-            if raw != [0, 0] {
+            if r.u.raw() != [0, 0] {
                 return einval("union is not zero for this kind".into());
             }
+            Ok(())
         }
-        MR_VIRTUAL_TMP_BUF => {
-            let v = r.u.vtmp();
-            if v.rsvd != 0 {
-                return einval("vtmp.rsvd is not zero".into());
-            }
-            let scratch = match v.backing {
-                BACKING_LOCAL => header.local_scratchpad_size,
-                BACKING_SHARED => header.shared_scratchpad_size,
-                BACKING_SHARDED | BACKING_MAIN => {
-                    return err(
-                        libc::EOPNOTSUPP,
-                        format!("backing {} is not supported", backing_name(v.backing)),
-                    )
-                }
-                b => return einval(format!("backing {b} is not 0..=3")),
-            };
-            if r.size == 0 {
-                return einval("size is 0 on a MR_VIRTUAL_TMP_BUF".into());
-            }
-            if v.offset.checked_add(r.size).is_none_or(|end| end > scratch) {
-                return einval(format!(
-                    "[{:#x}, +{:#x}) does not fit the {} scratchpad of {:#x} bytes",
-                    v.offset,
-                    r.size,
-                    backing_name(v.backing),
-                    scratch
-                ));
-            }
-        }
+        MR_VIRTUAL_TMP_BUF => check_vtmp(header, r),
         MR_PTR => {
             let p = r.u.ptr();
             if p.rsvd != 0 || p.rsvd2 != 0 {
@@ -299,68 +304,111 @@ fn check_record(
             if p.target_var_id == r.var_id {
                 return einval("MR_PTR targets itself".into());
             }
+            Ok(())
         }
-        MR_LIST | MR_PTR_TABLE => {
-            let l = r.u.list();
-            if l.rsvd != 0 {
-                return einval("list.rsvd is not zero".into());
-            }
-            if l.count > MAX_LIST_COUNT {
-                return err(
-                    libc::E2BIG,
-                    format!(
-                        "count {} exceeds NHBM_MAX_LIST_COUNT ({MAX_LIST_COUNT})",
-                        l.count
-                    ),
-                );
-            }
-            if l.count == 0 {
-                return einval(format!("{} lists no variable", mr_type_name(r.mr_type)));
-            }
-            if r.size < 8 * u64::from(l.count) {
-                return einval(format!(
-                    "size {} is below 8 x count ({})",
-                    r.size,
-                    8 * u64::from(l.count)
-                ));
-            }
-            if !in_blob(l.ids_off, 4 * u64::from(l.count), blob.len()) {
-                return einval(format!(
-                    "{} ids at {:#x} are outside the {}-byte blob",
-                    l.count,
-                    l.ids_off,
-                    blob.len()
-                ));
-            }
-        }
-        MR_SB => {
-            let s = r.u.sb();
-            if s.rsvd != 0 {
-                return einval("sb.rsvd is not zero".into());
-            }
-            if r.size == 0 {
-                return einval("size is 0 on a MR_SB".into());
-            }
-            if let Some(n) = limits.nr_cores {
-                if s.nc_id >= n {
-                    return einval(format!("nc_id {} but the device has {n} cores", s.nc_id));
-                }
-            }
-            if let Some(sbuf) = limits.sbuf_size {
-                if s.offset.checked_add(r.size).is_none_or(|end| end > sbuf) {
-                    return einval(format!(
-                        "[{:#x}, +{:#x}) does not fit the {:#x}-byte state buffer",
-                        s.offset, r.size, sbuf
-                    ));
-                }
-            }
-        }
+        MR_LIST | MR_PTR_TABLE => check_list(blob, r),
+        MR_SB => check_sb(limits, r),
         MR_REMOTE => {
             if r.u.remote().rsvd != 0 {
                 return einval("remote.rsvd is not zero".into());
             }
+            Ok(())
         }
         _ => unreachable!(),
+    }
+}
+
+/// MR_VIRTUAL_TMP_BUF: a supported backing, size > 0, inside its scratchpad.
+fn check_vtmp(header: &PlanHeader, r: &MemRef) -> Result<(), PlanError> {
+    let v = r.u.vtmp();
+    if v.rsvd != 0 {
+        return einval("vtmp.rsvd is not zero".into());
+    }
+    let scratch = match v.backing {
+        BACKING_LOCAL => header.local_scratchpad_size,
+        BACKING_SHARED => header.shared_scratchpad_size,
+        BACKING_SHARDED | BACKING_MAIN => {
+            return broken(
+                libc::EOPNOTSUPP,
+                format!("backing {} is not supported", backing_name(v.backing)),
+            )
+        }
+        b => return einval(format!("backing {b} is not 0..=3")),
+    };
+    if r.size == 0 {
+        return einval("size is 0 on a MR_VIRTUAL_TMP_BUF".into());
+    }
+    if v.offset.checked_add(r.size).is_none_or(|end| end > scratch) {
+        return einval(format!(
+            "[{:#x}, +{:#x}) does not fit the {} scratchpad of {:#x} bytes",
+            v.offset,
+            r.size,
+            backing_name(v.backing),
+            scratch
+        ));
+    }
+    Ok(())
+}
+
+/// MR_LIST and MR_PTR_TABLE: 1..=NHBM_MAX_LIST_COUNT ids, inside the blob,
+/// size at least 8 x count.
+fn check_list(blob: &[u8], r: &MemRef) -> Result<(), PlanError> {
+    let l = r.u.list();
+    if l.rsvd != 0 {
+        return einval("list.rsvd is not zero".into());
+    }
+    if l.count > MAX_LIST_COUNT {
+        return broken(
+            libc::E2BIG,
+            format!(
+                "count {} exceeds NHBM_MAX_LIST_COUNT ({MAX_LIST_COUNT})",
+                l.count
+            ),
+        );
+    }
+    if l.count == 0 {
+        return einval(format!("{} lists no variable", mr_type_name(r.mr_type)));
+    }
+    if r.size < 8 * u64::from(l.count) {
+        return einval(format!(
+            "size {} is below 8 x count ({})",
+            r.size,
+            8 * u64::from(l.count)
+        ));
+    }
+    if !in_blob(l.ids_off, 4 * u64::from(l.count), blob.len()) {
+        return einval(format!(
+            "{} ids at {:#x} are outside the {}-byte blob",
+            l.count,
+            l.ids_off,
+            blob.len()
+        ));
+    }
+    Ok(())
+}
+
+/// MR_SB: size > 0, and where the device is known a core it has and a
+/// window inside its State Buffer.
+fn check_sb(limits: &Limits, r: &MemRef) -> Result<(), PlanError> {
+    let s = r.u.sb();
+    if s.rsvd != 0 {
+        return einval("sb.rsvd is not zero".into());
+    }
+    if r.size == 0 {
+        return einval("size is 0 on a MR_SB".into());
+    }
+    if let Some(n) = limits.nr_cores {
+        if s.nc_id >= n {
+            return einval(format!("nc_id {} but the device has {n} cores", s.nc_id));
+        }
+    }
+    if let Some(sbuf) = limits.sbuf_size {
+        if s.offset.checked_add(r.size).is_none_or(|end| end > sbuf) {
+            return einval(format!(
+                "[{:#x}, +{:#x}) does not fit the {:#x}-byte state buffer",
+                s.offset, r.size, sbuf
+            ));
+        }
     }
     Ok(())
 }
