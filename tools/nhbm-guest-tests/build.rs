@@ -60,6 +60,43 @@ fn split_params(s: &str) -> Option<(&str, &str)> {
     None
 }
 
+/// The signature of the `pub fn` whose text after `pub fn ` is `rest`, on
+/// line `i` of `lines`: everything up to the brace that opens the body.
+fn signature(lines: &[&str], i: usize, rest: &str) -> String {
+    let mut sig = rest.trim().to_string();
+    let mut j = i;
+    while !sig.contains('{') && j + 1 < lines.len() {
+        j += 1;
+        sig.push(' ');
+        sig.push_str(lines[j].trim());
+    }
+    sig.split('{').next().unwrap_or_default().to_string()
+}
+
+/// Whether the case `name` (at `at`) with parameters `params` takes the
+/// `&mut Notes`; an error for any other parameter list.
+fn case_takes_notes(params: &str, name: &str, at: &str) -> Result<bool, String> {
+    let params: Vec<&str> = params
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    match params.as_slice() {
+        [] => Ok(false),
+        [p] if p
+            .split_once(':')
+            .is_some_and(|(_, t)| t.trim() == "&mut Notes") =>
+        {
+            Ok(true)
+        }
+        _ => Err(format!(
+            "{at}: pub fn {name}({}) returns TestResult: a case takes () or \
+             (&mut Notes); a helper is not pub",
+            params.join(", ")
+        )),
+    }
+}
+
 /// The cases among the top-level `pub fn`s of `text` (module `module`, read
 /// from `file`).
 fn cases_in(text: &str, module: &str, file: &Path) -> Result<Vec<Found>, String> {
@@ -70,14 +107,7 @@ fn cases_in(text: &str, module: &str, file: &Path) -> Result<Vec<Found>, String>
             continue;
         };
         // The signature runs to the brace that opens the body.
-        let mut sig = rest.trim().to_string();
-        let mut j = i;
-        while !sig.contains('{') && j + 1 < lines.len() {
-            j += 1;
-            sig.push(' ');
-            sig.push_str(lines[j].trim());
-        }
-        let sig = sig.split('{').next().unwrap_or_default();
+        let sig = signature(&lines, i, rest);
         let at = format!("{}:{}", file.display(), i + 1);
         let name_end = sig.find(['(', '<']).ok_or(format!("{at}: no parameters"))?;
         let name = sig[..name_end].trim();
@@ -94,27 +124,7 @@ fn cases_in(text: &str, module: &str, file: &Path) -> Result<Vec<Found>, String>
         if !ret.starts_with("TestResult") {
             continue;
         }
-        let params: Vec<&str> = params
-            .split(',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-            .collect();
-        let takes_notes = match params.as_slice() {
-            [] => false,
-            [p] if p
-                .split_once(':')
-                .is_some_and(|(_, t)| t.trim() == "&mut Notes") =>
-            {
-                true
-            }
-            _ => {
-                return Err(format!(
-                    "{at}: pub fn {name}({}) returns TestResult: a case takes () or \
-                     (&mut Notes); a helper is not pub",
-                    params.join(", ")
-                ))
-            }
-        };
+        let takes_notes = case_takes_notes(params, name, &at)?;
         if ret != "TestResult" {
             return Err(format!(
                 "{at}: pub fn {name} -> {ret}: a case returns TestResult"

@@ -233,36 +233,63 @@ pub fn fault_injection_transfers_every_point(notes: &mut Notes) -> TestResult {
         .ctx("PLAN_LOAD")?;
     let base = usage(&d)?;
     let data = pattern(size, 9);
+    sweep_mem_write(&dbg, &d, p.plan_id, &data, &base, notes)?;
+    sweep_mem_read(&dbg, &d, p.plan_id, &data, notes)?;
+    sweep_resolve_batch(&dbg, &d, p.plan_id, notes)?;
+    check_usage(&d, &base, "after the transfer sweeps")?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
+    Ok(())
+}
 
-    // MEM_WRITE.
-    let k = count_points(&dbg, 2, || d.mem_write(p.plan_id, 1, 0, &data))?;
+/// MEM_WRITE of `data` to var 1 of plan `id`: every injection point fails
+/// it cleanly with usage left at `base`, and unarmed it writes `data`.
+fn sweep_mem_write(
+    dbg: &DevDebugFs,
+    d: &Device,
+    id: u32,
+    data: &[u8],
+    base: &Usage,
+    notes: &mut Notes,
+) -> TestResult {
+    let size = data.len() as u64;
+    let k = count_points(dbg, 2, || d.mem_write(id, 1, 0, data))?;
     ensure(k > 0, || "MEM_WRITE passes no injection point".into())?;
     let mut s = Sweep {
         points: k,
         ..Default::default()
     };
     for n in 1..=k + 1 {
-        let (r, fired) = armed(&dbg, n, || {
-            d.mem_write(p.plan_id, 1, 0, &pattern(size, n as u32))
-        })?;
+        let (r, fired) = armed(dbg, n, || d.mem_write(id, 1, 0, &pattern(size, n as u32)))?;
         tally(&mut s, n, &r, fired)?;
-        check_usage(&d, &base, &format!("MEM_WRITE point {n}"))?;
+        check_usage(d, base, &format!("MEM_WRITE point {n}"))?;
     }
     notes.add(s.summary("MEM_WRITE"));
     dbg.arm(0).ctx("disarm")?;
-    d.mem_write(p.plan_id, 1, 0, &data)
-        .ctx("unarmed MEM_WRITE")?;
+    d.mem_write(id, 1, 0, data).ctx("unarmed MEM_WRITE")?;
+    Ok(())
+}
 
-    // MEM_READ (the device's bytes are not changed by a failed read).
-    let mut back = vec![0u8; size as usize];
-    let k = count_points(&dbg, 2, || d.mem_read(p.plan_id, 1, 0, &mut back))?;
+/// MEM_READ of var 1 of plan `id`, which holds `data`: every injection
+/// point fails it cleanly (a read that succeeds has the right bytes; the
+/// device's bytes are not changed by a failed read), and unarmed it reads
+/// `data`.
+fn sweep_mem_read(
+    dbg: &DevDebugFs,
+    d: &Device,
+    id: u32,
+    data: &[u8],
+    notes: &mut Notes,
+) -> TestResult {
+    let size = data.len();
+    let mut back = vec![0u8; size];
+    let k = count_points(dbg, 2, || d.mem_read(id, 1, 0, &mut back))?;
     let mut s = Sweep {
         points: k,
         ..Default::default()
     };
     for n in 1..=k + 1 {
-        let mut buf = vec![0u8; size as usize];
-        let (r, fired) = armed(&dbg, n, || d.mem_read(p.plan_id, 1, 0, &mut buf))?;
+        let mut buf = vec![0u8; size];
+        let (r, fired) = armed(dbg, n, || d.mem_read(id, 1, 0, &mut buf))?;
         tally(&mut s, n, &r, fired)?;
         if r.is_ok() {
             ensure(buf == data, || format!("MEM_READ point {n}: wrong bytes"))?;
@@ -270,40 +297,126 @@ pub fn fault_injection_transfers_every_point(notes: &mut Notes) -> TestResult {
     }
     notes.add(s.summary("MEM_READ"));
     dbg.arm(0).ctx("disarm")?;
-    let mut back = vec![0u8; size as usize];
-    d.mem_read(p.plan_id, 1, 0, &mut back)
-        .ctx("unarmed MEM_READ")?;
+    let mut back = vec![0u8; size];
+    d.mem_read(id, 1, 0, &mut back).ctx("unarmed MEM_READ")?;
     ensure(back == data, || {
         "unarmed MEM_READ: the bytes written do not read back".into()
-    })?;
+    })
+}
 
-    // RESOLVE_BATCH of 200 queries (several user-copy pieces).
-    let mk = || -> Vec<ResolveQuery> {
-        (0..200)
-            .map(|i| ResolveQuery {
-                var_id: 1 + (i % 2),
-                offset: (i as u64) * 16,
-                size: 8,
-                ..Default::default()
-            })
-            .collect()
-    };
-    let mut qs = mk();
-    let k = count_points(&dbg, 1, || d.resolve_batch(p.plan_id, &mut qs))?;
+/// 200 queries of vars 1 and 2, 16 bytes apart: a RESOLVE_BATCH of several
+/// user-copy pieces.
+fn batch_queries() -> Vec<ResolveQuery> {
+    (0..200)
+        .map(|i| ResolveQuery {
+            var_id: 1 + (i % 2),
+            offset: (i as u64) * 16,
+            size: 8,
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// RESOLVE_BATCH of [`batch_queries`] on plan `id`: every injection point
+/// fails it cleanly; leaves fail_nth disarmed.
+fn sweep_resolve_batch(dbg: &DevDebugFs, d: &Device, id: u32, notes: &mut Notes) -> TestResult {
+    let mut qs = batch_queries();
+    let k = count_points(dbg, 1, || d.resolve_batch(id, &mut qs))?;
     let mut s = Sweep {
         points: k,
         ..Default::default()
     };
     for n in 1..=k + 1 {
-        let mut q = mk();
-        let (r, fired) = armed(&dbg, n, || d.resolve_batch(p.plan_id, &mut q))?;
+        let mut q = batch_queries();
+        let (r, fired) = armed(dbg, n, || d.resolve_batch(id, &mut q))?;
         tally(&mut s, n, &r, fired)?;
     }
     notes.add(s.summary("RESOLVE_BATCH"));
     dbg.arm(0).ctx("disarm")?;
-    check_usage(&d, &base, "after the transfer sweeps")?;
-    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
     Ok(())
+}
+
+/// A file holding three plans: a buffer (`blob2`), a REMOTE into it, and
+/// `blob`; returns the file and the id of the last.
+fn open_with_plans(blob: &[u8], blob2: &[u8]) -> Result<(Device, u32), Fail> {
+    let d = open_device(device_index())?;
+    let a = d.plan_load(blob2, CHANNEL_ANY).ctx("PLAN_LOAD")?;
+    let r = Plan::new(0, 0).with(Record::remote(1, 0, a.plan_id, 1));
+    d.plan_load(&r.to_blob().ctx("build")?, CHANNEL_ANY)
+        .ctx("PLAN_LOAD remote")?;
+    let p = d.plan_load(blob, CHANNEL_ANY).ctx("PLAN_LOAD")?;
+    Ok((d, p.plan_id))
+}
+
+/// Closes a file of [`open_with_plans`] with each injection point armed in
+/// turn: the device's usage seen by `watch` is back at `before` every time.
+/// Returns the points a close passes and how many armed faults fired.
+fn sweep_close(
+    dbg: &DevDebugFs,
+    watch: &Device,
+    before: &Usage,
+    blob: &[u8],
+    blob2: &[u8],
+) -> Result<(u64, u64), Fail> {
+    let k_close = {
+        let (d, _) = open_with_plans(blob, blob2)?;
+        let b = dbg.points().ctx("fail_points")?;
+        drop(d);
+        dbg.points().ctx("fail_points")? - b
+    };
+    let mut fired_close = 0;
+    for n in 1..=k_close.max(1) + 1 {
+        let (d, _) = open_with_plans(blob, blob2)?;
+        let (_, fired) = armed(dbg, n, || -> io::Result<()> {
+            drop(d);
+            Ok(())
+        })?;
+        fired_close += u64::from(fired);
+        let u = usage(watch)?;
+        ensure_eq(
+            &format!("device usage after close with point {n} armed"),
+            u.device(),
+            before.device(),
+        )?;
+    }
+    Ok((k_close, fired_close))
+}
+
+/// Unloads `blob` from a file of [`open_with_plans`] with each injection
+/// point armed in turn: a refused unload leaves the plan whole, and it
+/// unloads unarmed. Closes the file; returns the tally.
+fn sweep_unload(dbg: &DevDebugFs, blob: &[u8], blob2: &[u8]) -> Result<Sweep, Fail> {
+    let (d, id) = open_with_plans(blob, blob2)?;
+    let with = usage(&d)?;
+    let k_unload = {
+        let b = dbg.points().ctx("fail_points")?;
+        d.plan_unload(id).ctx("PLAN_UNLOAD")?;
+        dbg.points().ctx("fail_points")? - b
+    };
+    let mut s = Sweep {
+        points: k_unload,
+        ..Default::default()
+    };
+    for n in 1..=k_unload.max(1) + 1 {
+        let p = d.plan_load(blob, CHANNEL_ANY).ctx("PLAN_LOAD")?;
+        let after_load = usage(&d)?;
+        ensure_eq(
+            "usage of the reloaded plan",
+            after_load.device(),
+            with.device(),
+        )?;
+        let (r, fired) = armed(dbg, n, || d.plan_unload(p.plan_id))?;
+        tally(&mut s, n, &r, fired)?;
+        if r.is_err() {
+            // Refused: the plan is still whole, and unloads unarmed.
+            check_usage(&d, &after_load, &format!("unload refused at point {n}"))?;
+            d.resolve(p.plan_id, 1, 0, 0)
+                .ctx("RESOLVE after a refused unload")?;
+            d.plan_unload(p.plan_id).ctx("unarmed PLAN_UNLOAD")?;
+        }
+    }
+    drop(d);
+    Ok(s)
 }
 
 /// Faults while a file with plans is closed (or a plan unloaded) never
@@ -316,70 +429,9 @@ pub fn fault_injection_unload_and_close_every_point(notes: &mut Notes) -> TestRe
     let blob = every_local_kind(16 * KIB).to_blob().ctx("build")?;
     let blob2 = one_buffer(1, 4 * KIB).to_blob().ctx("build")?;
 
-    let open_with_plans = || -> Result<(Device, u32), Fail> {
-        let d = open_device(device_index())?;
-        let a = d.plan_load(&blob2, CHANNEL_ANY).ctx("PLAN_LOAD")?;
-        let r = Plan::new(0, 0).with(Record::remote(1, 0, a.plan_id, 1));
-        d.plan_load(&r.to_blob().ctx("build")?, CHANNEL_ANY)
-            .ctx("PLAN_LOAD remote")?;
-        let p = d.plan_load(&blob, CHANNEL_ANY).ctx("PLAN_LOAD")?;
-        Ok((d, p.plan_id))
-    };
-
-    // Close.
-    let k_close = {
-        let (d, _) = open_with_plans()?;
-        let b = dbg.points().ctx("fail_points")?;
-        drop(d);
-        dbg.points().ctx("fail_points")? - b
-    };
-    let mut fired_close = 0;
-    for n in 1..=k_close.max(1) + 1 {
-        let (d, _) = open_with_plans()?;
-        let (_, fired) = armed(&dbg, n, || -> io::Result<()> {
-            drop(d);
-            Ok(())
-        })?;
-        fired_close += u64::from(fired);
-        let u = usage(&watch)?;
-        ensure_eq(
-            &format!("device usage after close with point {n} armed"),
-            u.device(),
-            before.device(),
-        )?;
-    }
-
-    // Unload.
-    let (d, id) = open_with_plans()?;
-    let with = usage(&d)?;
-    let k_unload = {
-        let b = dbg.points().ctx("fail_points")?;
-        d.plan_unload(id).ctx("PLAN_UNLOAD")?;
-        dbg.points().ctx("fail_points")? - b
-    };
-    let mut s = Sweep {
-        points: k_unload,
-        ..Default::default()
-    };
-    for n in 1..=k_unload.max(1) + 1 {
-        let p = d.plan_load(&blob, CHANNEL_ANY).ctx("PLAN_LOAD")?;
-        let after_load = usage(&d)?;
-        ensure_eq(
-            "usage of the reloaded plan",
-            after_load.device(),
-            with.device(),
-        )?;
-        let (r, fired) = armed(&dbg, n, || d.plan_unload(p.plan_id))?;
-        tally(&mut s, n, &r, fired)?;
-        if r.is_err() {
-            // Refused: the plan is still whole, and unloads unarmed.
-            check_usage(&d, &after_load, &format!("unload refused at point {n}"))?;
-            d.resolve(p.plan_id, 1, 0, 0)
-                .ctx("RESOLVE after a refused unload")?;
-            d.plan_unload(p.plan_id).ctx("unarmed PLAN_UNLOAD")?;
-        }
-    }
-    drop(d);
+    let (k_close, fired_close) = sweep_close(&dbg, &watch, &before, &blob, &blob2)?;
+    let s = sweep_unload(&dbg, &blob, &blob2)?;
+    let k_unload = s.points;
     let u = usage(&watch)?;
     ensure_eq("device usage at the end", u.device(), before.device())?;
     notes.add(format!(

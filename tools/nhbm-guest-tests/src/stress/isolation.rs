@@ -48,38 +48,15 @@ pub fn other_files_cannot_reach_a_plan(notes: &mut Notes) -> TestResult {
     let p = owner.plan_load(&blob, CHANNEL_ANY).ctx("PLAN_LOAD")?;
     let id = p.plan_id;
 
-    let probe = |d: &Device, who: &str| -> TestResult {
-        var_refused(d, id, libc::ENOENT, who)?;
-        ensure_errno(
-            &format!("{who}: PLAN_UNLOAD"),
-            d.plan_unload(id),
-            libc::ENOENT,
-        )?;
-        // A REMOTE into the other file's plan.
-        let remote = Plan::new(0, 0).with(Record::remote(1, 0, id, 1));
-        let b = remote.to_blob().ctx("build")?;
-        ensure_errno(
-            &format!("{who}: PLAN_LOAD of a REMOTE into it"),
-            d.plan_load(&b, CHANNEL_ANY),
-            libc::ENOENT,
-        )?;
-        let s = d.mem_stats().ctx("MEM_STATS")?;
-        ensure_eq(
-            &format!("{who}: own_plans"),
-            (s.own_plans, s.own_bytes, s.own_chunks),
-            (0, 0, 0),
-        )
-    };
-
-    probe(&open_device(device_index())?, "second file")?;
+    probe_foreign_file(&open_device(device_index())?, id, "second file")?;
     // Same plan id on the second device: a different namespace.
     if let Ok(other_dev) = Device::open(device_index() + 1) {
-        probe(&other_dev, "file of the other device")?;
+        probe_foreign_file(&other_dev, id, "file of the other device")?;
     }
     // Another process: its own file, and the inherited one is the owner's.
     let r = fork_child(|| {
         let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
-        probe(&d, "file of another process").map_err(|f| match f {
+        probe_foreign_file(&d, id, "file of another process").map_err(|f| match f {
             Fail::Fail(m) | Fail::Skip(m) => m,
         })
     })?;
@@ -101,6 +78,32 @@ pub fn other_files_cannot_reach_a_plan(notes: &mut Notes) -> TestResult {
     Ok(())
 }
 
+/// Every way file `d` (described by `who`) could reach plan `id` of
+/// another file gets ENOENT: its vars, PLAN_UNLOAD, a REMOTE into it; and
+/// `d` owns nothing.
+fn probe_foreign_file(d: &Device, id: u32, who: &str) -> TestResult {
+    var_refused(d, id, libc::ENOENT, who)?;
+    ensure_errno(
+        &format!("{who}: PLAN_UNLOAD"),
+        d.plan_unload(id),
+        libc::ENOENT,
+    )?;
+    // A REMOTE into the other file's plan.
+    let remote = Plan::new(0, 0).with(Record::remote(1, 0, id, 1));
+    let b = remote.to_blob().ctx("build")?;
+    ensure_errno(
+        &format!("{who}: PLAN_LOAD of a REMOTE into it"),
+        d.plan_load(&b, CHANNEL_ANY),
+        libc::ENOENT,
+    )?;
+    let s = d.mem_stats().ctx("MEM_STATS")?;
+    ensure_eq(
+        &format!("{who}: own_plans"),
+        (s.own_plans, s.own_bytes, s.own_chunks),
+        (0, 0, 0),
+    )
+}
+
 fn check_no_pointer(what: &str, v: u64) -> TestResult {
     ensure(!looks_like_kernel_pointer(v), || {
         format!("{what} = {v:#x} looks like a kernel pointer")
@@ -111,7 +114,29 @@ fn check_no_pointer(what: &str, v: u64) -> TestResult {
 /// the kernel did not mean to write.
 pub fn no_kernel_pointers_reach_userspace(notes: &mut Notes) -> TestResult {
     let d = open_device(device_index())?;
-    // DEVICE_INFO over a poisoned buffer: every field written, none a pointer.
+    let info = poisoned_device_info(&d)?;
+    check_poisoned_mem_stats(&d)?;
+    let plan = every_local_kind(16 * KIB);
+    let (plan_id, addrs) = poisoned_plan_load(&d, &info, &plan)?;
+    check_resolve_batch_answers_only(&d, &plan, plan_id, &addrs)?;
+    // RESET's status word.
+    let st = d.reset(RESET_DEVICE, 0).ctx("RESET")?;
+    ensure_eq("RESET status", st, 0)?;
+    let scanned = debugfs_without_pointers()?;
+    d.plan_unload(plan_id).ctx("PLAN_UNLOAD")?;
+    notes.add(format!(
+        "DEVICE_INFO, MEM_STATS, PLAN_LOAD, RESOLVE_BATCH, RESET checked; debugfs scanned: {}",
+        if scanned.is_empty() {
+            "none (files missing)".to_string()
+        } else {
+            scanned.join(" ")
+        }
+    ));
+    Ok(())
+}
+
+/// DEVICE_INFO over a poisoned buffer: every field written, none a pointer.
+fn poisoned_device_info(d: &Device) -> Result<DeviceInfo, Fail> {
     let mut raw = [0xAAu8; size_of::<DeviceInfo>()];
     // SAFETY: writable bytes of the size DEVICE_INFO writes.
     unsafe { d.ioctl_raw(IOC_DEVICE_INFO, raw.as_mut_ptr() as *mut libc::c_void) }
@@ -135,8 +160,12 @@ pub fn no_kernel_pointers_reach_userspace(notes: &mut Notes) -> TestResult {
     ensure(info.abi_version == ABI_VERSION, || {
         format!("abi_version {:#x}", info.abi_version)
     })?;
+    Ok(info)
+}
 
-    // MEM_STATS over a poisoned buffer: absent pools all zero.
+/// MEM_STATS over a poisoned buffer: absent pools all zero, present ones
+/// no pointers.
+fn check_poisoned_mem_stats(d: &Device) -> TestResult {
     let mut raw = [0xAAu8; size_of::<MemStats>()];
     // SAFETY: writable bytes of the size MEM_STATS writes.
     unsafe { d.ioctl_raw(IOC_MEM_STATS, raw.as_mut_ptr() as *mut libc::c_void) }
@@ -153,9 +182,12 @@ pub fn no_kernel_pointers_reach_userspace(notes: &mut Notes) -> TestResult {
             }
         }
     }
+    Ok(())
+}
 
-    // PLAN_LOAD: a small plan id, addresses in HBM, rsvd written as zero.
-    let plan = every_local_kind(16 * KIB);
+/// PLAN_LOAD of `plan` over poisoned outputs: a small plan id, addresses in
+/// HBM, rsvd written as zero. Returns the plan id and the addresses.
+fn poisoned_plan_load(d: &Device, info: &DeviceInfo, plan: &Plan) -> Result<(u32, Vec<u64>), Fail> {
     let blob = plan.to_blob().ctx("build")?;
     let mut addrs = vec![0xAAAA_AAAA_AAAA_AAAAu64; plan.records.len()];
     let mut arg = PlanLoad {
@@ -183,13 +215,22 @@ pub fn no_kernel_pointers_reach_userspace(notes: &mut Notes) -> TestResult {
         addrs: addrs.clone(),
     };
     let rawp = plan.to_raw().ctx("build")?;
-    check_loaded(&d, &info, &rawp, &loaded, 16).map_err(Fail::Fail)?;
+    check_loaded(d, info, &rawp, &loaded, 16).map_err(Fail::Fail)?;
     ensure(
         arg.bytes_allocated > 0 && arg.bytes_allocated < info.channel_size[0],
         || format!("bytes_allocated {:#x}", arg.bytes_allocated),
     )?;
+    Ok((arg.plan_id, addrs))
+}
 
-    // RESOLVE_BATCH answers only addr and status; the rest stays as sent.
+/// RESOLVE_BATCH on plan `plan_id` (`plan` loaded at `addrs`) answers only
+/// addr and status; the rest stays as sent.
+fn check_resolve_batch_answers_only(
+    d: &Device,
+    plan: &Plan,
+    plan_id: u32,
+    addrs: &[u64],
+) -> TestResult {
     let mut qs: Vec<ResolveQuery> = plan
         .records
         .iter()
@@ -208,7 +249,7 @@ pub fn no_kernel_pointers_reach_userspace(notes: &mut Notes) -> TestResult {
         size: 1,
         addr: 0,
     });
-    d.resolve_batch(arg.plan_id, &mut qs).ctx("RESOLVE_BATCH")?;
+    d.resolve_batch(plan_id, &mut qs).ctx("RESOLVE_BATCH")?;
     for (k, q) in qs.iter().enumerate() {
         if k < plan.records.len() {
             ensure_eq(&format!("query {k} status"), q.status, 0)?;
@@ -225,11 +266,12 @@ pub fn no_kernel_pointers_reach_userspace(notes: &mut Notes) -> TestResult {
             })?;
         }
     }
-    // RESET's status word.
-    let st = d.reset(RESET_DEVICE, 0).ctx("RESET")?;
-    ensure_eq("RESET status", st, 0)?;
+    Ok(())
+}
 
-    // debugfs telemetry: readable by root only; still no raw pointers.
+/// debugfs telemetry: readable by root only; still no raw pointers.
+/// Returns the files there were to scan.
+fn debugfs_without_pointers() -> Result<Vec<&'static str>, Fail> {
     let dbg = DevDebugFs::new(device_index());
     let mut scanned = Vec::new();
     for f in ["pools", "plans", "chunks", "kmem"] {
@@ -241,16 +283,7 @@ pub fn no_kernel_pointers_reach_userspace(notes: &mut Notes) -> TestResult {
             scanned.push(f);
         }
     }
-    d.plan_unload(arg.plan_id).ctx("PLAN_UNLOAD")?;
-    notes.add(format!(
-        "DEVICE_INFO, MEM_STATS, PLAN_LOAD, RESOLVE_BATCH, RESET checked; debugfs scanned: {}",
-        if scanned.is_empty() {
-            "none (files missing)".to_string()
-        } else {
-            scanned.join(" ")
-        }
-    ));
-    Ok(())
+    Ok(scanned)
 }
 
 /// The plan whose memory the zero check writes over: every allocating kind,
@@ -318,32 +351,37 @@ pub(crate) fn check_fresh(d: &Device, plan: &Plan, p: &LoadedPlan, who: &str) ->
     Ok(checked)
 }
 
+/// The HBM spans (address, size) of the owned vars of `plan` as loaded in
+/// `p`.
+fn owned_spans(plan: &Plan, p: &LoadedPlan) -> Vec<(u64, u64)> {
+    owned_vars(plan)
+        .iter()
+        .map(|&(v, s)| {
+            let i = plan.records.iter().position(|r| r.var_id == v).unwrap();
+            (p.addrs[i], s)
+        })
+        .collect()
+}
+
+/// Bytes where the spans of `a` and those of `b` overlap.
+fn overlap(a: &[(u64, u64)], b: &[(u64, u64)]) -> u64 {
+    let mut n = 0;
+    for &(x, xs) in a {
+        for &(y, ys) in b {
+            let lo = x.max(y);
+            let hi = (x + xs).min(y + ys);
+            n += hi.saturating_sub(lo);
+        }
+    }
+    n
+}
+
 /// Memory handed to a new plan never shows an older plan's bytes: after an
 /// unload, after a close, and after another process wrote there and exited.
 pub fn new_plans_never_see_old_bytes(notes: &mut Notes) -> TestResult {
     let plan = scrub_plan();
     let blob = plan.to_blob().ctx("build")?;
     let mut overlap_total = 0u64;
-    let spans = |p: &LoadedPlan| -> Vec<(u64, u64)> {
-        owned_vars(&plan)
-            .iter()
-            .map(|&(v, s)| {
-                let i = plan.records.iter().position(|r| r.var_id == v).unwrap();
-                (p.addrs[i], s)
-            })
-            .collect()
-    };
-    let overlap = |a: &[(u64, u64)], b: &[(u64, u64)]| -> u64 {
-        let mut n = 0;
-        for &(x, xs) in a {
-            for &(y, ys) in b {
-                let lo = x.max(y);
-                let hi = (x + xs).min(y + ys);
-                n += hi.saturating_sub(lo);
-            }
-        }
-        n
-    };
     let mut bytes = 0;
 
     // 1. Unload, then load again in the same file.
@@ -354,7 +392,7 @@ pub fn new_plans_never_see_old_bytes(notes: &mut Notes) -> TestResult {
         d.plan_unload(a.plan_id).ctx("PLAN_UNLOAD a")?;
         let b = d.plan_load(&blob, 0).ctx("PLAN_LOAD b")?;
         bytes += check_fresh(&d, &plan, &b, "after unload")?;
-        overlap_total += overlap(&spans(&a), &spans(&b));
+        overlap_total += overlap(&owned_spans(&plan, &a), &owned_spans(&plan, &b));
     }
     // 2. Close a file with its plan loaded, load from another file.
     let first = {
@@ -367,7 +405,7 @@ pub fn new_plans_never_see_old_bytes(notes: &mut Notes) -> TestResult {
         let d = open_device(device_index())?;
         let b = d.plan_load(&blob, 0).ctx("PLAN_LOAD b")?;
         bytes += check_fresh(&d, &plan, &b, "after close")?;
-        overlap_total += overlap(&spans(&first), &spans(&b));
+        overlap_total += overlap(&owned_spans(&plan, &first), &owned_spans(&plan, &b));
     }
     // 3. Another process writes and exits without unloading.
     let blob2 = blob.clone();

@@ -42,6 +42,17 @@ fn victims_intact(owner: &Device, victims: &[(u32, Vec<u8>)]) -> TestResult {
     Ok(())
 }
 
+/// Opens the device, then gives up root: what an unprivileged tenant holds.
+/// Only for a forked child: the privilege does not come back.
+fn open_unprivileged() -> Result<Device, String> {
+    let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
+    // SAFETY: plain setuid call; from now on this child has no capability.
+    if unsafe { libc::setuid(65534) } != 0 {
+        return Err(format!("setuid: {}", std::io::Error::last_os_error()));
+    }
+    Ok(d)
+}
+
 /// From a second open file, every core's State Buffer is tried at every
 /// MiB and at its last bytes, as an SB variable and through a pointer: no
 /// window lies in HBM, every transfer is EINVAL, and the buffers of the
@@ -114,11 +125,7 @@ pub fn reset_is_not_every_tenants(notes: &mut Notes) -> TestResult {
     // An unprivileged process with its own file beside the owner's: EPERM,
     // and nothing happens to the owner's plans.
     let r = fork_child(|| {
-        let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
-        // SAFETY: plain setuid call; from now on this child has no capability.
-        if unsafe { libc::setuid(65534) } != 0 {
-            return Err(format!("setuid: {}", std::io::Error::last_os_error()));
-        }
+        let d = open_unprivileged()?;
         for (t, map) in [(RESET_DEVICE, 0), (RESET_TPB, 1)] {
             match d.reset(t, map) {
                 Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}
@@ -157,11 +164,7 @@ pub fn reset_is_not_every_tenants(notes: &mut Notes) -> TestResult {
 
     // The device's only open file may reset it without privilege.
     let r = fork_child(|| {
-        let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
-        // SAFETY: plain setuid call.
-        if unsafe { libc::setuid(65534) } != 0 {
-            return Err(format!("setuid: {}", std::io::Error::last_os_error()));
-        }
+        let d = open_unprivileged()?;
         match d.reset(RESET_DEVICE, 0) {
             Ok(0) => Ok(()),
             other => Err(format!("RESET by the only open file: {other:?}")),
@@ -197,11 +200,7 @@ pub fn usage_of_others_is_for_the_administrator(notes: &mut Notes) -> TestResult
         )
     })?;
     let r = fork_child(|| {
-        let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
-        // SAFETY: plain setuid call; from now on this child has no capability.
-        if unsafe { libc::setuid(65534) } != 0 {
-            return Err(format!("setuid: {}", std::io::Error::last_os_error()));
-        }
+        let d = open_unprivileged()?;
         let s = d.mem_stats().map_err(|e| format!("MEM_STATS: {e}"))?;
         let pool = s.pools[0][0];
         if (pool.used, pool.peak, pool.live_chunks) != (0, 0, 0) {
@@ -276,11 +275,7 @@ pub fn refused_resets_leave_no_audit_record(notes: &mut Notes) -> TestResult {
         w(&format!("{TRACEFS}/trace"), "")?;
         w(&format!("{probe}/enable"), "1")?;
         let r = fork_child(|| {
-            let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
-            // SAFETY: plain setuid call; from now on this child has no capability.
-            if unsafe { libc::setuid(65534) } != 0 {
-                return Err(format!("setuid: {}", std::io::Error::last_os_error()));
-            }
+            let d = open_unprivileged()?;
             for _ in 0..TRIES {
                 match d.reset(RESET_DEVICE, 0) {
                     Err(e) if e.raw_os_error() == Some(libc::EPERM) => {}

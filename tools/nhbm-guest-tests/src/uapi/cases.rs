@@ -6,7 +6,7 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
 use nhbm::uapi::*;
 use nhbm::validate::mr_type_name;
-use nhbm::{Device, Plan, Record};
+use nhbm::{Device, LoadedPlan, Plan, Record};
 
 use crate::fixtures::*;
 use crate::kinds::{real_kind, REAL_KINDS, REAL_KINDS_ABI_VERSION};
@@ -186,8 +186,42 @@ pub fn every_kind_loads_and_resolves() -> TestResult {
     let blob = plan
         .to_blob_for(&nhbm::Limits::from_device_info(&i))
         .ctx("build")?;
-    // Every kind travels with the real format's number (the one literal
-    // table), each record in its own place of the blob.
+    check_blob_kinds(&plan, &blob)?;
+    let p = d.plan_load(&blob, CHANNEL_ANY).ctx("PLAN_LOAD")?;
+    ensure(p.plan_id != other.plan_id, || {
+        format!("both plans got id {}", p.plan_id)
+    })?;
+    ensure_eq("addrs.len()", p.addrs.len(), plan.records.len())?;
+    let pa = resolve_every_record(&d, &plan, &p)?;
+
+    // HBM allocations: inside a channel, aligned, pairwise disjoint.
+    let mut spans = allocation_spans(&i, &plan, &pa)?;
+    scratchpad_spans(&i, &plan, &p, &mut spans)?;
+    check_disjoint(&mut spans)?;
+
+    check_aliases(&p, &pa)?;
+    check_clear_of_state_buffers(&i, &pa, &spans)?;
+    let remote = d
+        .resolve(other.plan_id, 1, 0, 0)
+        .ctx("RESOLVE remote target")?;
+    ensure_eq("MR_REMOTE (16) = var 1 of the other plan", pa[&16], remote)?;
+    ensure_errno(
+        "RESOLVE MR_PTR with offset 8",
+        d.resolve(p.plan_id, 8, 8, 0),
+        libc::EINVAL,
+    )?;
+    let held: u64 = spans.iter().map(|s| s.1).sum();
+    ensure(p.bytes_allocated >= held, || {
+        format!(
+            "bytes_allocated {:#x} is below the {held:#x} bytes the plan holds",
+            p.bytes_allocated
+        )
+    })
+}
+
+/// Every kind of `plan` travels in `blob` with the real format's number
+/// (the one literal table), each record in its own place of the blob.
+fn check_blob_kinds(plan: &Plan, blob: &[u8]) -> TestResult {
     let mut kinds = std::collections::BTreeSet::new();
     for (k, r) in plan.records.iter().enumerate() {
         let at = PLAN_HEADER_SIZE + k * MEM_REF_SIZE;
@@ -196,13 +230,17 @@ pub fn every_kind_loads_and_resolves() -> TestResult {
         ensure_eq(&format!("{name} in the blob"), Some(raw), real_kind(&name))?;
         kinds.insert(raw);
     }
-    ensure_eq("kinds in the plan", kinds.len(), REAL_KINDS.len() - 1)?;
-    let p = d.plan_load(&blob, CHANNEL_ANY).ctx("PLAN_LOAD")?;
-    ensure(p.plan_id != other.plan_id, || {
-        format!("both plans got id {}", p.plan_id)
-    })?;
-    ensure_eq("addrs.len()", p.addrs.len(), plan.records.len())?;
+    ensure_eq("kinds in the plan", kinds.len(), REAL_KINDS.len() - 1)
+}
 
+/// Every record of `plan`, loaded as `p`, is staged and resolves to its
+/// address, and (but a pointer) its last byte to the address of its last
+/// byte. Returns each var's address.
+fn resolve_every_record(
+    d: &Device,
+    plan: &Plan,
+    p: &LoadedPlan,
+) -> Result<HashMap<u32, u64>, Fail> {
     let mut pa: HashMap<u32, u64> = HashMap::new();
     for (r, &a) in plan.records.iter().zip(&p.addrs) {
         ensure(a != PA_UNSTAGED, || {
@@ -224,9 +262,20 @@ pub fn every_kind_loads_and_resolves() -> TestResult {
         }
         pa.insert(r.var_id, a);
     }
+    Ok(pa)
+}
 
-    // HBM allocations: inside a channel, aligned, pairwise disjoint.
-    let mut spans: Vec<(u64, u64, String)> = Vec::new();
+/// An HBM span: its address, its size and what holds it.
+type Span = (u64, u64, String);
+
+/// The records of `plan` that allocate HBM, each inside one channel and
+/// aligned as asked (`pa`: each var's address).
+fn allocation_spans(
+    i: &DeviceInfo,
+    plan: &Plan,
+    pa: &HashMap<u32, u64>,
+) -> Result<Vec<Span>, Fail> {
+    let mut spans = Vec::new();
     for r in &plan.records {
         let a = pa[&r.var_id];
         if matches!(
@@ -239,7 +288,7 @@ pub fn every_kind_loads_and_resolves() -> TestResult {
                 | MR_LIST
                 | MR_PTR_TABLE
         ) {
-            ensure(in_hbm(&i, a, r.size), || {
+            ensure(in_hbm(i, a, r.size), || {
                 format!(
                     "var {} at {a:#x} +{:#x} is not inside one channel",
                     r.var_id, r.size
@@ -252,6 +301,17 @@ pub fn every_kind_loads_and_resolves() -> TestResult {
             spans.push((a, r.size, format!("var {}", r.var_id)));
         }
     }
+    Ok(spans)
+}
+
+/// Adds the scratchpads of `plan`, loaded as `p`, to `spans`: each staged
+/// and inside one channel.
+fn scratchpad_spans(
+    i: &DeviceInfo,
+    plan: &Plan,
+    p: &LoadedPlan,
+    spans: &mut Vec<Span>,
+) -> TestResult {
     for (name, base, size) in [
         (
             "local scratchpad",
@@ -264,11 +324,16 @@ pub fn every_kind_loads_and_resolves() -> TestResult {
             plan.shared_scratchpad_size,
         ),
     ] {
-        ensure(base != PA_UNSTAGED && in_hbm(&i, base, size), || {
+        ensure(base != PA_UNSTAGED && in_hbm(i, base, size), || {
             format!("{name} at {base:#x} +{size:#x}")
         })?;
         spans.push((base, size, name.to_string()));
     }
+    Ok(())
+}
+
+/// Sorts `spans` and checks that no two overlap.
+fn check_disjoint(spans: &mut [Span]) -> TestResult {
     spans.sort();
     for w in spans.windows(2) {
         ensure(w[0].0 + w[0].1 <= w[1].0, || {
@@ -278,7 +343,13 @@ pub fn every_kind_loads_and_resolves() -> TestResult {
             )
         })?;
     }
+    Ok(())
+}
 
+/// The records of `every_local_kind` that alias others (`pa`: each var's
+/// address in `p`): the pointer, the scratchpad windows and the State
+/// Buffer window at an offset.
+fn check_aliases(p: &LoadedPlan, pa: &HashMap<u32, u64>) -> TestResult {
     ensure_eq("MR_PTR (8) = its target (3)", pa[&8], pa[&3])?;
     ensure_eq(
         "MR_VIRTUAL_TMP_BUF local (6)",
@@ -290,35 +361,29 @@ pub fn every_kind_loads_and_resolves() -> TestResult {
         pa[&7],
         p.shared_scratchpad_pa + 512,
     )?;
-    ensure_eq("MR_SB core 0 offset 0x1000 (14)", pa[&14], pa[&13] + 0x1000)?;
+    ensure_eq("MR_SB core 0 offset 0x1000 (14)", pa[&14], pa[&13] + 0x1000)
+}
+
+/// The State Buffers of cores 0 and 1 (vars 13 and 15 at `pa`) do not
+/// overlap each other, nor any of the HBM `spans`.
+fn check_clear_of_state_buffers(
+    i: &DeviceInfo,
+    pa: &HashMap<u32, u64>,
+    spans: &[Span],
+) -> TestResult {
     let sbuf = i.sbuf_size;
     let (sb0, sb1) = (pa[&13], pa[&15]);
     ensure(sb0.abs_diff(sb1) >= sbuf, || {
         format!("SBUF of core 0 ({sb0:#x}) and core 1 ({sb1:#x}) overlap")
     })?;
-    for (a, s, n) in &spans {
+    for (a, s, n) in spans {
         for sb in [sb0, sb1] {
             ensure(a + s <= sb || sb + sbuf <= *a, || {
                 format!("{n} at {a:#x} overlaps the state buffer at {sb:#x}")
             })?;
         }
     }
-    let remote = d
-        .resolve(other.plan_id, 1, 0, 0)
-        .ctx("RESOLVE remote target")?;
-    ensure_eq("MR_REMOTE (16) = var 1 of the other plan", pa[&16], remote)?;
-    ensure_errno(
-        "RESOLVE MR_PTR with offset 8",
-        d.resolve(p.plan_id, 8, 8, 0),
-        libc::EINVAL,
-    )?;
-    let held: u64 = spans.iter().map(|s| s.1).sum();
-    ensure(p.bytes_allocated >= held, || {
-        format!(
-            "bytes_allocated {:#x} is below the {held:#x} bytes the plan holds",
-            p.bytes_allocated
-        )
-    })
+    Ok(())
 }
 
 pub fn list_tables_hold_listed_addresses() -> TestResult {
@@ -910,18 +975,23 @@ pub fn remote_to_missing_plan_or_var_is_enoent() -> TestResult {
         .ctx("PLAN_UNLOAD of the would-be target")
 }
 
-pub fn resolve_batch_answers_each_query_in_place() -> TestResult {
-    let d = dev()?;
-    let p = load_every_local_kind(&d)?;
-    let b3 = d.resolve(p.plan_id, 3, 0, 0).ctx("RESOLVE 3")?;
-    let b6 = d.resolve(p.plan_id, 6, 0, 0).ctx("RESOLVE 6")?;
-    let q = |var_id, offset, size| ResolveQuery {
+/// A query of `size` bytes at `offset` into `var_id`, its answer fields
+/// holding junk for the kernel to overwrite.
+fn junk_query(var_id: u32, offset: u64, size: u64) -> ResolveQuery {
+    ResolveQuery {
         var_id,
         status: 12345,
         offset,
         size,
         addr: 0xDEAD,
-    };
+    }
+}
+
+/// One RESOLVE_BATCH on plan `plan_id` of `every_local_kind` (var 3 at
+/// `b3`, var 6 at `b6`) answers each of its queries, good and bad, in its
+/// own place, and leaves every query's inputs as sent.
+fn check_batch_answers(d: &Device, plan_id: u32, b3: u64, b6: u64) -> TestResult {
+    let q = junk_query;
     let mut qs = vec![
         q(3, 0, 8 * KIB),
         q(3, 8 * KIB - 1, 1),
@@ -933,7 +1003,7 @@ pub fn resolve_batch_answers_each_query_in_place() -> TestResult {
         q(8, 0, 8),
     ];
     let orig = qs.clone();
-    d.resolve_batch(p.plan_id, &mut qs).ctx("RESOLVE_BATCH")?;
+    d.resolve_batch(plan_id, &mut qs).ctx("RESOLVE_BATCH")?;
     let want: [(i32, Option<u64>); 8] = [
         (0, Some(b3)),
         (0, Some(b3 + 8 * KIB - 1)),
@@ -959,13 +1029,22 @@ pub fn resolve_batch_answers_each_query_in_place() -> TestResult {
             (orig[k].var_id, orig[k].offset, orig[k].size),
         )?;
     }
-    let mut many = vec![q(3, 0, 0); MAX_BATCH as usize + 1];
+    Ok(())
+}
+
+pub fn resolve_batch_answers_each_query_in_place() -> TestResult {
+    let d = dev()?;
+    let p = load_every_local_kind(&d)?;
+    let b3 = d.resolve(p.plan_id, 3, 0, 0).ctx("RESOLVE 3")?;
+    let b6 = d.resolve(p.plan_id, 6, 0, 0).ctx("RESOLVE 6")?;
+    check_batch_answers(&d, p.plan_id, b3, b6)?;
+    let mut many = vec![junk_query(3, 0, 0); MAX_BATCH as usize + 1];
     ensure_errno(
         "RESOLVE_BATCH of NHBM_MAX_BATCH + 1",
         d.resolve_batch(p.plan_id, &mut many),
         libc::E2BIG,
     )?;
-    let mut full = vec![q(3, 1, 1); MAX_BATCH as usize];
+    let mut full = vec![junk_query(3, 1, 1); MAX_BATCH as usize];
     d.resolve_batch(p.plan_id, &mut full)
         .ctx("RESOLVE_BATCH of NHBM_MAX_BATCH")?;
     ensure(

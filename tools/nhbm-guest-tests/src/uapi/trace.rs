@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use nhbm::uapi::*;
-use nhbm::{Plan, Record};
+use nhbm::{Device, LoadedPlan, Plan, Record};
 
 use crate::fixtures::*;
 use crate::ktap::*;
@@ -98,7 +98,6 @@ pub fn trace_events_report_loads_transfers_and_resets(notes: &mut Notes) -> Test
     ensure(std::path::Path::new(&ours).is_dir(), || {
         format!("{ours} is missing: the module's events are not registered")
     })?;
-    let w = |file: &str, v: &str| std::fs::write(file, v).ctx(file);
     let d = dev()?;
     let index = device_index();
     let plan = Plan::new(0, 0)
@@ -107,61 +106,19 @@ pub fn trace_events_report_loads_transfers_and_resets(notes: &mut Notes) -> Test
         .with(Record::buffer(3, 4 * KIB));
     let blob = plan.to_blob().ctx("build")?;
     let data = pattern(24 * KIB, 91);
-    let traced = (|| -> Result<_, Fail> {
-        w(&format!("{TRACEFS}/tracing_on"), "1")?;
-        w(&format!("{TRACEFS}/trace"), "")?;
-        w(&format!("{ours}/enable"), "1")?;
-        let loaded = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
-        d.mem_write(loaded.plan_id, 2, 4 * KIB, &data)
-            .ctx("MEM_WRITE")?;
-        let back = read(&d, loaded.plan_id, 2, 4 * KIB, data.len() as u64)?;
-        ensure_bytes("MEM_READ after MEM_WRITE", &back, &data)?;
-        let (offset, _) = d.map_offset(loaded.plan_id, 2).ctx("MAP_OFFSET")?;
-        let m = d.map(loaded.plan_id, 2).ctx("map")?;
-        let mut word = [0u8; 8];
-        m.read(PAGE as usize, &mut word)
-            .ctx("read through the mapping")?;
-        ensure_bytes("a word through the mapping", &word, &data[..8])?;
-        drop(m);
-        d.plan_unload(loaded.plan_id).ctx("PLAN_UNLOAD")?;
-        ensure_eq("RESET status", d.reset(RESET_DEVICE, 0).ctx("RESET")?, 0)?;
-        w(&format!("{ours}/enable"), "0")?;
-        let trace = std::fs::read_to_string(format!("{TRACEFS}/trace")).ctx("trace")?;
-        Ok((loaded, offset, trace))
-    })();
+    let traced = traced_calls(&d, &ours, &blob, &data);
     // Off again whatever happened.
     let _ = std::fs::write(format!("{ours}/enable"), "0");
     let (loaded, offset, trace) = traced?;
     let evs = events(&trace);
-    let names: Vec<&str> = evs.iter().map(|e| e.name.as_str()).collect();
-    ensure_eq(
-        "events",
-        names.as_slice(),
-        &[
-            "nhbm_plan_load",
-            "nhbm_mem_xfer",
-            "nhbm_mem_xfer",
-            "nhbm_map_fault",
-            "nhbm_plan_unload",
-            "nhbm_reset_begin",
-            "nhbm_reset_end",
-        ],
-    )?;
-    for e in &evs {
-        e.expect("dev", index)?;
-    }
+    check_names_and_device(&evs, index)?;
     let id = loaded.plan_id;
     let bytes = loaded.bytes_allocated;
     ensure(bytes >= 76 * KIB, || format!("bytes_allocated {bytes}"))?;
     let [load, write, read, fault, unload, begin, end] = &evs[..] else {
         unreachable!("seven events, checked above");
     };
-    // The word at 4 KiB into the mapping: its second page, and from there
-    // one page on a simulated device, the variable's other 15 on a BAR.
-    fault.expect("pgoff", format!("{:#x}", offset / PAGE + 1))?;
-    let simulated = info(&d)?.simulated != 0;
-    fault.expect("pages", if simulated { 1 } else { 15 })?;
-    fault.expect("result", 0)?;
+    check_fault(fault, offset, &d)?;
     for (e, what) in [(load, "load"), (unload, "unload")] {
         e.expect("plan", id)?;
         e.expect("records", 3)?;
@@ -176,6 +133,80 @@ pub fn trace_events_report_loads_transfers_and_resets(notes: &mut Notes) -> Test
         e.expect("result", 0)?;
         notes.add(format!("{dir} of {} bytes {} ns", data.len(), e.took()?));
     }
+    check_reset(begin, end, notes)
+}
+
+/// The traced calls left exactly their seven events, in order, each naming
+/// device `index`.
+fn check_names_and_device(evs: &[Event], index: u32) -> TestResult {
+    let names: Vec<&str> = evs.iter().map(|e| e.name.as_str()).collect();
+    ensure_eq(
+        "events",
+        names.as_slice(),
+        &[
+            "nhbm_plan_load",
+            "nhbm_mem_xfer",
+            "nhbm_mem_xfer",
+            "nhbm_map_fault",
+            "nhbm_plan_unload",
+            "nhbm_reset_begin",
+            "nhbm_reset_end",
+        ],
+    )?;
+    for e in evs {
+        e.expect("dev", index)?;
+    }
+    Ok(())
+}
+
+/// With the neuron_hbm events (`ours`) enabled: loads `blob`, writes `data`
+/// 4 KiB into its var 2 and reads it back, reads a word of the var's second
+/// page through a mapping, unloads the plan and resets the device. Returns
+/// the loaded plan, the var's mmap offset and the trace. Leaves the events
+/// enabled on failure.
+fn traced_calls(
+    d: &Device,
+    ours: &str,
+    blob: &[u8],
+    data: &[u8],
+) -> Result<(LoadedPlan, u64, String), Fail> {
+    let w = |file: &str, v: &str| std::fs::write(file, v).ctx(file);
+    w(&format!("{TRACEFS}/tracing_on"), "1")?;
+    w(&format!("{TRACEFS}/trace"), "")?;
+    w(&format!("{ours}/enable"), "1")?;
+    let loaded = d.plan_load(blob, 0).ctx("PLAN_LOAD")?;
+    d.mem_write(loaded.plan_id, 2, 4 * KIB, data)
+        .ctx("MEM_WRITE")?;
+    let back = read(d, loaded.plan_id, 2, 4 * KIB, data.len() as u64)?;
+    ensure_bytes("MEM_READ after MEM_WRITE", &back, data)?;
+    let (offset, _) = d.map_offset(loaded.plan_id, 2).ctx("MAP_OFFSET")?;
+    let m = d.map(loaded.plan_id, 2).ctx("map")?;
+    let mut word = [0u8; 8];
+    m.read(PAGE as usize, &mut word)
+        .ctx("read through the mapping")?;
+    ensure_bytes("a word through the mapping", &word, &data[..8])?;
+    drop(m);
+    d.plan_unload(loaded.plan_id).ctx("PLAN_UNLOAD")?;
+    ensure_eq("RESET status", d.reset(RESET_DEVICE, 0).ctx("RESET")?, 0)?;
+    w(&format!("{ours}/enable"), "0")?;
+    let trace = std::fs::read_to_string(format!("{TRACEFS}/trace")).ctx("trace")?;
+    Ok((loaded, offset, trace))
+}
+
+/// The mapping's fault event: the word at 4 KiB into the mapping of the
+/// var at mmap `offset` is in its second page, and from there `d` maps one
+/// page on a simulated device, the variable's other 15 on a BAR.
+fn check_fault(fault: &Event, offset: u64, d: &Device) -> TestResult {
+    fault.expect("pgoff", format!("{:#x}", offset / PAGE + 1))?;
+    let simulated = info(d)?.simulated != 0;
+    fault.expect("pages", if simulated { 1 } else { 15 })?;
+    fault.expect("result", 0)
+}
+
+/// The device reset's events: its kind, and at its end success, no
+/// re-sent request, and polls and looks of the firmware that its time
+/// covers (every poll follows a 100 ms sleep).
+fn check_reset(begin: &Event, end: &Event, notes: &mut Notes) -> TestResult {
     begin.expect("type", "device")?;
     begin.expect("map", "0x0")?;
     end.expect("type", "device")?;
