@@ -180,6 +180,55 @@ fn read_var(env: &Env, plan: u32, var: u32, off: u64, len: u64) -> Result<Vec<u8
 /// tables of the listed addresses, zeroed scratchpad windows; a write reads
 /// back; resolve bounds hold.
 fn verify_contents(env: &Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &mut Vec<String>) {
+    let Some(writable) = check_initial_contents(env, plan, p, f) else {
+        return;
+    };
+    if !writable.is_empty() {
+        write_and_read_back(env, p, &writable, rng, f);
+    }
+    check_sbuf_windows(env, plan, p, f);
+    check_pointer_offsets(env, plan, p, f);
+}
+
+/// Whether a variable of this kind is allocated memory that may be written.
+fn is_writable(kind: &Kind) -> bool {
+    matches!(
+        kind,
+        Kind::Input | Kind::Output | Kind::Buffer | Kind::BufferStaged | Kind::TmpBuf
+    )
+}
+
+/// What `r` must read right after the load, when the plan tells: its
+/// payload then zeros, its table of the listed addresses `pa`, or zeros.
+fn expected_contents(r: &Record, pa: &HashMap<u32, u64>) -> Option<Vec<u8>> {
+    match &r.kind {
+        kind if is_writable(kind) => {
+            let mut w = r.data.clone();
+            w.resize(r.size as usize, 0);
+            Some(w)
+        }
+        Kind::List { ids } | Kind::PtrTable { ids } => {
+            let mut w: Vec<u8> = ids
+                .iter()
+                .flat_map(|id| pa.get(id).copied().unwrap_or(PA_UNSTAGED).to_le_bytes())
+                .collect();
+            w.resize(r.size as usize, 0);
+            Some(w)
+        }
+        Kind::VirtualTmpBuf { .. } => Some(vec![0u8; r.size as usize]),
+        _ => None,
+    }
+}
+
+/// Reads every variable whose contents the plan tells and checks its
+/// RESOLVE bounds. Returns the writable variables, or None after the first
+/// variable that does not read as it must (the failure is in `f`).
+fn check_initial_contents<'p>(
+    env: &Env,
+    plan: &'p Plan,
+    p: &LoadedPlan,
+    f: &mut Vec<String>,
+) -> Option<Vec<&'p Record>> {
     let pa: HashMap<u32, u64> = plan
         .records
         .iter()
@@ -188,81 +237,87 @@ fn verify_contents(env: &Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &mu
         .collect();
     let mut writable = Vec::new();
     for r in &plan.records {
-        let want: Option<Vec<u8>> = match &r.kind {
-            Kind::Input | Kind::Output | Kind::Buffer | Kind::BufferStaged | Kind::TmpBuf => {
-                writable.push(r);
-                let mut w = r.data.clone();
-                w.resize(r.size as usize, 0);
-                Some(w)
-            }
-            Kind::List { ids } | Kind::PtrTable { ids } => {
-                let mut w: Vec<u8> = ids
-                    .iter()
-                    .flat_map(|id| pa.get(id).copied().unwrap_or(PA_UNSTAGED).to_le_bytes())
-                    .collect();
-                w.resize(r.size as usize, 0);
-                Some(w)
-            }
-            Kind::VirtualTmpBuf { .. } => Some(vec![0u8; r.size as usize]),
-            _ => None,
+        let Some(want) = expected_contents(r, &pa) else {
+            continue;
         };
-        let Some(want) = want else { continue };
-        match read_var(env, p.plan_id, r.var_id, 0, r.size) {
-            Ok(got) => {
-                if let Some(k) = got.iter().zip(&want).position(|(a, b)| a != b) {
-                    f.push(format!(
-                        "var {} ({:?}) byte {k:#x} reads {:#04x}, want {:#04x} (payload {} bytes)",
-                        r.var_id,
-                        r.kind,
-                        got[k],
-                        want[k],
-                        r.data.len()
-                    ));
-                    return;
-                }
-            }
-            Err(e) => {
-                f.push(e);
-                return;
-            }
+        if is_writable(&r.kind) {
+            writable.push(r);
         }
-        // Bounds: the last byte resolves, one past it does not.
-        let last = env.dev.resolve(p.plan_id, r.var_id, r.size - 1, 1).ok();
-        if last != Some(pa[&r.var_id] + r.size - 1) {
-            f.push(format!("RESOLVE var {} last byte: {last:?}", r.var_id));
+        if let Err(e) = compare_contents(env, p, r, &want) {
+            f.push(e);
+            return None;
         }
-        match env.dev.resolve(p.plan_id, r.var_id, r.size, 1) {
-            Err(e) if errno_of(&e) == libc::EINVAL => {}
-            other => f.push(format!(
-                "RESOLVE var {} one past its end: {other:?}, want EINVAL",
+        check_resolve_bounds(env, p, r, pa[&r.var_id], f);
+    }
+    Some(writable)
+}
+
+/// Reads `r` whole and compares it with `want`; the first byte that
+/// differs, or the read's error, is the failure.
+fn compare_contents(env: &Env, p: &LoadedPlan, r: &Record, want: &[u8]) -> Result<(), String> {
+    let got = read_var(env, p.plan_id, r.var_id, 0, r.size)?;
+    match got.iter().zip(want).position(|(a, b)| a != b) {
+        Some(k) => Err(format!(
+            "var {} ({:?}) byte {k:#x} reads {:#04x}, want {:#04x} (payload {} bytes)",
+            r.var_id,
+            r.kind,
+            got[k],
+            want[k],
+            r.data.len()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Bounds: the last byte of `r` (at `pa`) resolves, one past it does not.
+fn check_resolve_bounds(env: &Env, p: &LoadedPlan, r: &Record, pa: u64, f: &mut Vec<String>) {
+    let last = env.dev.resolve(p.plan_id, r.var_id, r.size - 1, 1).ok();
+    if last != Some(pa + r.size - 1) {
+        f.push(format!("RESOLVE var {} last byte: {last:?}", r.var_id));
+    }
+    match env.dev.resolve(p.plan_id, r.var_id, r.size, 1) {
+        Err(e) if errno_of(&e) == libc::EINVAL => {}
+        other => f.push(format!(
+            "RESOLVE var {} one past its end: {other:?}, want EINVAL",
+            r.var_id
+        )),
+    }
+}
+
+/// Writes random bytes to a random range of one of `writable` (not empty)
+/// and reads them back.
+fn write_and_read_back(
+    env: &Env,
+    p: &LoadedPlan,
+    writable: &[&Record],
+    rng: &mut Rng,
+    f: &mut Vec<String>,
+) {
+    let r = writable[rng.index(writable.len())];
+    let off = rng.below(r.size);
+    let len = rng.range(1, r.size - off);
+    let bytes = rng.bytes(len as usize);
+    if let Err(e) = env.dev.mem_write(p.plan_id, r.var_id, off, &bytes) {
+        f.push(format!(
+            "MEM_WRITE var {}: {}",
+            r.var_id,
+            nhbm::io_errno_name(&e)
+        ));
+    } else {
+        match read_var(env, p.plan_id, r.var_id, off, len) {
+            Ok(b) if b == bytes => {}
+            Ok(_) => f.push(format!(
+                "var {} does not read back what was written",
                 r.var_id
             )),
+            Err(e) => f.push(e),
         }
     }
-    if !writable.is_empty() {
-        let r = writable[rng.index(writable.len())];
-        let off = rng.below(r.size);
-        let len = rng.range(1, r.size - off);
-        let bytes = rng.bytes(len as usize);
-        if let Err(e) = env.dev.mem_write(p.plan_id, r.var_id, off, &bytes) {
-            f.push(format!(
-                "MEM_WRITE var {}: {}",
-                r.var_id,
-                nhbm::io_errno_name(&e)
-            ));
-        } else {
-            match read_var(env, p.plan_id, r.var_id, off, len) {
-                Ok(b) if b == bytes => {}
-                Ok(_) => f.push(format!(
-                    "var {} does not read back what was written",
-                    r.var_id
-                )),
-                Err(e) => f.push(e),
-            }
-        }
-    }
-    // State Buffer windows are on-core SRAM: never in HBM, never moved
-    // through BAR4, whatever names them.
+}
+
+/// State Buffer windows are on-core SRAM: never in HBM, never moved
+/// through BAR4, whatever names them.
+fn check_sbuf_windows(env: &Env, plan: &Plan, p: &LoadedPlan, f: &mut Vec<String>) {
     for (r, &a) in plan.records.iter().zip(&p.addrs) {
         if in_sbuf(plan, r.var_id) != Some(true) {
             continue;
@@ -294,6 +349,10 @@ fn verify_contents(env: &Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &mu
             )),
         }
     }
+}
+
+/// A pointer resolves only at offset 0.
+fn check_pointer_offsets(env: &Env, plan: &Plan, p: &LoadedPlan, f: &mut Vec<String>) {
     for r in &plan.records {
         if matches!(r.kind, Kind::Ptr { .. }) {
             match env.dev.resolve(p.plan_id, r.var_id, 1, 0) {
