@@ -395,16 +395,41 @@ fn span_of(plan: &Plan, var: u32) -> Option<u64> {
 /// plus the offset; refusals are EINVAL (bounds) or ENOENT (unknown var).
 fn probe_bounds(env: &mut Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &mut Vec<String>) {
     for _ in 0..6 {
+        let probe = Probe::draw(plan, p, rng);
+        let r = probe.send(env, p.plan_id);
+        probe.check(r, env.scratch.usable(), f);
+    }
+}
+
+/// One RESOLVE or MEM_READ of `probe_bounds`, and what is known of its
+/// variable.
+struct Probe {
+    var: u32,
+    /// The variable's address from PLAN_LOAD, when it is one of the plan's.
+    pa: Option<u64>,
+    /// Whether the plan has the variable.
+    known: bool,
+    is_ptr: bool,
+    /// See [`span_of`].
+    span: Option<u64>,
+    /// See [`in_sbuf`].
+    sbuf: Option<bool>,
+    offset: u64,
+    size: u64,
+    /// MEM_READ rather than RESOLVE.
+    read: bool,
+}
+
+impl Probe {
+    /// A variable of `plan` (rarely a random id), and an offset and size
+    /// from its edges.
+    fn draw(plan: &Plan, p: &LoadedPlan, rng: &mut Rng) -> Probe {
         let (var, pa) = if rng.chance(7, 8) {
             let k = rng.index(plan.records.len());
             (plan.records[k].var_id, Some(p.addrs[k]))
         } else {
             (rng.next_u32(), None)
         };
-        let known = plan.record(var).is_some();
-        let is_ptr = plan
-            .record(var)
-            .is_some_and(|r| matches!(r.kind, Kind::Ptr { .. }));
         let span = span_of(plan, var);
         let offset = match rng.below(4) {
             0 => 0,
@@ -421,42 +446,69 @@ fn probe_bounds(env: &mut Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &m
                 .wrapping_add(rng.below(3)),
             _ => rng.edgy_u64(),
         };
-        let sbuf = in_sbuf(plan, var);
-        let inside = |span: Option<u64>| {
-            span.is_none_or(|s| offset.checked_add(size).is_some_and(|e| e <= s))
-                && (!is_ptr || offset == 0)
-        };
-        let read = rng.chance(1, 3);
-        let r = if read {
-            let n = (size as usize).min(env.scratch.usable());
+        Probe {
+            var,
+            pa,
+            known: plan.record(var).is_some(),
+            is_ptr: plan
+                .record(var)
+                .is_some_and(|r| matches!(r.kind, Kind::Ptr { .. })),
+            span,
+            sbuf: in_sbuf(plan, var),
+            offset,
+            size,
+            read: rng.chance(1, 3),
+        }
+    }
+
+    /// Whether the range lies inside the variable (a pointer's only at
+    /// offset 0).
+    fn inside(&self) -> bool {
+        self.span
+            .is_none_or(|s| self.offset.checked_add(self.size).is_some_and(|e| e <= s))
+            && (!self.is_ptr || self.offset == 0)
+    }
+
+    /// Sends the probe on plan `plan_id`: the address RESOLVE answered, or
+    /// None for a MEM_READ.
+    fn send(&self, env: &mut Env, plan_id: u32) -> std::io::Result<Option<u64>> {
+        if self.read {
+            let n = (self.size as usize).min(env.scratch.usable());
             let mut arg = MemXfer {
-                plan_id: p.plan_id,
-                var_id: var,
-                offset,
-                len: size,
+                plan_id,
+                var_id: self.var,
+                offset: self.offset,
+                len: self.size,
                 buf: env.scratch.addr_before_guard(n),
             };
             // SAFETY: the buffer ends at our guard page; longer lengths fault.
             unsafe { env.dev.mem_xfer_raw(false, &mut arg) }.map(|()| None)
         } else {
-            env.dev.resolve(p.plan_id, var, offset, size).map(Some)
-        };
+            env.dev
+                .resolve(plan_id, self.var, self.offset, self.size)
+                .map(Some)
+        }
+    }
+
+    /// Checks the answer `r`; `usable` is the room before the guard page.
+    fn check(&self, r: std::io::Result<Option<u64>>, usable: usize, f: &mut Vec<String>) {
+        let (var, offset, size, span) = (self.var, self.offset, self.size, self.span);
         let what = format!(
             "{} var {var} offset {offset:#x} size {size:#x}",
-            if read { "MEM_READ" } else { "RESOLVE" }
+            if self.read { "MEM_READ" } else { "RESOLVE" }
         );
         match r {
             Ok(addr) => {
-                if !known {
+                if !self.known {
                     f.push(format!("{what}: succeeded on a var the plan does not have"));
-                } else if read && sbuf == Some(true) {
+                } else if self.read && self.sbuf == Some(true) {
                     f.push(format!("{what}: moved State Buffer bytes through BAR4"));
-                } else if !inside(span) {
+                } else if !self.inside() {
                     f.push(format!(
                         "{what}: succeeded outside the variable (span {span:x?})"
                     ));
-                } else if let (Some(a), Some(pa)) = (addr, pa) {
-                    if !is_ptr && Some(a) != pa.checked_add(offset) {
+                } else if let (Some(a), Some(pa)) = (addr, self.pa) {
+                    if !self.is_ptr && Some(a) != pa.checked_add(offset) {
                         f.push(format!("{what}: {a:#x}, want {pa:#x} + offset"));
                     }
                 }
@@ -464,13 +516,13 @@ fn probe_bounds(env: &mut Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &m
             Err(e) => {
                 let e = errno_of(&e);
                 let ok = match e {
-                    libc::ENOENT => !known,
+                    libc::ENOENT => !self.known,
                     libc::EINVAL => {
-                        known
-                            && (!(inside(span) && span.is_some() && !is_ptr)
-                                || (read && sbuf != Some(false)))
+                        self.known
+                            && (!(self.inside() && span.is_some() && !self.is_ptr)
+                                || (self.read && self.sbuf != Some(false)))
                     }
-                    libc::EFAULT => read && size as usize > env.scratch.usable(),
+                    libc::EFAULT => self.read && size as usize > usable,
                     _ => false,
                 };
                 if !ok {
