@@ -6,7 +6,7 @@ use nhbm::uapi::*;
 use nhbm::{validate, Kind, LoadedPlan, Plan, RawPlan, Record};
 
 use crate::fixtures::{GIB, KIB, MIB};
-use crate::fuzz::env::{Env, ANCHOR_VARS};
+use crate::fuzz::env::{Env, LoadResult, ANCHOR_VARS};
 use crate::fuzz::gen::valid_plan;
 use crate::fuzz::mutate::{blob_len, cut_point, flip_bits, mutate_field, smash_bytes};
 use crate::rng::Rng;
@@ -602,88 +602,90 @@ pub fn truncation(env: &mut Env, rng: &mut Rng) -> CaseOut {
     let blob = plan.to_raw().expect("generated plans lay out").to_bytes();
     let nmem = plan.records.len();
     match rng.below(6) {
-        0 | 1 => {
-            // Cut short, blob_len telling the truth.
-            let cut = cut_point(rng, blob.len(), nmem);
-            let mut out = CaseOut::new(format!("cut to {cut} of {} bytes", blob.len()));
-            let b = &blob[..cut];
-            if let Some(p) = load_blob(env, b, CHANNEL_ANY, &mut out) {
-                env.settle(b, &p, &mut out.failures);
-            }
-            judge(env, b, &mut out);
-            out.expect(Expect::ErrIn(&[libc::EINVAL, libc::ENOENT]));
-            out
-        }
-        2 | 3 => {
-            // The readable bytes end early; blob_len claims the whole plan.
-            let cut = cut_point(rng, blob.len(), nmem);
-            let mut out = CaseOut::new(format!(
-                "{cut} readable bytes, blob_len {} (guard page after)",
-                blob.len()
-            ));
-            match env.load(&blob[..cut], blob.len() as u64, CHANNEL_ANY) {
-                Ok(p) => {
-                    out.errno = None;
-                    out.loaded = true;
-                    env.settle(&blob, &p, &mut out.failures);
-                }
-                Err(e) => out.errno = Some(e),
-            }
-            out.expect(Expect::Err(libc::EFAULT));
-            out
-        }
-        4 => {
-            // blob_len 0..24 on a readable blob, or a NULL blob.
-            let null = rng.chance(1, 2);
-            let len = if null {
-                blob.len() as u64
-            } else {
-                rng.below(PLAN_HEADER_SIZE as u64)
-            };
-            let mut out = CaseOut::new(format!("blob_len {len}, NULL blob: {null}"));
-            let r = if null {
-                env.load_at(0, &blob, len, CHANNEL_ANY)
-            } else {
-                env.load(&blob[..len as usize], len, CHANNEL_ANY)
-            };
-            match r {
-                Ok(p) => {
-                    out.errno = None;
-                    out.loaded = true;
-                    env.settle(&blob, &p, &mut out.failures);
-                }
-                Err(e) => out.errno = Some(e),
-            }
-            out.expect(Expect::Err(if null { libc::EFAULT } else { libc::EINVAL }));
-            out
-        }
-        _ => {
-            // blob_len far beyond the blob: either refused or the extra
-            // length is never read.
-            let len = match rng.below(4) {
-                0 => u64::MAX,
-                1 => 1 << 40,
-                2 => blob.len() as u64 + (1 << 32),
-                _ => blob.len() as u64 + rng.range(1, 1 << 20),
-            };
-            let mut out = CaseOut::new(format!("blob_len {len:#x} for {} bytes", blob.len()));
-            match env.load(&blob, len, CHANNEL_ANY) {
-                Ok(p) => {
-                    out.errno = None;
-                    out.loaded = true;
-                    env.settle(&blob, &p, &mut out.failures);
-                }
-                Err(e) => out.errno = Some(e),
-            }
-            out.expect(Expect::OkOr(&[
-                libc::EINVAL,
-                libc::E2BIG,
-                libc::EFAULT,
-                libc::ENOMEM,
-            ]));
-            out
-        }
+        0 | 1 => cut_short(env, rng, &blob, nmem),
+        2 | 3 => readable_part_cut(env, rng, &blob, nmem),
+        4 => tiny_or_null_blob(env, rng, &blob),
+        _ => overlong_blob_len(env, rng, &blob),
     }
+}
+
+/// Records the answer of a PLAN_LOAD of `blob` in `out`; a plan the kernel
+/// accepted is checked and unloaded.
+fn settle_load(env: &mut Env, r: LoadResult, blob: &[u8], out: &mut CaseOut) {
+    match r {
+        Ok(p) => {
+            out.errno = None;
+            out.loaded = true;
+            env.settle(blob, &p, &mut out.failures);
+        }
+        Err(e) => out.errno = Some(e),
+    }
+}
+
+/// `blob` of `nmem` records cut short, blob_len telling the truth.
+fn cut_short(env: &mut Env, rng: &mut Rng, blob: &[u8], nmem: usize) -> CaseOut {
+    let cut = cut_point(rng, blob.len(), nmem);
+    let mut out = CaseOut::new(format!("cut to {cut} of {} bytes", blob.len()));
+    let b = &blob[..cut];
+    if let Some(p) = load_blob(env, b, CHANNEL_ANY, &mut out) {
+        env.settle(b, &p, &mut out.failures);
+    }
+    judge(env, b, &mut out);
+    out.expect(Expect::ErrIn(&[libc::EINVAL, libc::ENOENT]));
+    out
+}
+
+/// The readable bytes of `blob` end early; blob_len claims the whole plan.
+fn readable_part_cut(env: &mut Env, rng: &mut Rng, blob: &[u8], nmem: usize) -> CaseOut {
+    let cut = cut_point(rng, blob.len(), nmem);
+    let mut out = CaseOut::new(format!(
+        "{cut} readable bytes, blob_len {} (guard page after)",
+        blob.len()
+    ));
+    let r = env.load(&blob[..cut], blob.len() as u64, CHANNEL_ANY);
+    settle_load(env, r, blob, &mut out);
+    out.expect(Expect::Err(libc::EFAULT));
+    out
+}
+
+/// blob_len 0..24 on a readable blob, or a NULL blob.
+fn tiny_or_null_blob(env: &mut Env, rng: &mut Rng, blob: &[u8]) -> CaseOut {
+    let null = rng.chance(1, 2);
+    let len = if null {
+        blob.len() as u64
+    } else {
+        rng.below(PLAN_HEADER_SIZE as u64)
+    };
+    let mut out = CaseOut::new(format!("blob_len {len}, NULL blob: {null}"));
+    let r = if null {
+        env.load_at(0, blob, len, CHANNEL_ANY)
+    } else {
+        env.load(&blob[..len as usize], len, CHANNEL_ANY)
+    };
+    settle_load(env, r, blob, &mut out);
+    out.expect(Expect::Err(if null { libc::EFAULT } else { libc::EINVAL }));
+    out
+}
+
+/// blob_len far beyond the blob: either refused or the extra length is
+/// never read.
+fn overlong_blob_len(env: &mut Env, rng: &mut Rng, blob: &[u8]) -> CaseOut {
+    let len = match rng.below(4) {
+        0 => u64::MAX,
+        1 => 1 << 40,
+        2 => blob.len() as u64 + (1 << 32),
+        _ => blob.len() as u64 + rng.range(1, 1 << 20),
+    };
+    let mut out = CaseOut::new(format!("blob_len {len:#x} for {} bytes", blob.len()));
+    let r = env.load(blob, len, CHANNEL_ANY);
+    settle_load(env, r, blob, &mut out);
+    out.expect(Expect::OkOr(&[
+        libc::EINVAL,
+        libc::E2BIG,
+        libc::EFAULT,
+        libc::ENOMEM,
+    ]));
+    out
 }
 
 /// Pointer cycles, self references, missing targets, long chains, and
