@@ -691,192 +691,22 @@ fn overlong_blob_len(env: &mut Env, rng: &mut Rng, blob: &[u8]) -> CaseOut {
 /// Pointer cycles, self references, missing targets, long chains, and
 /// MR_REMOTE to this file's anchors, to another file's plans, to plans gone.
 pub fn references(env: &mut Env, rng: &mut Rng) -> CaseOut {
-    let mut plan = valid_plan(rng, &env.gen, 6);
-    let mut used = ids_of(&plan);
-    let buf = fresh_id(&mut used, rng);
-    plan.push(Record::buffer(buf, rng.range(1, 16 * KIB)));
-    let anchor = env.anchors[rng.index(env.anchors.len())];
-    let (avar, asize) = ANCHOR_VARS[rng.index(ANCHOR_VARS.len())];
+    let mut c = RefCase::new(env, rng);
     let variant = rng.below(19);
-    // Plans of a REMOTE chain, unloaded (newest first) at the end.
-    let mut chain: Vec<u32> = Vec::new();
-    let (what, expect): (String, Expect) = match variant {
-        0 => {
-            let len = rng.range(2, 6) as usize;
-            let ids: Vec<u32> = (0..len).map(|_| fresh_id(&mut used, rng)).collect();
-            for k in 0..len {
-                plan.push(Record::ptr(ids[k], ids[(k + 1) % len], 0));
-            }
-            (format!("pointer cycle of {len}"), Expect::Err(libc::EINVAL))
-        }
-        1 => {
-            let id = fresh_id(&mut used, rng);
-            plan.push(Record::ptr(id, id, 0));
-            ("pointer to itself".into(), Expect::Err(libc::EINVAL))
-        }
-        2 => {
-            let id = fresh_id(&mut used, rng);
-            plan.push(Record::list(id, vec![buf, id]));
-            ("list of itself".into(), Expect::Err(libc::EINVAL))
-        }
-        3 => {
-            let id = fresh_id(&mut used, rng);
-            plan.push(Record::ptr_table(id, vec![buf]));
-            (
-                "pointer table of a buffer".into(),
-                Expect::Err(libc::EINVAL),
-            )
-        }
-        4 => {
-            let id = fresh_id(&mut used, rng);
-            let missing = fresh_id(&mut used, rng);
-            plan.push(Record::ptr(id, missing, 0));
-            ("pointer to a missing var".into(), Expect::Err(libc::ENOENT))
-        }
-        5 => {
-            let id = fresh_id(&mut used, rng);
-            let missing = fresh_id(&mut used, rng);
-            plan.push(Record::list(id, vec![buf, missing]));
-            ("list of a missing var".into(), Expect::Err(libc::ENOENT))
-        }
-        6 => {
-            let len = rng.range(2, 200) as usize;
-            let ids: Vec<u32> = (0..len).map(|_| fresh_id(&mut used, rng)).collect();
-            for k in 0..len {
-                let target = if k + 1 < len { ids[k + 1] } else { buf };
-                plan.push(Record::ptr(ids[k], target, 0));
-            }
-            (format!("pointer chain of {len}"), Expect::OkOr(ENOMEM_ONLY))
-        }
-        7 => {
-            let id = fresh_id(&mut used, rng);
-            let other = env.other_ids[rng.index(env.other_ids.len())];
-            plan.push(Record::remote(id, 0, other, 1));
-            (
-                format!("remote to plan {other} of another file"),
-                Expect::Err(libc::ENOENT),
-            )
-        }
-        8 => {
-            let id = fresh_id(&mut used, rng);
-            plan.push(Record::remote(id, 0, anchor, 3));
-            (
-                "remote to a missing var of an anchor".into(),
-                Expect::Err(libc::ENOENT),
-            )
-        }
-        9 => {
-            let id = fresh_id(&mut used, rng);
-            plan.push(Record::remote(id, 0, anchor, avar));
-            ("remote pinning an anchor".into(), Expect::OkOr(ENOMEM_ONLY))
-        }
-        10 => {
-            let id = fresh_id(&mut used, rng);
-            plan.push(Record::remote(id, asize + rng.range(1, 4096), anchor, avar));
-            (
-                "remote larger than its target".into(),
-                Expect::Err(libc::EINVAL),
-            )
-        }
-        11 => {
-            let id = fresh_id(&mut used, rng);
-            let bsize = plan.record(buf).map_or(1, |r| r.size);
-            plan.push(Record::ptr(id, buf, bsize + rng.range(1, 4096)));
-            (
-                "pointer larger than its target".into(),
-                Expect::Err(libc::EINVAL),
-            )
-        }
-        12 => {
-            let id = fresh_id(&mut used, rng);
-            let pid = *rng.pick(&[0, u32::MAX, 0x8000_0000, 4097]);
-            plan.push(Record::remote(id, 0, pid, avar));
-            (
-                format!("remote to plan id {pid:#x}"),
-                Expect::Err(libc::ENOENT),
-            )
-        }
-        13 => {
-            // A plan of this file that is gone by the time of the load.
-            let tmp = Plan::new(0, 0).with(Record::buffer(1, 4096));
-            let b = tmp.to_blob().unwrap();
-            let gone = match env.load(&b, b.len() as u64, CHANNEL_ANY) {
-                Ok(p) => {
-                    let _ = env.dev.plan_unload(p.plan_id);
-                    p.plan_id
-                }
-                Err(_) => 0,
-            };
-            let id = fresh_id(&mut used, rng);
-            plan.push(Record::remote(id, 0, gone, 1));
-            (
-                format!("remote to unloaded plan {gone}"),
-                Expect::Err(libc::ENOENT),
-            )
-        }
-        14 | 15 => {
-            // Lists of every kind, tables of lists.
-            let l1 = fresh_id(&mut used, rng);
-            let l2 = fresh_id(&mut used, rng);
-            let t = fresh_id(&mut used, rng);
-            let mut members: Vec<u32> = plan.records.iter().map(|r| r.var_id).collect();
-            let rid = fresh_id(&mut used, rng);
-            plan.push(Record::remote(rid, 0, anchor, avar));
-            members.push(rid);
-            let n = members.len();
-            let pick: Vec<u32> = (0..rng.range(1, 8))
-                .map(|_| members[rng.index(n)])
-                .collect();
-            plan.push(Record::list(l1, pick));
-            plan.push(Record::list(l2, vec![buf, rid, l1]));
-            plan.push(Record::ptr_table(t, vec![l1, l2, l1]));
-            (
-                "lists of every kind and a pointer table".into(),
-                Expect::OkOr(ENOMEM_ONLY),
-            )
-        }
-        18 => {
-            // A chain of plans, each REMOTE into the one before, starting at
-            // the anchor: deeper than NHBM_MAX_REMOTE_DEPTH is E2BIG.
-            let depth = rng.range(1, u64::from(MAX_REMOTE_DEPTH) + 3) as u32;
-            let mut below = (anchor, avar);
-            for _ in 1..depth {
-                let link = Plan::new(0, 0).with(Record::remote(1, 0, below.0, below.1));
-                let b = link.to_blob().unwrap();
-                match env.load(&b, b.len() as u64, CHANNEL_ANY) {
-                    Ok(p) => {
-                        chain.push(p.plan_id);
-                        below = (p.plan_id, 1);
-                    }
-                    Err(_) => break,
-                }
-            }
-            let id = fresh_id(&mut used, rng);
-            plan.push(Record::remote(id, 0, below.0, below.1));
-            let depth = chain.len() as u32 + 1;
-            let expect = if depth > MAX_REMOTE_DEPTH {
-                Expect::Err(libc::E2BIG)
-            } else {
-                Expect::OkOr(ENOMEM_ONLY)
-            };
-            (format!("remote chain of depth {depth}"), expect)
-        }
-        16 => {
-            let rid = fresh_id(&mut used, rng);
-            let pid = fresh_id(&mut used, rng);
-            plan.push(Record::remote(rid, 0, anchor, avar));
-            plan.push(Record::ptr(pid, rid, 0));
-            ("pointer to a remote".into(), Expect::OkOr(ENOMEM_ONLY))
-        }
-        _ => {
-            let id = fresh_id(&mut used, rng);
-            plan.push(Record::remote(id, 0, anchor, 9));
-            (
-                "remote to an anchor's list".into(),
-                Expect::OkOr(ENOMEM_ONLY),
-            )
-        }
+    let (what, expect) = match variant {
+        0..=3 | 6 | 11 => c.pointer_shapes(rng, variant),
+        4 | 5 | 7 | 8 | 12 => c.missing_targets(env, rng, variant),
+        13 => c.remote_to_unloaded_plan(env, rng),
+        18 => c.remote_chain(env, rng),
+        _ => c.anchor_references(rng, variant),
     };
+    let RefCase {
+        mut plan,
+        anchor,
+        avar,
+        chain,
+        ..
+    } = c;
     // Shuffle the records: references may point forwards or backwards.
     for i in (1..plan.records.len()).rev() {
         let j = rng.index(i + 1);
@@ -892,34 +722,7 @@ pub fn references(env: &mut Env, rng: &mut Rng) -> CaseOut {
     };
     if let Some(p) = load_blob(env, &blob, CHANNEL_ANY, &mut out) {
         if matches!(variant, 9 | 16) {
-            // The anchor is pinned while this plan points into it.
-            match env.dev.plan_unload(anchor) {
-                Err(e) if errno_of(&e) == libc::EBUSY => {}
-                Err(e) => out.failures.push(format!(
-                    "unloading the pinned anchor: {}, want EBUSY",
-                    nhbm::io_errno_name(&e)
-                )),
-                Ok(()) => out
-                    .failures
-                    .push("the pinned anchor unloaded while a REMOTE pointed into it".into()),
-            }
-            // The remote resolves to the anchor's own address.
-            let want = env.dev.resolve(anchor, avar, 0, 0).ok();
-            for (r, &a) in plan.records.iter().zip(&p.addrs) {
-                if matches!(r.kind, Kind::Remote { .. } | Kind::Ptr { .. })
-                    && plan.records.iter().any(|x| {
-                        x.var_id == r.var_id
-                            && matches!(x.kind, Kind::Remote { remote_plan_id, remote_var_id }
-                                if remote_plan_id == anchor && remote_var_id == avar)
-                    })
-                    && Some(a) != want
-                {
-                    out.failures.push(format!(
-                        "remote var {} at {a:#x}, the anchor's var at {want:x?}",
-                        r.var_id
-                    ));
-                }
-            }
+            check_pinned_anchor(env, &plan, &p, (anchor, avar), &mut out.failures);
         }
         verify_contents(env, &plan, &p, rng, &mut out.failures);
         env.settle(&blob, &p, &mut out.failures);
@@ -934,6 +737,289 @@ pub fn references(env: &mut Env, rng: &mut Rng) -> CaseOut {
     }
     out.expect(expect);
     out
+}
+
+/// The plan a case of `references` builds: a valid plan and a buffer in
+/// it, with an anchor variable to refer to.
+struct RefCase {
+    plan: Plan,
+    /// The plan's ids.
+    used: HashSet<u32>,
+    /// The buffer's id.
+    buf: u32,
+    anchor: u32,
+    avar: u32,
+    asize: u64,
+    /// Plans of a REMOTE chain, unloaded (newest first) at the end.
+    chain: Vec<u32>,
+}
+
+impl RefCase {
+    /// A valid plan with a buffer added, and a random anchor variable.
+    fn new(env: &Env, rng: &mut Rng) -> RefCase {
+        let mut plan = valid_plan(rng, &env.gen, 6);
+        let mut used = ids_of(&plan);
+        let buf = fresh_id(&mut used, rng);
+        plan.push(Record::buffer(buf, rng.range(1, 16 * KIB)));
+        let anchor = env.anchors[rng.index(env.anchors.len())];
+        let (avar, asize) = ANCHOR_VARS[rng.index(ANCHOR_VARS.len())];
+        RefCase {
+            plan,
+            used,
+            buf,
+            anchor,
+            avar,
+            asize,
+            chain: Vec::new(),
+        }
+    }
+
+    /// An id the plan does not use yet.
+    fn fresh(&mut self, rng: &mut Rng) -> u32 {
+        fresh_id(&mut self.used, rng)
+    }
+
+    /// Variants 0 to 3, 6 and 11: pointer cycles, references to
+    /// themselves, a pointer table of a buffer, a long pointer chain, a
+    /// pointer larger than its target.
+    fn pointer_shapes(&mut self, rng: &mut Rng, variant: u64) -> (String, Expect) {
+        let buf = self.buf;
+        match variant {
+            0 => {
+                let len = rng.range(2, 6) as usize;
+                let ids: Vec<u32> = (0..len).map(|_| self.fresh(rng)).collect();
+                for k in 0..len {
+                    self.plan.push(Record::ptr(ids[k], ids[(k + 1) % len], 0));
+                }
+                (format!("pointer cycle of {len}"), Expect::Err(libc::EINVAL))
+            }
+            1 => {
+                let id = self.fresh(rng);
+                self.plan.push(Record::ptr(id, id, 0));
+                ("pointer to itself".into(), Expect::Err(libc::EINVAL))
+            }
+            2 => {
+                let id = self.fresh(rng);
+                self.plan.push(Record::list(id, vec![buf, id]));
+                ("list of itself".into(), Expect::Err(libc::EINVAL))
+            }
+            3 => {
+                let id = self.fresh(rng);
+                self.plan.push(Record::ptr_table(id, vec![buf]));
+                (
+                    "pointer table of a buffer".into(),
+                    Expect::Err(libc::EINVAL),
+                )
+            }
+            6 => {
+                let len = rng.range(2, 200) as usize;
+                let ids: Vec<u32> = (0..len).map(|_| self.fresh(rng)).collect();
+                for k in 0..len {
+                    let target = if k + 1 < len { ids[k + 1] } else { buf };
+                    self.plan.push(Record::ptr(ids[k], target, 0));
+                }
+                (format!("pointer chain of {len}"), Expect::OkOr(ENOMEM_ONLY))
+            }
+            _ => {
+                let id = self.fresh(rng);
+                let bsize = self.plan.record(buf).map_or(1, |r| r.size);
+                self.plan
+                    .push(Record::ptr(id, buf, bsize + rng.range(1, 4096)));
+                (
+                    "pointer larger than its target".into(),
+                    Expect::Err(libc::EINVAL),
+                )
+            }
+        }
+    }
+
+    /// Variants 4, 5, 7, 8 and 12: a pointer or a list of a missing var, a
+    /// REMOTE to another file's plan, to a missing var of an anchor, to a
+    /// plan id from the edges.
+    fn missing_targets(&mut self, env: &Env, rng: &mut Rng, variant: u64) -> (String, Expect) {
+        let id = self.fresh(rng);
+        match variant {
+            4 => {
+                let missing = self.fresh(rng);
+                self.plan.push(Record::ptr(id, missing, 0));
+                ("pointer to a missing var".into(), Expect::Err(libc::ENOENT))
+            }
+            5 => {
+                let missing = self.fresh(rng);
+                self.plan.push(Record::list(id, vec![self.buf, missing]));
+                ("list of a missing var".into(), Expect::Err(libc::ENOENT))
+            }
+            7 => {
+                let other = env.other_ids[rng.index(env.other_ids.len())];
+                self.plan.push(Record::remote(id, 0, other, 1));
+                (
+                    format!("remote to plan {other} of another file"),
+                    Expect::Err(libc::ENOENT),
+                )
+            }
+            8 => {
+                self.plan.push(Record::remote(id, 0, self.anchor, 3));
+                (
+                    "remote to a missing var of an anchor".into(),
+                    Expect::Err(libc::ENOENT),
+                )
+            }
+            _ => {
+                let pid = *rng.pick(&[0, u32::MAX, 0x8000_0000, 4097]);
+                self.plan.push(Record::remote(id, 0, pid, self.avar));
+                (
+                    format!("remote to plan id {pid:#x}"),
+                    Expect::Err(libc::ENOENT),
+                )
+            }
+        }
+    }
+
+    /// Variant 13: a REMOTE to a plan of this file that is gone by the
+    /// time of the load.
+    fn remote_to_unloaded_plan(&mut self, env: &mut Env, rng: &mut Rng) -> (String, Expect) {
+        let tmp = Plan::new(0, 0).with(Record::buffer(1, 4096));
+        let b = tmp.to_blob().unwrap();
+        let gone = match env.load(&b, b.len() as u64, CHANNEL_ANY) {
+            Ok(p) => {
+                let _ = env.dev.plan_unload(p.plan_id);
+                p.plan_id
+            }
+            Err(_) => 0,
+        };
+        let id = self.fresh(rng);
+        self.plan.push(Record::remote(id, 0, gone, 1));
+        (
+            format!("remote to unloaded plan {gone}"),
+            Expect::Err(libc::ENOENT),
+        )
+    }
+
+    /// Variant 18: a chain of plans, each REMOTE into the one before,
+    /// starting at the anchor: deeper than NHBM_MAX_REMOTE_DEPTH is E2BIG.
+    fn remote_chain(&mut self, env: &mut Env, rng: &mut Rng) -> (String, Expect) {
+        let depth = rng.range(1, u64::from(MAX_REMOTE_DEPTH) + 3) as u32;
+        let mut below = (self.anchor, self.avar);
+        for _ in 1..depth {
+            let link = Plan::new(0, 0).with(Record::remote(1, 0, below.0, below.1));
+            let b = link.to_blob().unwrap();
+            match env.load(&b, b.len() as u64, CHANNEL_ANY) {
+                Ok(p) => {
+                    self.chain.push(p.plan_id);
+                    below = (p.plan_id, 1);
+                }
+                Err(_) => break,
+            }
+        }
+        let id = self.fresh(rng);
+        self.plan.push(Record::remote(id, 0, below.0, below.1));
+        let depth = self.chain.len() as u32 + 1;
+        let expect = if depth > MAX_REMOTE_DEPTH {
+            Expect::Err(libc::E2BIG)
+        } else {
+            Expect::OkOr(ENOMEM_ONLY)
+        };
+        (format!("remote chain of depth {depth}"), expect)
+    }
+
+    /// Variants 9, 10 and 14 to 17: REMOTEs into the anchor (pinning it,
+    /// larger than its target, to its list, behind a pointer) and lists of
+    /// every kind.
+    fn anchor_references(&mut self, rng: &mut Rng, variant: u64) -> (String, Expect) {
+        let (anchor, avar) = (self.anchor, self.avar);
+        match variant {
+            9 => {
+                let id = self.fresh(rng);
+                self.plan.push(Record::remote(id, 0, anchor, avar));
+                ("remote pinning an anchor".into(), Expect::OkOr(ENOMEM_ONLY))
+            }
+            10 => {
+                let id = self.fresh(rng);
+                let size = self.asize + rng.range(1, 4096);
+                self.plan.push(Record::remote(id, size, anchor, avar));
+                (
+                    "remote larger than its target".into(),
+                    Expect::Err(libc::EINVAL),
+                )
+            }
+            14 | 15 => self.lists_of_every_kind(rng),
+            16 => {
+                let rid = self.fresh(rng);
+                let pid = self.fresh(rng);
+                self.plan.push(Record::remote(rid, 0, anchor, avar));
+                self.plan.push(Record::ptr(pid, rid, 0));
+                ("pointer to a remote".into(), Expect::OkOr(ENOMEM_ONLY))
+            }
+            _ => {
+                let id = self.fresh(rng);
+                self.plan.push(Record::remote(id, 0, anchor, 9));
+                (
+                    "remote to an anchor's list".into(),
+                    Expect::OkOr(ENOMEM_ONLY),
+                )
+            }
+        }
+    }
+
+    /// Variants 14 and 15: lists of every kind (a REMOTE among them), a
+    /// list of lists, and a pointer table of lists.
+    fn lists_of_every_kind(&mut self, rng: &mut Rng) -> (String, Expect) {
+        let l1 = self.fresh(rng);
+        let l2 = self.fresh(rng);
+        let t = self.fresh(rng);
+        let mut members: Vec<u32> = self.plan.records.iter().map(|r| r.var_id).collect();
+        let rid = self.fresh(rng);
+        self.plan
+            .push(Record::remote(rid, 0, self.anchor, self.avar));
+        members.push(rid);
+        let n = members.len();
+        let pick: Vec<u32> = (0..rng.range(1, 8))
+            .map(|_| members[rng.index(n)])
+            .collect();
+        self.plan.push(Record::list(l1, pick));
+        self.plan.push(Record::list(l2, vec![self.buf, rid, l1]));
+        self.plan.push(Record::ptr_table(t, vec![l1, l2, l1]));
+        (
+            "lists of every kind and a pointer table".into(),
+            Expect::OkOr(ENOMEM_ONLY),
+        )
+    }
+}
+
+/// The anchor `(anchor, avar)` is pinned while the loaded plan `p` points
+/// into it, and every REMOTE to it resolves to the anchor's own address.
+fn check_pinned_anchor(
+    env: &Env,
+    plan: &Plan,
+    p: &LoadedPlan,
+    (anchor, avar): (u32, u32),
+    f: &mut Vec<String>,
+) {
+    match env.dev.plan_unload(anchor) {
+        Err(e) if errno_of(&e) == libc::EBUSY => {}
+        Err(e) => f.push(format!(
+            "unloading the pinned anchor: {}, want EBUSY",
+            nhbm::io_errno_name(&e)
+        )),
+        Ok(()) => f.push("the pinned anchor unloaded while a REMOTE pointed into it".into()),
+    }
+    // The remote resolves to the anchor's own address.
+    let want = env.dev.resolve(anchor, avar, 0, 0).ok();
+    for (r, &a) in plan.records.iter().zip(&p.addrs) {
+        if matches!(r.kind, Kind::Remote { .. } | Kind::Ptr { .. })
+            && plan.records.iter().any(|x| {
+                x.var_id == r.var_id
+                    && matches!(x.kind, Kind::Remote { remote_plan_id, remote_var_id }
+                        if remote_plan_id == anchor && remote_var_id == avar)
+            })
+            && Some(a) != want
+        {
+            f.push(format!(
+                "remote var {} at {a:#x}, the anchor's var at {want:x?}",
+                r.var_id
+            ));
+        }
+    }
 }
 
 /// Limits and sizes: nmem, list counts, alignment, sizes and scratchpads
