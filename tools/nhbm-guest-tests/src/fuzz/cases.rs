@@ -1026,200 +1026,27 @@ fn check_pinned_anchor(
 /// past what the device has, big but legal plans, batch counts.
 pub fn huge_counts(env: &mut Env, rng: &mut Rng) -> CaseOut {
     let plan = valid_plan(rng, &env.gen, 4);
-    let mut raw = plan.to_raw().expect("generated plans lay out");
+    let raw = plan.to_raw().expect("generated plans lay out");
     let anchor = env.anchors[0];
     let variant = rng.below(14);
-    let (what, expect, blob): (String, Expect, Option<Vec<u8>>) = match variant {
-        0 => {
-            raw.header.nmem = *rng.pick(&[MAX_PLAN_RECORDS + 1, u32::MAX, 1 << 31]);
-            (
-                format!("nmem {:#x}", raw.header.nmem),
-                Expect::Err(libc::E2BIG),
-                None,
-            )
-        }
-        1 => {
-            let fit = raw.records.len() as u32 + (raw.data.len() / MEM_REF_SIZE) as u32;
-            raw.header.nmem = rng.range(u64::from(fit) + 1, u64::from(MAX_PLAN_RECORDS)) as u32;
-            (
-                format!("nmem {} past the blob", raw.header.nmem),
-                Expect::Err(libc::EINVAL),
-                None,
-            )
-        }
-        2 => {
-            let count = *rng.pick(&[MAX_LIST_COUNT + 1, u32::MAX, 1 << 31]);
-            let id = fresh_id(&mut ids_of(&plan), rng);
-            let mut p = plan.clone();
-            p.push(Record::list(id, vec![p.records[0].var_id]));
-            let mut r = p.to_raw().unwrap();
-            let last = r.records.last_mut().unwrap();
-            let mut u = last.u.list();
-            u.count = count;
-            last.u = MemRefUnion::from(u);
-            last.size = 8 * u64::from(count);
-            raw = r;
-            (
-                format!("list count {count:#x}"),
-                Expect::Err(libc::E2BIG),
-                None,
-            )
-        }
-        3 => {
-            // A real list of 2^k entries (rarely the maximum).
-            let k = if rng.chance(1, 40) {
-                20
-            } else {
-                rng.range(8, 16)
-            };
-            let count = 1usize << k;
-            let target = plan.records[0].var_id;
-            let id = fresh_id(&mut ids_of(&plan), rng);
-            let p = plan.clone().with(Record::list(id, vec![target; count]));
-            (
-                format!("list of {count} entries"),
-                Expect::OkOr(ENOMEM_ONLY),
-                Some(p.to_raw().unwrap().to_bytes()),
-            )
-        }
-        4 => {
-            // Five lists of the maximum count sharing one id array: over
-            // the limit on all lists together.
-            let target = plan.records[0].var_id;
-            let mut used = ids_of(&plan);
-            let mut p = plan.clone();
-            let ids: Vec<u32> = (0..5).map(|_| fresh_id(&mut used, rng)).collect();
-            for &id in &ids {
-                p.push(Record::list(id, vec![target]));
-            }
-            let mut r = p.to_raw().unwrap();
-            let start = blob_len(&r);
-            r.data.extend(
-                std::iter::repeat_n(target.to_le_bytes(), MAX_LIST_COUNT as usize).flatten(),
-            );
-            for m in r.records.iter_mut().filter(|m| ids.contains(&m.var_id)) {
-                m.u = MemRefUnion::from(MrList {
-                    count: MAX_LIST_COUNT,
-                    rsvd: 0,
-                    ids_off: start,
-                });
-                m.size = 8 * u64::from(MAX_LIST_COUNT);
-            }
-            raw = r;
-            (
-                "5 lists of the maximum count".into(),
-                Expect::Err(libc::E2BIG),
-                None,
-            )
-        }
-        5 => {
-            let big = rng.chance(1, 2);
-            let id = fresh_id(&mut ids_of(&plan), rng);
-            let align = if big {
-                MAX_ALIGNMENT
-            } else {
-                MAX_ALIGNMENT << rng.range(1, 33)
-            };
-            let p = plan.clone().with(Record::buffer(id, 4096).alignment(align));
-            let mut r = p.to_raw().unwrap();
-            r.records.last_mut().unwrap().alignment = align;
-            raw = r;
-            (
-                format!("alignment {align:#x}"),
-                if big {
-                    Expect::OkOr(ENOMEM_ONLY)
-                } else {
-                    Expect::Err(libc::E2BIG)
-                },
-                None,
-            )
-        }
-        6 => {
-            let id = fresh_id(&mut ids_of(&plan), rng);
-            let (size, e) = match rng.below(3) {
-                0 => (
-                    env.info.channel_size[0] + rng.range(1, GIB),
-                    Expect::ErrIn(ENOMEM_ONLY),
-                ),
-                1 => (u64::MAX - rng.below(4096), Expect::ErrIn(TOO_BIG)),
-                _ => (1 << rng.range(40, 62), Expect::ErrIn(ENOMEM_ONLY)),
-            };
-            let p = plan.clone().with(Record::buffer(id, size));
-            (
-                format!("buffer of {size:#x} bytes"),
-                e,
-                Some(p.to_raw().unwrap().to_bytes()),
-            )
-        }
-        7 => {
-            let n = rng.range(300, 3000) as u32;
-            let mut p = Plan::new(0, 0);
-            for v in 0..n {
-                p.push(Record::buffer(v + 1, rng.range(1, 256)));
-            }
-            (
-                format!("{n} records"),
-                Expect::OkOr(ENOMEM_ONLY),
-                Some(p.to_raw().unwrap().to_bytes()),
-            )
-        }
-        8 => {
-            let id = fresh_id(&mut ids_of(&plan), rng);
-            let scratch = match rng.below(3) {
-                0 => env.info.channel_size[0] + rng.range(1, GIB),
-                1 => 1 << rng.range(40, 62),
-                _ => u64::MAX - rng.below(4096),
-            };
-            let mut p = plan.clone();
-            p.local_scratchpad_size = scratch;
-            p.push(Record::virtual_tmp_buf(id, 4096, nhbm::Backing::Local, 0));
-            (
-                format!("local scratchpad of {scratch:#x} bytes"),
-                Expect::ErrIn(TOO_BIG),
-                Some(p.to_raw().unwrap().to_bytes()),
-            )
-        }
-        9 => {
-            let id = fresh_id(&mut ids_of(&plan), rng);
-            // Gigabytes on a simulated device (sparse); megabytes on an
-            // emulated PCI function, whose BAR4 is host memory.
-            let unit = if env.info.simulated != 0 { GIB } else { MIB };
-            let size = rng.range(4, 12) * unit;
-            let p = plan.clone().with(Record::buffer(id, size));
-            (
-                format!("large buffer of {size:#x} bytes"),
-                Expect::OkOr(ENOMEM_ONLY),
-                Some(p.to_raw().unwrap().to_bytes()),
-            )
-        }
+    let (what, expect, blob) = match variant {
+        0 => nmem_past_limit(rng, raw),
+        1 => nmem_past_blob(rng, raw),
+        2 => list_count_past_limit(rng, &plan),
+        3 => long_list(rng, &plan),
+        4 => lists_past_total_limit(rng, &plan),
+        5 => alignment_edge(rng, &plan),
+        6 => huge_buffer(env, rng, &plan),
+        7 => many_records(rng),
+        8 => huge_scratchpad(env, rng, &plan),
+        9 => large_buffer(env, rng, &plan),
         10 | 11 => return batch_limits(env, rng, anchor),
         _ => return xfer_limits(env, rng, anchor),
     };
-    let blob = blob.unwrap_or_else(|| raw.to_bytes());
     let mut out = CaseOut::new(what);
     if let Some(p) = load_blob(env, &blob, CHANNEL_ANY, &mut out) {
         if variant == 3 {
-            // The first and last table entries hold the target's address.
-            let list = RawPlan::from_bytes(&blob).ok().and_then(|r| {
-                r.records
-                    .iter()
-                    .position(|m| m.mr_type == MR_LIST && m.u.list().count > 255)
-            });
-            if let Some(li) = list {
-                let raw = RawPlan::from_bytes(&blob).unwrap();
-                let lid = raw.records[li].var_id;
-                let count = u64::from(raw.records[li].u.list().count);
-                let want = p.addrs[0].to_le_bytes().to_vec();
-                for off in [0, 8 * (count - 1)] {
-                    match read_var(env, p.plan_id, lid, off, 8) {
-                        Ok(b) if b == want => {}
-                        Ok(b) => out
-                            .failures
-                            .push(format!("list entry at {off:#x} is {b:x?}")),
-                        Err(e) => out.failures.push(e),
-                    }
-                }
-            }
+            check_long_list_ends(env, &blob, &p, &mut out.failures);
         }
         env.settle(&blob, &p, &mut out.failures);
     }
@@ -1228,6 +1055,209 @@ pub fn huge_counts(env: &mut Env, rng: &mut Rng) -> CaseOut {
     }
     out.expect(expect);
     out
+}
+
+/// A case of `huge_counts`: what it sends, what the kernel must answer,
+/// and the blob.
+type BlobCase = (String, Expect, Vec<u8>);
+
+/// nmem past the limit on records.
+fn nmem_past_limit(rng: &mut Rng, mut raw: RawPlan) -> BlobCase {
+    raw.header.nmem = *rng.pick(&[MAX_PLAN_RECORDS + 1, u32::MAX, 1 << 31]);
+    (
+        format!("nmem {:#x}", raw.header.nmem),
+        Expect::Err(libc::E2BIG),
+        raw.to_bytes(),
+    )
+}
+
+/// nmem within the limit but more records than the blob holds.
+fn nmem_past_blob(rng: &mut Rng, mut raw: RawPlan) -> BlobCase {
+    let fit = raw.records.len() as u32 + (raw.data.len() / MEM_REF_SIZE) as u32;
+    raw.header.nmem = rng.range(u64::from(fit) + 1, u64::from(MAX_PLAN_RECORDS)) as u32;
+    (
+        format!("nmem {} past the blob", raw.header.nmem),
+        Expect::Err(libc::EINVAL),
+        raw.to_bytes(),
+    )
+}
+
+/// A list whose count is past the limit on one list.
+fn list_count_past_limit(rng: &mut Rng, plan: &Plan) -> BlobCase {
+    let count = *rng.pick(&[MAX_LIST_COUNT + 1, u32::MAX, 1 << 31]);
+    let id = fresh_id(&mut ids_of(plan), rng);
+    let mut p = plan.clone();
+    p.push(Record::list(id, vec![p.records[0].var_id]));
+    let mut r = p.to_raw().unwrap();
+    let last = r.records.last_mut().unwrap();
+    let mut u = last.u.list();
+    u.count = count;
+    last.u = MemRefUnion::from(u);
+    last.size = 8 * u64::from(count);
+    (
+        format!("list count {count:#x}"),
+        Expect::Err(libc::E2BIG),
+        r.to_bytes(),
+    )
+}
+
+/// A real list of 2^k entries (rarely the maximum).
+fn long_list(rng: &mut Rng, plan: &Plan) -> BlobCase {
+    let k = if rng.chance(1, 40) {
+        20
+    } else {
+        rng.range(8, 16)
+    };
+    let count = 1usize << k;
+    let target = plan.records[0].var_id;
+    let id = fresh_id(&mut ids_of(plan), rng);
+    let p = plan.clone().with(Record::list(id, vec![target; count]));
+    (
+        format!("list of {count} entries"),
+        Expect::OkOr(ENOMEM_ONLY),
+        p.to_raw().unwrap().to_bytes(),
+    )
+}
+
+/// Five lists of the maximum count sharing one id array: over the limit
+/// on all lists together.
+fn lists_past_total_limit(rng: &mut Rng, plan: &Plan) -> BlobCase {
+    let target = plan.records[0].var_id;
+    let mut used = ids_of(plan);
+    let mut p = plan.clone();
+    let ids: Vec<u32> = (0..5).map(|_| fresh_id(&mut used, rng)).collect();
+    for &id in &ids {
+        p.push(Record::list(id, vec![target]));
+    }
+    let mut r = p.to_raw().unwrap();
+    let start = blob_len(&r);
+    r.data
+        .extend(std::iter::repeat_n(target.to_le_bytes(), MAX_LIST_COUNT as usize).flatten());
+    for m in r.records.iter_mut().filter(|m| ids.contains(&m.var_id)) {
+        m.u = MemRefUnion::from(MrList {
+            count: MAX_LIST_COUNT,
+            rsvd: 0,
+            ids_off: start,
+        });
+        m.size = 8 * u64::from(MAX_LIST_COUNT);
+    }
+    (
+        "5 lists of the maximum count".into(),
+        Expect::Err(libc::E2BIG),
+        r.to_bytes(),
+    )
+}
+
+/// A buffer aligned to the maximum alignment or past it.
+fn alignment_edge(rng: &mut Rng, plan: &Plan) -> BlobCase {
+    let big = rng.chance(1, 2);
+    let id = fresh_id(&mut ids_of(plan), rng);
+    let align = if big {
+        MAX_ALIGNMENT
+    } else {
+        MAX_ALIGNMENT << rng.range(1, 33)
+    };
+    let p = plan.clone().with(Record::buffer(id, 4096).alignment(align));
+    let mut r = p.to_raw().unwrap();
+    r.records.last_mut().unwrap().alignment = align;
+    (
+        format!("alignment {align:#x}"),
+        if big {
+            Expect::OkOr(ENOMEM_ONLY)
+        } else {
+            Expect::Err(libc::E2BIG)
+        },
+        r.to_bytes(),
+    )
+}
+
+/// A buffer larger than a channel, or than any device.
+fn huge_buffer(env: &Env, rng: &mut Rng, plan: &Plan) -> BlobCase {
+    let id = fresh_id(&mut ids_of(plan), rng);
+    let (size, e) = match rng.below(3) {
+        0 => (
+            env.info.channel_size[0] + rng.range(1, GIB),
+            Expect::ErrIn(ENOMEM_ONLY),
+        ),
+        1 => (u64::MAX - rng.below(4096), Expect::ErrIn(TOO_BIG)),
+        _ => (1 << rng.range(40, 62), Expect::ErrIn(ENOMEM_ONLY)),
+    };
+    let p = plan.clone().with(Record::buffer(id, size));
+    (
+        format!("buffer of {size:#x} bytes"),
+        e,
+        p.to_raw().unwrap().to_bytes(),
+    )
+}
+
+/// A plan of hundreds to thousands of small buffers.
+fn many_records(rng: &mut Rng) -> BlobCase {
+    let n = rng.range(300, 3000) as u32;
+    let mut p = Plan::new(0, 0);
+    for v in 0..n {
+        p.push(Record::buffer(v + 1, rng.range(1, 256)));
+    }
+    (
+        format!("{n} records"),
+        Expect::OkOr(ENOMEM_ONLY),
+        p.to_raw().unwrap().to_bytes(),
+    )
+}
+
+/// A local scratchpad larger than a channel, or than any device.
+fn huge_scratchpad(env: &Env, rng: &mut Rng, plan: &Plan) -> BlobCase {
+    let id = fresh_id(&mut ids_of(plan), rng);
+    let scratch = match rng.below(3) {
+        0 => env.info.channel_size[0] + rng.range(1, GIB),
+        1 => 1 << rng.range(40, 62),
+        _ => u64::MAX - rng.below(4096),
+    };
+    let mut p = plan.clone();
+    p.local_scratchpad_size = scratch;
+    p.push(Record::virtual_tmp_buf(id, 4096, nhbm::Backing::Local, 0));
+    (
+        format!("local scratchpad of {scratch:#x} bytes"),
+        Expect::ErrIn(TOO_BIG),
+        p.to_raw().unwrap().to_bytes(),
+    )
+}
+
+/// A large but legal buffer.
+fn large_buffer(env: &Env, rng: &mut Rng, plan: &Plan) -> BlobCase {
+    let id = fresh_id(&mut ids_of(plan), rng);
+    // Gigabytes on a simulated device (sparse); megabytes on an
+    // emulated PCI function, whose BAR4 is host memory.
+    let unit = if env.info.simulated != 0 { GIB } else { MIB };
+    let size = rng.range(4, 12) * unit;
+    let p = plan.clone().with(Record::buffer(id, size));
+    (
+        format!("large buffer of {size:#x} bytes"),
+        Expect::OkOr(ENOMEM_ONLY),
+        p.to_raw().unwrap().to_bytes(),
+    )
+}
+
+/// The first and last table entries of the long list of `blob`, loaded as
+/// `p`, hold the target's address.
+fn check_long_list_ends(env: &Env, blob: &[u8], p: &LoadedPlan, f: &mut Vec<String>) {
+    let list = RawPlan::from_bytes(blob).ok().and_then(|r| {
+        r.records
+            .iter()
+            .position(|m| m.mr_type == MR_LIST && m.u.list().count > 255)
+    });
+    if let Some(li) = list {
+        let raw = RawPlan::from_bytes(blob).unwrap();
+        let lid = raw.records[li].var_id;
+        let count = u64::from(raw.records[li].u.list().count);
+        let want = p.addrs[0].to_le_bytes().to_vec();
+        for off in [0, 8 * (count - 1)] {
+            match read_var(env, p.plan_id, lid, off, 8) {
+                Ok(b) if b == want => {}
+                Ok(b) => f.push(format!("list entry at {off:#x} is {b:x?}")),
+                Err(e) => f.push(e),
+            }
+        }
+    }
 }
 
 /// RESOLVE_BATCH past its limit, across a guard page, and at a large legal
