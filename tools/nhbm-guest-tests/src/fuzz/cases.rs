@@ -1312,21 +1312,27 @@ fn batch_limits(env: &mut Env, rng: &mut Rng, anchor: u32) -> CaseOut {
         1 => out.expect(Expect::Err(libc::EFAULT)),
         _ => {
             out.expect(Expect::Ok);
-            let want = env.dev.resolve(anchor, avar, q.offset, 1).ok();
-            let back = env.scratch.read_before_guard(queries.len());
-            for (k, c) in back.chunks(qsize).enumerate() {
-                let got = ResolveQuery::read_from_bytes(c).expect("whole queries");
-                if got.status != 0 || Some(got.addr) != want {
-                    out.failures.push(format!(
-                        "query {k}: status {} addr {:#x}, want 0 and {want:x?}",
-                        got.status, got.addr
-                    ));
-                    break;
-                }
-            }
+            check_batch_answers(env, anchor, &q, queries.len(), &mut out.failures);
         }
     }
     out
+}
+
+/// After a RESOLVE_BATCH of `len` bytes of copies of `q` on plan `anchor`:
+/// every query answered status 0 and the address RESOLVE gives.
+fn check_batch_answers(env: &Env, anchor: u32, q: &ResolveQuery, len: usize, f: &mut Vec<String>) {
+    let want = env.dev.resolve(anchor, q.var_id, q.offset, 1).ok();
+    let back = env.scratch.read_before_guard(len);
+    for (k, c) in back.chunks(std::mem::size_of::<ResolveQuery>()).enumerate() {
+        let got = ResolveQuery::read_from_bytes(c).expect("whole queries");
+        if got.status != 0 || Some(got.addr) != want {
+            f.push(format!(
+                "query {k}: status {} addr {:#x}, want 0 and {want:x?}",
+                got.status, got.addr
+            ));
+            break;
+        }
+    }
 }
 
 /// MEM_READ / MEM_WRITE with lengths and offsets from the edges.
