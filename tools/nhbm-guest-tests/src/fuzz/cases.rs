@@ -1382,68 +1382,25 @@ fn xfer_limits(env: &mut Env, rng: &mut Rng, anchor: u32) -> CaseOut {
     out
 }
 
+/// This driver's ioctls, by name.
+const IOCTLS: [(u32, &str); 9] = [
+    (IOC_DEVICE_INFO, "DEVICE_INFO"),
+    (IOC_PLAN_LOAD, "PLAN_LOAD"),
+    (IOC_PLAN_UNLOAD, "PLAN_UNLOAD"),
+    (IOC_RESOLVE, "RESOLVE"),
+    (IOC_RESOLVE_BATCH, "RESOLVE_BATCH"),
+    (IOC_MEM_WRITE, "MEM_WRITE"),
+    (IOC_MEM_READ, "MEM_READ"),
+    (IOC_MEM_STATS, "MEM_STATS"),
+    (IOC_RESET, "RESET"),
+];
+
 /// Ioctl numbers that are not this driver's (other magics, other numbers,
 /// sizes and directions of 0xBB) and this driver's with random argument
 /// bytes, on a file without plans.
 pub fn ioctl_numbers(env: &mut Env, rng: &mut Rng) -> CaseOut {
-    const REAL: [u32; 9] = [
-        IOC_DEVICE_INFO,
-        IOC_PLAN_LOAD,
-        IOC_PLAN_UNLOAD,
-        IOC_RESOLVE,
-        IOC_RESOLVE_BATCH,
-        IOC_MEM_WRITE,
-        IOC_MEM_READ,
-        IOC_MEM_STATS,
-        IOC_RESET,
-    ];
-    // Magics the VFS or a filesystem answers before the driver (FIOCLEX,
-    // FIFREEZE, FS_IOC_*, FICLONE, FIGETBSZ, ...): never sent.
-    const VFS_MAGICS: [u32; 7] = [0x00, 0x12, 0x15, 0x54, 0x58, 0x66, 0x94];
-    let cmd = match rng.below(10) {
-        0..=3 => {
-            let nr = if rng.chance(3, 4) {
-                rng.below(9)
-            } else {
-                rng.below(256)
-            } as u32;
-            ioc(
-                rng.below(4) as u32,
-                IOC_MAGIC,
-                nr,
-                rng.below(1 << 14) as usize,
-            )
-        }
-        4..=5 => {
-            // A real number with one of dir or size changed.
-            let real = REAL[rng.index(REAL.len())];
-            if rng.chance(1, 2) {
-                real ^ (1 << (30 + rng.below(2)))
-            } else {
-                let size = (real >> 16) & 0x3fff;
-                let new = match rng.below(3) {
-                    0 => size + rng.range(1, 8) as u32,
-                    1 => size.saturating_sub(rng.range(1, 8) as u32),
-                    _ => rng.below(1 << 14) as u32,
-                };
-                (real & !(0x3fff << 16)) | ((new & 0x3fff) << 16)
-            }
-        }
-        6..=7 => {
-            let mut magic = rng.below(256) as u32;
-            while magic == IOC_MAGIC || VFS_MAGICS.contains(&magic) {
-                magic = rng.below(256) as u32;
-            }
-            ioc(
-                rng.below(4) as u32,
-                magic,
-                rng.below(256) as u32,
-                rng.below(1 << 14) as usize,
-            )
-        }
-        _ => REAL[rng.index(REAL.len())],
-    };
-    let is_real = REAL.contains(&cmd);
+    let cmd = random_ioctl_cmd(rng);
+    let is_real = IOCTLS.iter().any(|&(c, _)| c == cmd);
     // The argument: random bytes in front of a guard page, or an address
     // that faults. Random bytes never name this file's plans (it has none)
     // nor a readable blob.
@@ -1486,6 +1443,63 @@ pub fn ioctl_numbers(env: &mut Env, rng: &mut Rng) -> CaseOut {
     out
 }
 
+/// An ioctl number of 0xBB (mostly one of the first nine numbers), one of
+/// this driver's with its direction or size changed, one of another magic,
+/// or one of this driver's.
+fn random_ioctl_cmd(rng: &mut Rng) -> u32 {
+    match rng.below(10) {
+        0..=3 => {
+            let nr = if rng.chance(3, 4) {
+                rng.below(9)
+            } else {
+                rng.below(256)
+            } as u32;
+            ioc(
+                rng.below(4) as u32,
+                IOC_MAGIC,
+                nr,
+                rng.below(1 << 14) as usize,
+            )
+        }
+        4..=5 => altered_ioctl_cmd(rng),
+        6..=7 => foreign_ioctl_cmd(rng),
+        _ => IOCTLS[rng.index(IOCTLS.len())].0,
+    }
+}
+
+/// A real number with one of dir or size changed.
+fn altered_ioctl_cmd(rng: &mut Rng) -> u32 {
+    let real = IOCTLS[rng.index(IOCTLS.len())].0;
+    if rng.chance(1, 2) {
+        real ^ (1 << (30 + rng.below(2)))
+    } else {
+        let size = (real >> 16) & 0x3fff;
+        let new = match rng.below(3) {
+            0 => size + rng.range(1, 8) as u32,
+            1 => size.saturating_sub(rng.range(1, 8) as u32),
+            _ => rng.below(1 << 14) as u32,
+        };
+        (real & !(0x3fff << 16)) | ((new & 0x3fff) << 16)
+    }
+}
+
+/// An ioctl number of another magic, none the VFS answers first.
+fn foreign_ioctl_cmd(rng: &mut Rng) -> u32 {
+    // Magics the VFS or a filesystem answers before the driver (FIOCLEX,
+    // FIFREEZE, FS_IOC_*, FICLONE, FIGETBSZ, ...): never sent.
+    const VFS_MAGICS: [u32; 7] = [0x00, 0x12, 0x15, 0x54, 0x58, 0x66, 0x94];
+    let mut magic = rng.below(256) as u32;
+    while magic == IOC_MAGIC || VFS_MAGICS.contains(&magic) {
+        magic = rng.below(256) as u32;
+    }
+    ioc(
+        rng.below(4) as u32,
+        magic,
+        rng.below(256) as u32,
+        rng.below(1 << 14) as usize,
+    )
+}
+
 /// User pointers that fault: the ioctl argument itself, the blob, the addrs
 /// array, batch queries and transfer buffers; unmapped, inaccessible,
 /// read-only, kernel and non-canonical addresses, and buffers that cross
@@ -1493,236 +1507,278 @@ pub fn ioctl_numbers(env: &mut Env, rng: &mut Rng) -> CaseOut {
 pub fn faulting_pointers(env: &mut Env, rng: &mut Rng) -> CaseOut {
     let anchor = env.anchors[rng.index(env.anchors.len())];
     let (avar, asize) = ANCHOR_VARS[rng.index(ANCHOR_VARS.len())];
-    let bad = |env: &mut Env, rng: &mut Rng| -> (u64, String) {
-        match rng.below(5) {
-            0 => (0, "NULL".into()),
-            1 => (env.unmapped(), "unmapped page".into()),
-            2 => (env.prot_none(), "PROT_NONE page".into()),
-            _ => {
-                let a = KERNEL_ADDRS[rng.index(KERNEL_ADDRS.len())];
-                (a, format!("{a:#x}"))
-            }
-        }
-    };
     let variant = rng.below(8);
     let mut out = CaseOut::new(String::new());
     match variant {
-        0 | 1 => {
-            // The argument pointer of each ioctl.
-            const CMDS: [(u32, &str); 9] = [
-                (IOC_DEVICE_INFO, "DEVICE_INFO"),
-                (IOC_PLAN_LOAD, "PLAN_LOAD"),
-                (IOC_PLAN_UNLOAD, "PLAN_UNLOAD"),
-                (IOC_RESOLVE, "RESOLVE"),
-                (IOC_RESOLVE_BATCH, "RESOLVE_BATCH"),
-                (IOC_MEM_WRITE, "MEM_WRITE"),
-                (IOC_MEM_READ, "MEM_READ"),
-                (IOC_MEM_STATS, "MEM_STATS"),
-                (IOC_RESET, "RESET"),
-            ];
-            let (cmd, name) = CMDS[rng.index(CMDS.len())];
-            let size = ((cmd >> 16) & 0x3fff) as usize;
-            let (arg, what) = if variant == 0 {
-                bad(env, rng)
-            } else {
-                // A valid-looking struct whose tail is in the guard page.
-                let keep = rng.below(size as u64) as usize;
-                let mut b = vec![0u8; keep];
-                rng.fill(&mut b);
-                (
-                    env.scratch.place_before_guard(&b, 0),
-                    format!("{keep} of {size} bytes before a guard page"),
-                )
-            };
-            out.what = format!("{name} with its argument at {what}");
-            // SAFETY: the argument faults (bad address or guard page).
-            let r = unsafe { env.dev.ioctl_raw(cmd, arg as *mut libc::c_void) };
-            out.errno = r.err().map(|e| errno_of(&e));
-            out.expect(Expect::Err(libc::EFAULT));
+        0 | 1 => faulting_argument(env, rng, variant == 0, &mut out),
+        2 => read_only_argument(env, rng, anchor, avar, asize, &mut out),
+        3 | 4 => faulting_load_buffers(env, rng, variant == 3, &mut out),
+        5 => faulting_batch_queries(env, rng, anchor, avar, &mut out),
+        _ => faulting_xfer_buffer(env, rng, anchor, avar, asize, &mut out),
+    }
+    out
+}
+
+/// An address that faults, and what it is: NULL, an unmapped page, a
+/// PROT_NONE page or a kernel or non-canonical address.
+fn bad_pointer(env: &mut Env, rng: &mut Rng) -> (u64, String) {
+    match rng.below(5) {
+        0 => (0, "NULL".into()),
+        1 => (env.unmapped(), "unmapped page".into()),
+        2 => (env.prot_none(), "PROT_NONE page".into()),
+        _ => {
+            let a = KERNEL_ADDRS[rng.index(KERNEL_ADDRS.len())];
+            (a, format!("{a:#x}"))
         }
+    }
+}
+
+/// The argument pointer of each ioctl: a bad address, or (`bad` false) a
+/// valid-looking struct whose tail is in the guard page.
+fn faulting_argument(env: &mut Env, rng: &mut Rng, bad: bool, out: &mut CaseOut) {
+    let (cmd, name) = IOCTLS[rng.index(IOCTLS.len())];
+    let size = ((cmd >> 16) & 0x3fff) as usize;
+    let (arg, what) = if bad {
+        bad_pointer(env, rng)
+    } else {
+        // A valid-looking struct whose tail is in the guard page.
+        let keep = rng.below(size as u64) as usize;
+        let mut b = vec![0u8; keep];
+        rng.fill(&mut b);
+        (
+            env.scratch.place_before_guard(&b, 0),
+            format!("{keep} of {size} bytes before a guard page"),
+        )
+    };
+    out.what = format!("{name} with its argument at {what}");
+    // SAFETY: the argument faults (bad address or guard page).
+    let r = unsafe { env.dev.ioctl_raw(cmd, arg as *mut libc::c_void) };
+    out.errno = r.err().map(|e| errno_of(&e));
+    out.expect(Expect::Err(libc::EFAULT));
+}
+
+/// Results written back to a read-only argument.
+fn read_only_argument(
+    env: &mut Env,
+    rng: &mut Rng,
+    anchor: u32,
+    avar: u32,
+    asize: u64,
+    out: &mut CaseOut,
+) {
+    let (cmd, bytes, name) = read_only_request(env, rng, anchor, avar, asize);
+    out.what = format!("{name} with a read-only argument");
+    let arg = match env.ro.set(&bytes) {
+        Ok(a) => a,
+        Err(e) => {
+            out.failures.push(format!("read-only page: {e}"));
+            return;
+        }
+    };
+    env.loads += u64::from(cmd == IOC_PLAN_LOAD);
+    // SAFETY: the argument is our read-only page (the kernel's
+    // write back faults); the blob is in our guarded scratch.
+    let r = unsafe { env.dev.ioctl_raw(cmd, arg as *mut libc::c_void) };
+    out.errno = r.err().map(|e| errno_of(&e));
+    out.expect(Expect::Err(libc::EFAULT));
+}
+
+/// A request whose answer is written back into its argument: the ioctl,
+/// the argument's bytes and a name. A PLAN_LOAD's blob is placed in the
+/// guarded scratch.
+fn read_only_request(
+    env: &mut Env,
+    rng: &mut Rng,
+    anchor: u32,
+    avar: u32,
+    asize: u64,
+) -> (u32, Vec<u8>, &'static str) {
+    let plan = valid_plan(rng, &env.gen, 6);
+    let blob = plan.to_raw().unwrap().to_bytes();
+    match rng.below(4) {
+        0 => (IOC_DEVICE_INFO, vec![0u8; 128], "DEVICE_INFO"),
+        1 => (IOC_MEM_STATS, vec![0u8; 528], "MEM_STATS"),
         2 => {
-            // Results written back to a read-only argument.
-            let plan = valid_plan(rng, &env.gen, 6);
-            let blob = plan.to_raw().unwrap().to_bytes();
-            let which = rng.below(4);
-            let (cmd, bytes, name) = match which {
-                0 => (IOC_DEVICE_INFO, vec![0u8; 128], "DEVICE_INFO"),
-                1 => (IOC_MEM_STATS, vec![0u8; 528], "MEM_STATS"),
-                2 => {
-                    let q = Resolve {
-                        plan_id: anchor,
-                        var_id: avar,
-                        offset: rng.below(asize),
-                        size: 1,
-                        addr: 0,
-                    };
-                    (IOC_RESOLVE, q.as_bytes().to_vec(), "RESOLVE")
-                }
-                _ => {
-                    let addr = env.scratch.place_before_guard(&blob, 0);
-                    let a = PlanLoad {
-                        blob: addr,
-                        blob_len: blob.len() as u64,
-                        addrs: 0,
-                        channel: CHANNEL_ANY,
-                        ..Default::default()
-                    };
-                    (
-                        IOC_PLAN_LOAD,
-                        a.as_bytes().to_vec(),
-                        "PLAN_LOAD of a valid plan",
-                    )
-                }
+            let q = Resolve {
+                plan_id: anchor,
+                var_id: avar,
+                offset: rng.below(asize),
+                size: 1,
+                addr: 0,
             };
-            out.what = format!("{name} with a read-only argument");
-            let arg = match env.ro.set(&bytes) {
-                Ok(a) => a,
-                Err(e) => {
-                    out.failures.push(format!("read-only page: {e}"));
-                    return out;
-                }
-            };
-            env.loads += u64::from(cmd == IOC_PLAN_LOAD);
-            // SAFETY: the argument is our read-only page (the kernel's
-            // write back faults); the blob is in our guarded scratch.
-            let r = unsafe { env.dev.ioctl_raw(cmd, arg as *mut libc::c_void) };
-            out.errno = r.err().map(|e| errno_of(&e));
-            out.expect(Expect::Err(libc::EFAULT));
+            (IOC_RESOLVE, q.as_bytes().to_vec(), "RESOLVE")
         }
-        3 | 4 => {
-            // The blob or the addrs array faults.
-            let plan = valid_plan(rng, &env.gen, 8);
-            let blob = plan.to_raw().unwrap().to_bytes();
-            let n = plan.records.len();
-            let mut arg = PlanLoad {
-                blob: 0,
+        _ => {
+            let addr = env.scratch.place_before_guard(&blob, 0);
+            let a = PlanLoad {
+                blob: addr,
                 blob_len: blob.len() as u64,
                 addrs: 0,
                 channel: CHANNEL_ANY,
                 ..Default::default()
             };
-            if variant == 3 {
-                let (a, what) = if rng.chance(1, 2) {
-                    bad(env, rng)
-                } else {
-                    let keep = rng.below(blob.len() as u64) as usize;
-                    (
-                        env.place_blob(&blob[..keep]),
-                        format!("{keep} of {} bytes before a guard page", blob.len()),
-                    )
-                };
-                out.what = format!("PLAN_LOAD with the blob at {what}");
-                arg.blob = a;
-            } else {
-                arg.blob = env.place_blob(&blob);
-                let (a, what) = match rng.below(3) {
-                    // addrs 0 means "no addresses wanted": never NULL here.
-                    0 => match bad(env, rng) {
-                        (0, _) => (env.unmapped(), "unmapped page".to_string()),
-                        b => b,
-                    },
-                    1 => (env.ro.addr(), "a read-only page".to_string()),
-                    _ => {
-                        // Room for fewer addresses than records.
-                        let room = rng.below(n as u64) as usize;
-                        (
-                            env.scratch.addr_before_guard(8 * room),
-                            format!("room for {room} of {n} addresses"),
-                        )
-                    }
-                };
-                out.what = format!("PLAN_LOAD with addrs at {what}");
-                arg.addrs = a;
-            }
-            env.loads += 1;
-            // SAFETY: every pointer in `arg` is either ours (each before a
-            // guard page, or the read-only page) or faults.
-            let r = unsafe { env.dev.plan_load_raw(&mut arg) };
-            out.errno = r.as_ref().err().map(errno_of);
-            if r.is_ok() {
-                out.loaded = true;
-                let _ = env.dev.plan_unload(arg.plan_id);
-            }
-            out.expect(Expect::Err(libc::EFAULT));
-        }
-        5 => {
-            // RESOLVE_BATCH queries that fault, read-only queries.
-            let count = rng.range(1, 64) as u32;
-            let (addr, what) = match rng.below(3) {
-                0 => bad(env, rng),
-                1 => {
-                    let q = ResolveQuery {
-                        var_id: avar,
-                        ..Default::default()
-                    };
-                    let b: Vec<u8> =
-                        std::iter::repeat_n(q.as_bytes().to_vec(), (count as usize).min(4096 / 32))
-                            .flatten()
-                            .collect();
-                    match env.ro.set(&b) {
-                        Ok(a) => (a, "a read-only page".to_string()),
-                        Err(e) => {
-                            out.failures.push(format!("read-only page: {e}"));
-                            return out;
-                        }
-                    }
-                }
-                _ => {
-                    let keep = rng.below(u64::from(count) * 32) as usize;
-                    let b = vec![0u8; keep];
-                    (
-                        env.scratch.place_before_guard(&b, 0),
-                        format!("{keep} of {} bytes before a guard page", count * 32),
-                    )
-                }
-            };
-            out.what = format!("RESOLVE_BATCH of {count} with the queries at {what}");
-            let mut arg = ResolveBatch {
-                plan_id: anchor,
-                count,
-                queries: addr,
-            };
-            // SAFETY: the queries fault or lie in our guarded/read-only pages.
-            let r = unsafe {
-                env.dev
-                    .ioctl_raw(IOC_RESOLVE_BATCH, &mut arg as *mut _ as *mut libc::c_void)
-            };
-            out.errno = r.err().map(|e| errno_of(&e));
-            out.expect(Expect::Err(libc::EFAULT));
-        }
-        _ => {
-            // MEM_WRITE from / MEM_READ into memory that faults.
-            let write = rng.chance(1, 2);
-            let len = rng.range(1, asize.min(env.scratch.usable() as u64));
-            let off = rng.below(asize - len + 1);
-            let (buf, what) = match rng.below(3) {
-                0 => bad(env, rng),
-                1 if !write => (env.ro.addr(), "a read-only page".to_string()),
-                _ => {
-                    let keep = rng.below(len) as usize;
-                    (
-                        env.scratch.addr_before_guard(keep),
-                        format!("{keep} of {len} bytes before a guard page"),
-                    )
-                }
-            };
-            out.what = format!(
-                "MEM_{} of {len} bytes with the buffer at {what}",
-                if write { "WRITE" } else { "READ" }
-            );
-            let mut arg = MemXfer {
-                plan_id: anchor,
-                var_id: avar,
-                offset: off,
-                len,
-                buf,
-            };
-            // SAFETY: the buffer faults, or is our read-only page, or ends at
-            // our guard page.
-            let r = unsafe { env.dev.mem_xfer_raw(write, &mut arg) };
-            out.errno = r.err().map(|e| errno_of(&e));
-            out.expect(Expect::Err(libc::EFAULT));
+            (
+                IOC_PLAN_LOAD,
+                a.as_bytes().to_vec(),
+                "PLAN_LOAD of a valid plan",
+            )
         }
     }
-    out
+}
+
+/// PLAN_LOAD of a valid plan whose blob (`blob_faults`) or addrs array
+/// faults.
+fn faulting_load_buffers(env: &mut Env, rng: &mut Rng, blob_faults: bool, out: &mut CaseOut) {
+    let plan = valid_plan(rng, &env.gen, 8);
+    let blob = plan.to_raw().unwrap().to_bytes();
+    let n = plan.records.len();
+    let mut arg = PlanLoad {
+        blob: 0,
+        blob_len: blob.len() as u64,
+        addrs: 0,
+        channel: CHANNEL_ANY,
+        ..Default::default()
+    };
+    if blob_faults {
+        let (a, what) = faulting_blob(env, rng, &blob);
+        out.what = format!("PLAN_LOAD with the blob at {what}");
+        arg.blob = a;
+    } else {
+        arg.blob = env.place_blob(&blob);
+        let (a, what) = faulting_addrs(env, rng, n);
+        out.what = format!("PLAN_LOAD with addrs at {what}");
+        arg.addrs = a;
+    }
+    env.loads += 1;
+    // SAFETY: every pointer in `arg` is either ours (each before a
+    // guard page, or the read-only page) or faults.
+    let r = unsafe { env.dev.plan_load_raw(&mut arg) };
+    out.errno = r.as_ref().err().map(errno_of);
+    if r.is_ok() {
+        out.loaded = true;
+        let _ = env.dev.plan_unload(arg.plan_id);
+    }
+    out.expect(Expect::Err(libc::EFAULT));
+}
+
+/// Where a blob that faults lies: a bad address, or part of `blob` before
+/// a guard page.
+fn faulting_blob(env: &mut Env, rng: &mut Rng, blob: &[u8]) -> (u64, String) {
+    if rng.chance(1, 2) {
+        bad_pointer(env, rng)
+    } else {
+        let keep = rng.below(blob.len() as u64) as usize;
+        (
+            env.place_blob(&blob[..keep]),
+            format!("{keep} of {} bytes before a guard page", blob.len()),
+        )
+    }
+}
+
+/// Where an addrs array for `n` records that faults lies: a bad address
+/// (never NULL), the read-only page, or room for fewer addresses.
+fn faulting_addrs(env: &mut Env, rng: &mut Rng, n: usize) -> (u64, String) {
+    match rng.below(3) {
+        // addrs 0 means "no addresses wanted": never NULL here.
+        0 => match bad_pointer(env, rng) {
+            (0, _) => (env.unmapped(), "unmapped page".to_string()),
+            b => b,
+        },
+        1 => (env.ro.addr(), "a read-only page".to_string()),
+        _ => {
+            // Room for fewer addresses than records.
+            let room = rng.below(n as u64) as usize;
+            (
+                env.scratch.addr_before_guard(8 * room),
+                format!("room for {room} of {n} addresses"),
+            )
+        }
+    }
+}
+
+/// RESOLVE_BATCH queries that fault, read-only queries.
+fn faulting_batch_queries(env: &mut Env, rng: &mut Rng, anchor: u32, avar: u32, out: &mut CaseOut) {
+    let count = rng.range(1, 64) as u32;
+    let (addr, what) = match rng.below(3) {
+        0 => bad_pointer(env, rng),
+        1 => {
+            let q = ResolveQuery {
+                var_id: avar,
+                ..Default::default()
+            };
+            let b: Vec<u8> =
+                std::iter::repeat_n(q.as_bytes().to_vec(), (count as usize).min(4096 / 32))
+                    .flatten()
+                    .collect();
+            match env.ro.set(&b) {
+                Ok(a) => (a, "a read-only page".to_string()),
+                Err(e) => {
+                    out.failures.push(format!("read-only page: {e}"));
+                    return;
+                }
+            }
+        }
+        _ => {
+            let keep = rng.below(u64::from(count) * 32) as usize;
+            let b = vec![0u8; keep];
+            (
+                env.scratch.place_before_guard(&b, 0),
+                format!("{keep} of {} bytes before a guard page", count * 32),
+            )
+        }
+    };
+    out.what = format!("RESOLVE_BATCH of {count} with the queries at {what}");
+    let mut arg = ResolveBatch {
+        plan_id: anchor,
+        count,
+        queries: addr,
+    };
+    // SAFETY: the queries fault or lie in our guarded/read-only pages.
+    let r = unsafe {
+        env.dev
+            .ioctl_raw(IOC_RESOLVE_BATCH, &mut arg as *mut _ as *mut libc::c_void)
+    };
+    out.errno = r.err().map(|e| errno_of(&e));
+    out.expect(Expect::Err(libc::EFAULT));
+}
+
+/// MEM_WRITE from / MEM_READ into memory that faults.
+fn faulting_xfer_buffer(
+    env: &mut Env,
+    rng: &mut Rng,
+    anchor: u32,
+    avar: u32,
+    asize: u64,
+    out: &mut CaseOut,
+) {
+    let write = rng.chance(1, 2);
+    let len = rng.range(1, asize.min(env.scratch.usable() as u64));
+    let off = rng.below(asize - len + 1);
+    let (buf, what) = match rng.below(3) {
+        0 => bad_pointer(env, rng),
+        1 if !write => (env.ro.addr(), "a read-only page".to_string()),
+        _ => {
+            let keep = rng.below(len) as usize;
+            (
+                env.scratch.addr_before_guard(keep),
+                format!("{keep} of {len} bytes before a guard page"),
+            )
+        }
+    };
+    out.what = format!(
+        "MEM_{} of {len} bytes with the buffer at {what}",
+        if write { "WRITE" } else { "READ" }
+    );
+    let mut arg = MemXfer {
+        plan_id: anchor,
+        var_id: avar,
+        offset: off,
+        len,
+        buf,
+    };
+    // SAFETY: the buffer faults, or is our read-only page, or ends at
+    // our guard page.
+    let r = unsafe { env.dev.mem_xfer_raw(write, &mut arg) };
+    out.errno = r.err().map(|e| errno_of(&e));
+    out.expect(Expect::Err(libc::EFAULT));
 }
