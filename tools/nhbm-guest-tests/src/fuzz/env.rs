@@ -56,38 +56,10 @@ impl Env {
         let spare = Device::open(index)?;
         let limits = nhbm::Limits::from_device_info(&info);
 
-        // Anchors in A: two plans, each with the vars of ANCHOR_VARS.
-        let mut anchors = Vec::new();
-        let mut remotes = Vec::new();
-        let mut loads = 0;
-        for k in 0..2u32 {
-            let mut plan = Plan::new(0, 0);
-            for &(v, size) in &ANCHOR_VARS {
-                plan.push(Record::buffer(v, size).name(format!("anchor{k}_{v}")));
-            }
-            plan.push(Record::list(9, vec![1, 2, 7]));
-            let p = dev.plan_load(&plan.to_blob().map_err(io::Error::from)?, CHANNEL_ANY)?;
-            loads += 1;
-            for &(v, size) in &ANCHOR_VARS {
-                remotes.push(RemoteTarget {
-                    plan_id: p.plan_id,
-                    var_id: v,
-                    size,
-                });
-            }
-            anchors.push(p.plan_id);
-        }
-        // B gets more plans than A holds, so some of its ids are free in A.
-        let mut other_ids = Vec::new();
-        for _ in 0..(anchors.len() + 4) {
-            let plan = Plan::new(0, 0)
-                .with(Record::buffer(1, 4 * KIB))
-                .with(Record::buffer(2, 4 * KIB));
-            let p = other.plan_load(&plan.to_blob().map_err(io::Error::from)?, CHANNEL_ANY)?;
-            if !anchors.contains(&p.plan_id) {
-                other_ids.push(p.plan_id);
-            }
-        }
+        let (anchors, remotes) = load_anchors(&dev)?;
+        // One PLAN_LOAD per anchor.
+        let loads = anchors.len() as u64;
+        let other_ids = load_other_plans(&other, &anchors)?;
         let baseline = Usage::of(&dev)?;
         Ok(Env {
             gen: GenCtx {
@@ -262,4 +234,44 @@ impl Env {
             Err(e) => failures.push(format!("MEM_STATS: {}", nhbm::io_errno_name(&e))),
         }
     }
+}
+
+/// Anchors in A: two plans, each with the vars of ANCHOR_VARS and a list of
+/// them. Returns their plan ids and the variables REMOTE records may name.
+fn load_anchors(dev: &Device) -> io::Result<(Vec<u32>, Vec<RemoteTarget>)> {
+    let mut anchors = Vec::new();
+    let mut remotes = Vec::new();
+    for k in 0..2u32 {
+        let mut plan = Plan::new(0, 0);
+        for &(v, size) in &ANCHOR_VARS {
+            plan.push(Record::buffer(v, size).name(format!("anchor{k}_{v}")));
+        }
+        plan.push(Record::list(9, vec![1, 2, 7]));
+        let p = dev.plan_load(&plan.to_blob().map_err(io::Error::from)?, CHANNEL_ANY)?;
+        for &(v, size) in &ANCHOR_VARS {
+            remotes.push(RemoteTarget {
+                plan_id: p.plan_id,
+                var_id: v,
+                size,
+            });
+        }
+        anchors.push(p.plan_id);
+    }
+    Ok((anchors, remotes))
+}
+
+/// B gets more plans than A holds, so some of its ids are free in A:
+/// returns those.
+fn load_other_plans(other: &Device, anchors: &[u32]) -> io::Result<Vec<u32>> {
+    let mut other_ids = Vec::new();
+    for _ in 0..(anchors.len() + 4) {
+        let plan = Plan::new(0, 0)
+            .with(Record::buffer(1, 4 * KIB))
+            .with(Record::buffer(2, 4 * KIB));
+        let p = other.plan_load(&plan.to_blob().map_err(io::Error::from)?, CHANNEL_ANY)?;
+        if !anchors.contains(&p.plan_id) {
+            other_ids.push(p.plan_id);
+        }
+    }
+    Ok(other_ids)
 }

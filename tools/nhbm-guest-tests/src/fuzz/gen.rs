@@ -84,9 +84,30 @@ pub fn valid_plan(rng: &mut Rng, ctx: &GenCtx, max: usize) -> Plan {
         0
     };
     let mut plan = Plan::new(local, shared);
+    let ids = distinct_ids(rng, n);
+    // Kinds first, references once every id is known.
+    let mut picks = pick_kinds(rng, ctx, n, local, shared);
+    for (&id, &p) in ids.iter().zip(&picks) {
+        let r = match p {
+            Pick::Alloc => alloc_record(rng, id),
+            Pick::Vtmp => vtmp_record(rng, id, local, shared),
+            Pick::Sb => sb_record(rng, ctx, id),
+            Pick::Remote => remote_record(rng, ctx, id),
+            // Placeholders, filled in below.
+            Pick::Ptr => Record::ptr(id, id, 0),
+            Pick::List => Record::list(id, vec![]),
+            Pick::PtrTable => Record::ptr_table(id, vec![]),
+        };
+        plan.push(name_and_shape(rng, r));
+    }
+    aim_pointers(rng, &mut plan, &mut picks, &ids);
+    fill_lists(rng, &mut plan, &picks, &ids);
+    plan
+}
 
-    // Distinct ids: sequential, small random, anywhere in u32, or crafted to
-    // share their low 17 bits (one bucket for a simple hash of the id).
+/// `n` distinct ids: sequential, small random, anywhere in u32, or crafted
+/// to share their low 17 bits (one bucket for a simple hash of the id).
+fn distinct_ids(rng: &mut Rng, n: usize) -> Vec<u32> {
     let mode = rng.below(4);
     let mut used = HashSet::new();
     let mut ids = Vec::with_capacity(n);
@@ -102,8 +123,13 @@ pub fn valid_plan(rng: &mut Rng, ctx: &GenCtx, max: usize) -> Plan {
         }
         ids.push(id);
     }
+    ids
+}
 
-    // Kinds first, references once every id is known.
+/// The kinds of `n` records, each one the plan can have: no scratchpad
+/// window without a scratchpad, no REMOTE without a target, no State
+/// Buffer window without one, no reference in a plan of one record.
+fn pick_kinds(rng: &mut Rng, ctx: &GenCtx, n: usize, local: u64, shared: u64) -> Vec<Pick> {
     let mut picks = Vec::with_capacity(n);
     for _ in 0..n {
         let p = match rng.below(20) {
@@ -132,71 +158,80 @@ pub fn valid_plan(rng: &mut Rng, ctx: &GenCtx, max: usize) -> Plan {
             }
         }
     }
+    picks
+}
 
-    for (i, &p) in picks.iter().enumerate() {
-        let id = ids[i];
-        let mut r = match p {
-            Pick::Alloc => {
-                let size = alloc_size(rng);
-                let mut r = Record::new(id, alloc_kind(rng), size);
-                if rng.chance(1, 3) {
-                    let len = rng.range(1, size.min(4 * KIB));
-                    r = r.data(rng.bytes(len as usize));
-                }
-                if rng.chance(2, 5) {
-                    r = r.alignment(1 << rng.below(17));
-                }
-                r
-            }
-            Pick::Vtmp => {
-                let (backing, scratch) = if shared > 0 && (local == 0 || rng.chance(1, 2)) {
-                    (Backing::Shared, shared)
-                } else {
-                    (Backing::Local, local)
-                };
-                let size = rng.range(1, scratch.min(16 * KIB));
-                let offset = rng.range(0, scratch - size);
-                Record::virtual_tmp_buf(id, size, backing, offset)
-            }
-            Pick::Sb => {
-                let nc = rng.below(u64::from(ctx.nr_cores)) as u32;
-                let size = rng.range(1, 64 * KIB.min(ctx.sbuf_size));
-                let offset = rng.range(0, ctx.sbuf_size - size) & !7;
-                Record::sb(id, size, nc, offset)
-            }
-            Pick::Remote => {
-                let t = *rng.pick(&ctx.remotes);
-                let size = match rng.below(3) {
-                    0 => 0,
-                    1 => t.size,
-                    _ => rng.range(1, t.size.max(1)),
-                };
-                Record::remote(id, size, t.plan_id, t.var_id)
-            }
-            // Placeholders, filled in below.
-            Pick::Ptr => Record::ptr(id, id, 0),
-            Pick::List => Record::list(id, vec![]),
-            Pick::PtrTable => Record::ptr_table(id, vec![]),
-        };
-        if rng.chance(1, 4) {
-            let len = rng.range(0, 40) as usize;
-            let name: String = (0..len)
-                .map(|_| (b'a' + rng.below(26) as u8) as char)
-                .collect();
-            r = r.name(name);
-        }
-        if rng.chance(1, 4) {
-            let dims = rng.range(0, 8) as usize;
-            let shape: Vec<u64> = (0..dims).map(|_| rng.range(1, 64)).collect();
-            let dtype = *rng.pick(&["float32", "bfloat16", "int8", "", "fp8_e4m3"]);
-            r = r.dtype(dtype, &shape);
-        }
-        plan.push(r);
+/// An allocated variable, sometimes with a payload or an alignment.
+fn alloc_record(rng: &mut Rng, id: u32) -> Record {
+    let size = alloc_size(rng);
+    let mut r = Record::new(id, alloc_kind(rng), size);
+    if rng.chance(1, 3) {
+        let len = rng.range(1, size.min(4 * KIB));
+        r = r.data(rng.bytes(len as usize));
     }
+    if rng.chance(2, 5) {
+        r = r.alignment(1 << rng.below(17));
+    }
+    r
+}
 
-    // Pointers target an earlier pointer or any non-pointer: no cycles. In
-    // a chained plan each pointer targets the previous one, so the last one
-    // is as many steps from its end as there are pointers.
+/// A window into the local or the shared scratchpad (at least one of
+/// `local` and `shared` is not 0).
+fn vtmp_record(rng: &mut Rng, id: u32, local: u64, shared: u64) -> Record {
+    let (backing, scratch) = if shared > 0 && (local == 0 || rng.chance(1, 2)) {
+        (Backing::Shared, shared)
+    } else {
+        (Backing::Local, local)
+    };
+    let size = rng.range(1, scratch.min(16 * KIB));
+    let offset = rng.range(0, scratch - size);
+    Record::virtual_tmp_buf(id, size, backing, offset)
+}
+
+/// A window into the State Buffer of a random core.
+fn sb_record(rng: &mut Rng, ctx: &GenCtx, id: u32) -> Record {
+    let nc = rng.below(u64::from(ctx.nr_cores)) as u32;
+    let size = rng.range(1, 64 * KIB.min(ctx.sbuf_size));
+    let offset = rng.range(0, ctx.sbuf_size - size) & !7;
+    Record::sb(id, size, nc, offset)
+}
+
+/// A REMOTE to one of the file's targets: its whole size, part of it, or
+/// size 0.
+fn remote_record(rng: &mut Rng, ctx: &GenCtx, id: u32) -> Record {
+    let t = *rng.pick(&ctx.remotes);
+    let size = match rng.below(3) {
+        0 => 0,
+        1 => t.size,
+        _ => rng.range(1, t.size.max(1)),
+    };
+    Record::remote(id, size, t.plan_id, t.var_id)
+}
+
+/// `r`, sometimes with a name and sometimes with a dtype and shape.
+fn name_and_shape(rng: &mut Rng, mut r: Record) -> Record {
+    if rng.chance(1, 4) {
+        let len = rng.range(0, 40) as usize;
+        let name: String = (0..len)
+            .map(|_| (b'a' + rng.below(26) as u8) as char)
+            .collect();
+        r = r.name(name);
+    }
+    if rng.chance(1, 4) {
+        let dims = rng.range(0, 8) as usize;
+        let shape: Vec<u64> = (0..dims).map(|_| rng.range(1, 64)).collect();
+        let dtype = *rng.pick(&["float32", "bfloat16", "int8", "", "fp8_e4m3"]);
+        r = r.dtype(dtype, &shape);
+    }
+    r
+}
+
+/// Sets each pointer's target and size. Pointers target an earlier pointer
+/// or any non-pointer: no cycles. In a chained plan each pointer targets
+/// the previous one, so the last one is as many steps from its end as
+/// there are pointers. A pointer with nothing to target becomes a buffer.
+fn aim_pointers(rng: &mut Rng, plan: &mut Plan, picks: &mut [Pick], ids: &[u32]) {
+    let n = picks.len();
     let chained = rng.chance(1, 4);
     let mut prev_ptr: Option<usize> = None;
     for i in 0..n {
@@ -226,6 +261,12 @@ pub fn valid_plan(rng: &mut Rng, ctx: &GenCtx, max: usize) -> Plan {
             _ => 0,
         };
     }
+}
+
+/// Sets the ids of each list (any other variables) and pointer table (the
+/// plan's lists), and their sizes and alignments.
+fn fill_lists(rng: &mut Rng, plan: &mut Plan, picks: &[Pick], ids: &[u32]) {
+    let n = picks.len();
     let lists: Vec<usize> = (0..n).filter(|&j| picks[j] == Pick::List).collect();
     for (i, &pick) in picks.iter().enumerate() {
         let ids_for = match pick {
@@ -259,7 +300,6 @@ pub fn valid_plan(rng: &mut Rng, ctx: &GenCtx, max: usize) -> Plan {
             plan.records[i].alignment = 1 << rng.below(13);
         }
     }
-    plan
 }
 
 #[cfg(test)]

@@ -324,60 +324,7 @@ fn plans_per_file_limit(index: u32, notes: &mut Vec<String>) -> Result<(), Strin
     let watch = Device::open(index).map_err(|e| format!("open: {e}"))?;
     let before = Usage::of(&watch).map_err(|e| format!("MEM_STATS: {e}"))?;
     let t = Instant::now();
-    {
-        let d = Device::open(index).map_err(|e| format!("open: {e}"))?;
-        let blob = one_buffer(1, 1).to_blob().map_err(|e| e.to_string())?;
-        let mut ids = Vec::with_capacity(PLANS_PER_FILE);
-        for k in 0..PLANS_PER_FILE {
-            match d.plan_load(&blob, CHANNEL_ANY) {
-                Ok(p) => ids.push(p.plan_id),
-                Err(e) => {
-                    return Err(format!(
-                        "load {} of {PLANS_PER_FILE}: {}",
-                        k + 1,
-                        nhbm::io_errno_name(&e)
-                    ))
-                }
-            }
-        }
-        match d.plan_load(&blob, CHANNEL_ANY) {
-            Err(e) if e.raw_os_error() == Some(libc::E2BIG) => {}
-            Err(e) => {
-                return Err(format!(
-                    "load {}: {}, want E2BIG",
-                    PLANS_PER_FILE + 1,
-                    nhbm::io_errno_name(&e)
-                ))
-            }
-            Ok(p) => {
-                return Err(format!(
-                    "load {} succeeded (plan {})",
-                    PLANS_PER_FILE + 1,
-                    p.plan_id
-                ))
-            }
-        }
-        let u = Usage::of(&d).map_err(|e| format!("MEM_STATS: {e}"))?;
-        if u.own_plans as usize != PLANS_PER_FILE {
-            return Err(format!("own_plans {} after the limit", u.own_plans));
-        }
-        let mut sorted = ids.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        if sorted.len() != ids.len() {
-            return Err("plan ids repeat".into());
-        }
-        if let Some(&max) = sorted.last() {
-            if max as usize > PLANS_PER_FILE + 1 {
-                return Err(format!("plan id {max} after {PLANS_PER_FILE} loads"));
-            }
-        }
-        // Unloading one makes room for exactly one more.
-        d.plan_unload(ids[PLANS_PER_FILE / 2])
-            .map_err(|e| format!("PLAN_UNLOAD: {e}"))?;
-        d.plan_load(&blob, CHANNEL_ANY)
-            .map_err(|e| format!("load after an unload: {e}"))?;
-    }
+    fill_one_file(index)?;
     let after = Usage::of(&watch).map_err(|e| format!("MEM_STATS: {e}"))?;
     notes.push(format!(
         "{PLANS_PER_FILE} plans in one file, then E2BIG; closed in {} ms total",
@@ -389,6 +336,79 @@ fn plans_per_file_limit(index: u32, notes: &mut Vec<String>) -> Result<(), Strin
             after.device(),
             before.device()
         ));
+    }
+    Ok(())
+}
+
+/// Opens a file of its own, fills it to the plan limit and checks it is
+/// full, then unloads one plan and loads one more; the file closes on
+/// return.
+fn fill_one_file(index: u32) -> Result<(), String> {
+    let d = Device::open(index).map_err(|e| format!("open: {e}"))?;
+    let blob = one_buffer(1, 1).to_blob().map_err(|e| e.to_string())?;
+    let ids = load_to_the_limit(&d, &blob)?;
+    check_full_file(&d, &ids)?;
+    // Unloading one makes room for exactly one more.
+    d.plan_unload(ids[PLANS_PER_FILE / 2])
+        .map_err(|e| format!("PLAN_UNLOAD: {e}"))?;
+    d.plan_load(&blob, CHANNEL_ANY)
+        .map_err(|e| format!("load after an unload: {e}"))?;
+    Ok(())
+}
+
+/// Loads `blob` PLANS_PER_FILE times on `d`, then once more, which must be
+/// E2BIG. Returns the plan ids of the loads.
+fn load_to_the_limit(d: &Device, blob: &[u8]) -> Result<Vec<u32>, String> {
+    let mut ids = Vec::with_capacity(PLANS_PER_FILE);
+    for k in 0..PLANS_PER_FILE {
+        match d.plan_load(blob, CHANNEL_ANY) {
+            Ok(p) => ids.push(p.plan_id),
+            Err(e) => {
+                return Err(format!(
+                    "load {} of {PLANS_PER_FILE}: {}",
+                    k + 1,
+                    nhbm::io_errno_name(&e)
+                ))
+            }
+        }
+    }
+    match d.plan_load(blob, CHANNEL_ANY) {
+        Err(e) if e.raw_os_error() == Some(libc::E2BIG) => {}
+        Err(e) => {
+            return Err(format!(
+                "load {}: {}, want E2BIG",
+                PLANS_PER_FILE + 1,
+                nhbm::io_errno_name(&e)
+            ))
+        }
+        Ok(p) => {
+            return Err(format!(
+                "load {} succeeded (plan {})",
+                PLANS_PER_FILE + 1,
+                p.plan_id
+            ))
+        }
+    }
+    Ok(ids)
+}
+
+/// A file at the plan limit: MEM_STATS counts every plan, and the plan ids
+/// `ids` are distinct and no larger than the loads allow.
+fn check_full_file(d: &Device, ids: &[u32]) -> Result<(), String> {
+    let u = Usage::of(d).map_err(|e| format!("MEM_STATS: {e}"))?;
+    if u.own_plans as usize != PLANS_PER_FILE {
+        return Err(format!("own_plans {} after the limit", u.own_plans));
+    }
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != ids.len() {
+        return Err("plan ids repeat".into());
+    }
+    if let Some(&max) = sorted.last() {
+        if max as usize > PLANS_PER_FILE + 1 {
+            return Err(format!("plan id {max} after {PLANS_PER_FILE} loads"));
+        }
     }
     Ok(())
 }
@@ -441,41 +461,11 @@ fn run_suite(cfg: &Config, w: &mut dyn Write) -> bool {
             .map(|i| format!(" only case {i}"))
             .unwrap_or_default()
     ));
-
-    // The per-file plan limit, on a file of its own.
-    let mut notes = Vec::new();
-    if cfg.quick || cfg.only.is_some() {
-        k.result(
-            "plans_per_file_limit",
-            &Outcome::Skip("not in a replay or --quick run".into()),
-            &[],
-        );
-    } else {
-        let r = catch(|| plans_per_file_limit(cfg.device, &mut notes).map_err(Fail::Fail));
-        let o = match r {
-            Ok(()) => Outcome::Pass,
-            Err(Fail::Fail(m) | Fail::Skip(m)) => Outcome::Fail(m),
-        };
-        k.result("plans_per_file_limit", &o, &notes);
-    }
-
+    report_plans_per_file_limit(&mut k, cfg);
     let mut env = match Env::open(cfg.device) {
         Ok(e) => e,
         Err(e) => {
-            let why = format!(
-                "cannot set up on /dev/neuron_hbm{}: {} ({e})",
-                cfg.device,
-                nhbm::io_errno_name(&e)
-            );
-            for c in CATEGORIES {
-                k.result(c.name(), &Outcome::Fail(why.clone()), &[]);
-            }
-            k.result(
-                "kernel_accepts_only_valid_plans",
-                &Outcome::Fail(why.clone()),
-                &[],
-            );
-            k.result("teardown_restores_usage", &Outcome::Fail(why), &[]);
+            report_setup_failure(&mut k, cfg, &e);
             return k.end();
         }
     };
@@ -491,7 +481,60 @@ fn run_suite(cfg: &Config, w: &mut dyn Write) -> bool {
         report.elapsed.as_millis(),
         cfg.seed
     ));
-    for (c, st) in CATEGORIES.iter().zip(&report.per_category) {
+    report_categories(&mut k, &report.per_category);
+    report_oracle(&mut k, &report.oracle);
+    let r = catch(|| teardown(env).map_err(Fail::Fail));
+    match r {
+        Ok(note) => k.result("teardown_restores_usage", &Outcome::Pass, &[note]),
+        Err(Fail::Fail(m) | Fail::Skip(m)) => {
+            k.result("teardown_restores_usage", &Outcome::Fail(m), &[])
+        }
+    }
+    k.end()
+}
+
+/// The per-file plan limit, on a file of its own (skipped in a replay or
+/// a --quick run).
+fn report_plans_per_file_limit(k: &mut Ktap<'_>, cfg: &Config) {
+    let mut notes = Vec::new();
+    if cfg.quick || cfg.only.is_some() {
+        k.result(
+            "plans_per_file_limit",
+            &Outcome::Skip("not in a replay or --quick run".into()),
+            &[],
+        );
+    } else {
+        let r = catch(|| plans_per_file_limit(cfg.device, &mut notes).map_err(Fail::Fail));
+        let o = match r {
+            Ok(()) => Outcome::Pass,
+            Err(Fail::Fail(m) | Fail::Skip(m)) => Outcome::Fail(m),
+        };
+        k.result("plans_per_file_limit", &o, &notes);
+    }
+}
+
+/// Fails every remaining test with why the fuzzer could not set up.
+fn report_setup_failure(k: &mut Ktap<'_>, cfg: &Config, e: &io::Error) {
+    let why = format!(
+        "cannot set up on /dev/neuron_hbm{}: {} ({e})",
+        cfg.device,
+        nhbm::io_errno_name(e)
+    );
+    for c in CATEGORIES {
+        k.result(c.name(), &Outcome::Fail(why.clone()), &[]);
+    }
+    k.result(
+        "kernel_accepts_only_valid_plans",
+        &Outcome::Fail(why.clone()),
+        &[],
+    );
+    k.result("teardown_restores_usage", &Outcome::Fail(why), &[]);
+}
+
+/// One test result per category: its counts, its slowest case and its
+/// first failures.
+fn report_categories(k: &mut Ktap<'_>, per_category: &[Stats]) {
+    for (c, st) in CATEGORIES.iter().zip(per_category) {
         let mut notes = vec![st.summary()];
         if st.cases > 0 {
             notes.push(format!(
@@ -513,8 +556,11 @@ fn run_suite(cfg: &Config, w: &mut dyn Write) -> bool {
         };
         k.result(c.name(), &o, &notes);
     }
+}
 
-    let o = &report.oracle;
+/// The validator comparison's result: fails when the kernel accepted a
+/// blob the format rejects.
+fn report_oracle(k: &mut Ktap<'_>, o: &OracleStats) {
     let mut notes = vec![format!(
         "compared={} agree={} kernel_accepts_invalid={} kernel_refuses_valid={} errno_differs={}",
         o.compared, o.agree, o.kernel_accepts.failed, o.kernel_refuses, o.errno_differs
@@ -527,15 +573,6 @@ fn run_suite(cfg: &Config, w: &mut dyn Write) -> bool {
         Outcome::Pass
     };
     k.result("kernel_accepts_only_valid_plans", &outcome, &notes);
-
-    let r = catch(|| teardown(env).map_err(Fail::Fail));
-    match r {
-        Ok(note) => k.result("teardown_restores_usage", &Outcome::Pass, &[note]),
-        Err(Fail::Fail(m) | Fail::Skip(m)) => {
-            k.result("teardown_restores_usage", &Outcome::Fail(m), &[])
-        }
-    }
-    k.end()
 }
 
 /// Time per case the default time bound allows for long runs (a debug

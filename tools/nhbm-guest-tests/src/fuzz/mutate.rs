@@ -91,7 +91,20 @@ pub fn mutate_field(rng: &mut Rng, raw: &mut RawPlan) -> String {
     let i = rng.index(nmem);
     let other_id = raw.records[rng.index(nmem)].var_id;
     let r = &mut raw.records[i];
-    let (what, v): (&str, u64) = match rng.below(17) {
+    let (what, v) = match rng.below(17) {
+        k @ (0 | 1 | 5 | 16) => mutate_identity(rng, r, k, other_id),
+        k @ (3 | 4) => mutate_extent(rng, r, k),
+        k @ 6..=8 => mutate_dtype_shape(rng, r, k),
+        k @ (2 | 9..=11) => mutate_offsets(rng, r, k, len, nmem),
+        k => mutate_union(rng, r, k, len, nmem),
+    };
+    format!("rec {i} {what}={v:#x}")
+}
+
+/// Mutation `k` of `mutate_field` (0, 1, 5 or 16): the record's kind,
+/// flags or id.
+fn mutate_identity(rng: &mut Rng, r: &mut MemRef, k: u64, other_id: u32) -> (&'static str, u64) {
+    match k {
         0 => {
             r.mr_type = match rng.below(4) {
                 0 => MR_INVALID,
@@ -105,31 +118,6 @@ pub fn mutate_field(rng: &mut Rng, raw: &mut RawPlan) -> String {
             r.flags = 1 << rng.below(32);
             ("flags", u64::from(r.flags))
         }
-        2 => {
-            r.name_off = edgy_offset(rng, len, nmem);
-            ("name_off", r.name_off)
-        }
-        3 => {
-            r.size = match rng.below(6) {
-                0 => 0,
-                1 => u64::MAX,
-                2 => 1 << rng.range(30, 40),
-                3 => (1 << 34) + rng.below(4096),
-                4 => r.size.wrapping_add(1),
-                _ => rng.edgy_u64(),
-            };
-            ("size", r.size)
-        }
-        4 => {
-            r.alignment = match rng.below(5) {
-                0 => rng.range(3, 4095) | 1,
-                1 => MAX_ALIGNMENT << rng.range(1, 33),
-                2 => 1 << 63,
-                3 => MAX_ALIGNMENT,
-                _ => rng.edgy_u64(),
-            };
-            ("alignment", r.alignment)
-        }
         5 => {
             r.var_id = if rng.chance(2, 3) {
                 other_id
@@ -138,14 +126,50 @@ pub fn mutate_field(rng: &mut Rng, raw: &mut RawPlan) -> String {
             };
             ("var_id", u64::from(r.var_id))
         }
+        _ => {
+            // Make it another kind, keeping its union words.
+            r.mr_type = rng.range(u64::from(MR_SB), u64::from(MR_REMOTE)) as u32;
+            ("kind swap", u64::from(r.mr_type))
+        }
+    }
+}
+
+/// Mutation `k` of `mutate_field` (3 or 4): the record's size or alignment.
+fn mutate_extent(rng: &mut Rng, r: &mut MemRef, k: u64) -> (&'static str, u64) {
+    if k == 3 {
+        r.size = match rng.below(6) {
+            0 => 0,
+            1 => u64::MAX,
+            2 => 1 << rng.range(30, 40),
+            3 => (1 << 34) + rng.below(4096),
+            4 => r.size.wrapping_add(1),
+            _ => rng.edgy_u64(),
+        };
+        ("size", r.size)
+    } else {
+        r.alignment = match rng.below(5) {
+            0 => rng.range(3, 4095) | 1,
+            1 => MAX_ALIGNMENT << rng.range(1, 33),
+            2 => 1 << 63,
+            3 => MAX_ALIGNMENT,
+            _ => rng.edgy_u64(),
+        };
+        ("alignment", r.alignment)
+    }
+}
+
+/// Mutation `k` of `mutate_field` (6, 7 or 8): the record's dtype, ndim or
+/// a dimension of its shape.
+fn mutate_dtype_shape(rng: &mut Rng, r: &mut MemRef, k: u64) -> (&'static str, u64) {
+    match k {
         6 => {
-            let k = rng.index(16);
+            let byte = rng.index(16);
             if rng.chance(1, 2) {
                 r.dtype = [b'x'; 16];
                 ("dtype (no NUL)", 16)
             } else {
-                r.dtype[k] = rng.next_u32() as u8;
-                ("dtype byte", k as u64)
+                r.dtype[byte] = rng.next_u32() as u8;
+                ("dtype byte", byte as u64)
             }
         }
         7 => {
@@ -156,10 +180,27 @@ pub fn mutate_field(rng: &mut Rng, raw: &mut RawPlan) -> String {
             };
             ("ndim", u64::from(r.ndim))
         }
-        8 => {
-            let k = rng.index(MAX_NDIM);
-            r.shape[k] = rng.edgy_u64() | 1;
-            ("shape", k as u64)
+        _ => {
+            let dim = rng.index(MAX_NDIM);
+            r.shape[dim] = rng.edgy_u64() | 1;
+            ("shape", dim as u64)
+        }
+    }
+}
+
+/// Mutation `k` of `mutate_field` (2, 9, 10 or 11): the name or payload
+/// range of a record in a blob of `len` bytes and `nmem` records.
+fn mutate_offsets(
+    rng: &mut Rng,
+    r: &mut MemRef,
+    k: u64,
+    len: u64,
+    nmem: usize,
+) -> (&'static str, u64) {
+    match k {
+        2 => {
+            r.name_off = edgy_offset(rng, len, nmem);
+            ("name_off", r.name_off)
         }
         9 => {
             r.data_off = edgy_offset(rng, len, nmem);
@@ -172,37 +213,43 @@ pub fn mutate_field(rng: &mut Rng, raw: &mut RawPlan) -> String {
             r.data_len = edgy_len(rng, r.data_off, len);
             ("data_len", r.data_len)
         }
-        11 => {
+        _ => {
             // A payload that overlaps the header and records.
             r.data_off = rng.below(RawPlan::data_start(nmem) as u64);
             r.data_len = rng.range(1, r.size.clamp(1, 4096));
             ("data overlapping records at", r.data_off)
         }
+    }
+}
+
+/// Mutation `k` of `mutate_field` (12 to 15): a word of the record's kind
+/// union, or a list count from the edges with the ids where they were.
+fn mutate_union(
+    rng: &mut Rng,
+    r: &mut MemRef,
+    k: u64,
+    len: u64,
+    nmem: usize,
+) -> (&'static str, u64) {
+    let mut u = r.u.raw();
+    let done = match k {
         12 => {
-            let mut u = r.u.raw();
             u[0] = (u[0] & 0xffff_ffff_0000_0000) | u64::from(rng.edgy_u32());
-            r.u = MemRefUnion { raw: u };
             ("union u32 #0", u[0] & 0xffff_ffff)
         }
         13 => {
-            let mut u = r.u.raw();
             u[0] = (u[0] & 0xffff_ffff) | (u64::from(rng.edgy_u32()) << 32);
-            r.u = MemRefUnion { raw: u };
             ("union u32 #1", u[0] >> 32)
         }
         14 => {
-            let mut u = r.u.raw();
             u[1] = if rng.chance(1, 2) {
                 edgy_offset(rng, len, nmem)
             } else {
                 rng.edgy_u64()
             };
-            r.u = MemRefUnion { raw: u };
             ("union u64 #1", u[1])
         }
-        15 => {
-            // List count from the edges with the ids where they were.
-            let mut u = r.u.raw();
+        _ => {
             let c = match rng.below(4) {
                 0 => MAX_LIST_COUNT,
                 1 => MAX_LIST_COUNT + 1,
@@ -210,16 +257,11 @@ pub fn mutate_field(rng: &mut Rng, raw: &mut RawPlan) -> String {
                 _ => ((u[0] as u32) + 1).max(2),
             };
             u[0] = (u[0] & 0xffff_ffff_0000_0000) | u64::from(c);
-            r.u = MemRefUnion { raw: u };
             ("list count", u64::from(c))
         }
-        _ => {
-            // Make it another kind, keeping its union words.
-            r.mr_type = rng.range(u64::from(MR_SB), u64::from(MR_REMOTE)) as u32;
-            ("kind swap", u64::from(r.mr_type))
-        }
     };
-    format!("rec {i} {what}={v:#x}")
+    r.u = MemRefUnion { raw: u };
+    done
 }
 
 /// Sets one header field to an edge value.
