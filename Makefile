@@ -172,7 +172,7 @@ RUSTFMT     = rustfmt --edition 2021 --config-path $(RUSTFMT_CFG) $(REPO)/rust/n
 lint:
 	@python3 $(REPO)/tools/testing/import-cycles.py $(REPO)/rust $(wildcard $(REPO)/tools/*/src)
 	@python3 $(REPO)/tools/testing/layers.py $(REPO)/rust
-	@python3 $(REPO)/tools/testing/fn-length.py $(REPO)/rust $(REPO)/tools/nhbm-devmodel
+	@python3 $(REPO)/tools/testing/fn-length.py $(REPO)/rust $(REPO)/tools
 	@$(RUSTFMT) --check
 	@$(MAKE) -C $(KDIR_AUTO) M=$(REPO) $(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver modules
 	@$(MAKE) --no-print-directory bench-module KMAKE_ARGS="$(KMAKE_ARGS) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver"
