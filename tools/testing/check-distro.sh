@@ -148,7 +148,7 @@ in_root getent group neuron >/dev/null || die "the package did not create the ne
 [ -f "$ROOT/usr/lib/udev/rules.d/60-neuron-hbm.rules" ] || die "no udev rule installed"
 in_root nhbm --version >&2 || die "the tools package's nhbm does not run"
 [ -x "$ROOT/usr/sbin/neuron-hbm-bind" ] || die "no neuron-hbm-bind installed"
-[ -f "$ROOT/usr/share/man/man8/neuron-hbm-bind.8" ] || die "no neuron-hbm-bind(8) manual page installed"
+[ -f "$ROOT/usr/share/man/man8/neuron-hbm-bind.8.gz" ] || die "no neuron-hbm-bind(8) manual page installed"
 
 # Debian 13's own kernel (6.12) installed now, as a kernel upgrade arrives:
 # its postinst hook runs `dkms autoinstall`, which must skip it with DKMS's
