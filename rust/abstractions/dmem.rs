@@ -90,8 +90,12 @@ impl Kept {
 
 impl Drop for Kept {
     fn drop(&mut self) {
-        // A region still held by a charge lives on until that goes.
-        KEPT.lock().clear();
+        // The set's buffer goes with its regions: `KEPT` is a static, never
+        // dropped, and `clear` would keep the buffer past the module's
+        // removal. A region still held by a charge lives on until that
+        // goes; the others are unregistered here, out of the lock.
+        let kept = core::mem::replace(&mut *KEPT.lock(), KVec::new());
+        drop(kept);
     }
 }
 
