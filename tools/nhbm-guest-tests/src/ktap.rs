@@ -24,6 +24,15 @@ pub enum Fail {
     Skip(String),
 }
 
+impl Fail {
+    /// The message, whether the case failed or was skipped.
+    pub fn into_message(self) -> String {
+        match self {
+            Fail::Fail(m) | Fail::Skip(m) => m,
+        }
+    }
+}
+
 /// What a case returns.
 pub type TestResult = Result<(), Fail>;
 

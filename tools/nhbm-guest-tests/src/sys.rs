@@ -136,6 +136,11 @@ pub fn tracefs_file(file: &str) -> Option<String> {
     std::path::Path::new(&path).exists().then_some(path)
 }
 
+/// Writes `v` to the tracefs control file `path`; a failure names the file.
+pub fn tracefs_write(path: &str, v: &str) -> Result<(), crate::ktap::Fail> {
+    crate::ktap::Ctx::ctx(std::fs::write(path, v), path)
+}
+
 /// `mmap(2)` of `len` bytes of `fd` at `offset`, read-write with `flags`,
 /// unmapped again at once if it succeeded (`MAP_POPULATE` makes the kernel
 /// fault every page in first, where a failure signals nothing).

@@ -1545,16 +1545,22 @@ fn faulting_argument(env: &mut Env, rng: &mut Rng, bad: bool, out: &mut CaseOut)
         let keep = rng.below(size as u64) as usize;
         let mut b = vec![0u8; keep];
         rng.fill(&mut b);
-        (
-            env.scratch.place_before_guard(&b, 0),
-            format!("{keep} of {size} bytes before a guard page"),
-        )
+        cut_by_guard(env, &b, size)
     };
     out.what = format!("{name} with its argument at {what}");
     // SAFETY: the argument faults (bad address or guard page).
     let r = unsafe { env.dev.ioctl_raw(cmd, arg as *mut libc::c_void) };
     out.errno = r.err().map(|e| errno_of(&e));
     out.expect(Expect::Err(libc::EFAULT));
+}
+
+/// The first part of a `size`-byte argument, `bytes`, placed so that the
+/// rest of it lies in the guard page: its address and a description.
+fn cut_by_guard(env: &mut Env, bytes: &[u8], size: usize) -> (u64, String) {
+    (
+        env.scratch.place_before_guard(bytes, 0),
+        format!("{} of {size} bytes before a guard page", bytes.len()),
+    )
 }
 
 /// Results written back to a read-only argument.
@@ -1596,8 +1602,16 @@ fn read_only_request(
     let plan = valid_plan(rng, &env.gen, 6);
     let blob = plan.to_raw().unwrap().to_bytes();
     match rng.below(4) {
-        0 => (IOC_DEVICE_INFO, vec![0u8; 128], "DEVICE_INFO"),
-        1 => (IOC_MEM_STATS, vec![0u8; 528], "MEM_STATS"),
+        0 => (
+            IOC_DEVICE_INFO,
+            DeviceInfo::default().as_bytes().to_vec(),
+            "DEVICE_INFO",
+        ),
+        1 => (
+            IOC_MEM_STATS,
+            MemStats::default().as_bytes().to_vec(),
+            "MEM_STATS",
+        ),
         2 => {
             let q = Resolve {
                 plan_id: anchor,
@@ -1699,6 +1713,7 @@ fn faulting_addrs(env: &mut Env, rng: &mut Rng, n: usize) -> (u64, String) {
 /// RESOLVE_BATCH queries that fault, read-only queries.
 fn faulting_batch_queries(env: &mut Env, rng: &mut Rng, anchor: u32, avar: u32, out: &mut CaseOut) {
     let count = rng.range(1, 64) as u32;
+    let qsize = std::mem::size_of::<ResolveQuery>();
     let (addr, what) = match rng.below(3) {
         0 => bad_pointer(env, rng),
         1 => {
@@ -1707,7 +1722,7 @@ fn faulting_batch_queries(env: &mut Env, rng: &mut Rng, anchor: u32, avar: u32, 
                 ..Default::default()
             };
             let b: Vec<u8> =
-                std::iter::repeat_n(q.as_bytes().to_vec(), (count as usize).min(4096 / 32))
+                std::iter::repeat_n(q.as_bytes().to_vec(), (count as usize).min(4096 / qsize))
                     .flatten()
                     .collect();
             match env.ro.set(&b) {
@@ -1719,12 +1734,8 @@ fn faulting_batch_queries(env: &mut Env, rng: &mut Rng, anchor: u32, avar: u32, 
             }
         }
         _ => {
-            let keep = rng.below(u64::from(count) * 32) as usize;
-            let b = vec![0u8; keep];
-            (
-                env.scratch.place_before_guard(&b, 0),
-                format!("{keep} of {} bytes before a guard page", count * 32),
-            )
+            let keep = rng.below((count as usize * qsize) as u64) as usize;
+            cut_by_guard(env, &vec![0u8; keep], count as usize * qsize)
         }
     };
     out.what = format!("RESOLVE_BATCH of {count} with the queries at {what}");

@@ -608,9 +608,7 @@ fn unload_survivors(file: &Device, reg: &[Entry], anchor: u32) -> Result<(), Str
 }
 
 fn run_caught(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
-    crate::ktap::catch(|| f().map_err(Fail::Fail)).map_err(|e| match e {
-        Fail::Fail(m) | Fail::Skip(m) => m,
-    })
+    crate::ktap::catch(|| f().map_err(Fail::Fail)).map_err(Fail::into_message)
 }
 
 /// TPB resets of the watched devices at random intervals until every child

@@ -56,9 +56,7 @@ pub fn other_files_cannot_reach_a_plan(notes: &mut Notes) -> TestResult {
     // Another process: its own file, and the inherited one is the owner's.
     let r = fork_child(|| {
         let d = Device::open(device_index()).map_err(|e| format!("open: {e}"))?;
-        probe_foreign_file(&d, id, "file of another process").map_err(|f| match f {
-            Fail::Fail(m) | Fail::Skip(m) => m,
-        })
+        probe_foreign_file(&d, id, "file of another process").map_err(Fail::into_message)
     })?;
     if let Err(m) = r {
         return fail(m);
@@ -415,9 +413,7 @@ pub fn new_plans_never_see_old_bytes(notes: &mut Notes) -> TestResult {
         let a = d
             .plan_load(&blob2, 0)
             .map_err(|e| format!("PLAN_LOAD: {e}"))?;
-        dirty(&d, &plan2, &a).map_err(|f| match f {
-            Fail::Fail(m) | Fail::Skip(m) => m,
-        })
+        dirty(&d, &plan2, &a).map_err(Fail::into_message)
     })?;
     if let Err(m) = r {
         return fail(format!("child: {m}"));

@@ -8,7 +8,7 @@ use crate::fixtures::pattern;
 use crate::fixtures::{device_index, open_device, var_refused, KIB, MIB};
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Notes, TestResult};
 use crate::stress::child::{fork_child, spawn_child};
-use crate::sys::{tracefs_file, TRACEFS};
+use crate::sys::{tracefs_file, tracefs_write, TRACEFS};
 
 /// Bytes of each victim buffer.
 const VICTIM: u64 = 64 * KIB;
@@ -259,21 +259,20 @@ pub fn refused_resets_leave_no_audit_record(notes: &mut Notes) -> TestResult {
     };
     let owner = open_device(device_index())?;
     let probe = format!("{TRACEFS}/events/nhbm_audit/cap");
-    let w = |file: &str, v: &str| std::fs::write(file, v).ctx(file);
     // Any probe a failed run left behind goes first.
     let _ = std::fs::write(format!("{probe}/enable"), "0");
     let _ = std::fs::write(&events, "-:nhbm_audit/cap\n");
-    w(
+    tracefs_write(
         &events,
         "p:nhbm_audit/cap cap_capable cap=$arg3:s32 opts=$arg4:u32\n",
     )?;
     let traced = (|| -> Result<(i32, String), crate::ktap::Fail> {
-        w(
+        tracefs_write(
             &format!("{probe}/filter"),
             &format!("cap == {CAP_SYS_ADMIN}"),
         )?;
-        w(&format!("{TRACEFS}/trace"), "")?;
-        w(&format!("{probe}/enable"), "1")?;
+        tracefs_write(&format!("{TRACEFS}/trace"), "")?;
+        tracefs_write(&format!("{probe}/enable"), "1")?;
         let tenant = spawn_child(|| {
             let d = open_unprivileged()?;
             for _ in 0..TRIES {
@@ -286,7 +285,7 @@ pub fn refused_resets_leave_no_audit_record(notes: &mut Notes) -> TestResult {
         })?;
         let pid = tenant.pid;
         let r = tenant.wait();
-        w(&format!("{probe}/enable"), "0")?;
+        tracefs_write(&format!("{probe}/enable"), "0")?;
         if let Err(m) = r {
             return fail(m);
         }

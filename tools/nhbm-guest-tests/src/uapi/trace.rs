@@ -9,7 +9,7 @@ use nhbm::{Device, LoadedPlan, Plan, Record};
 
 use crate::fixtures::*;
 use crate::ktap::*;
-use crate::sys::{tracefs_file, TRACEFS};
+use crate::sys::{tracefs_file, tracefs_write, TRACEFS};
 
 /// The guest's page size, and so the unit of mmap offsets.
 const PAGE: u64 = 4096;
@@ -170,10 +170,9 @@ fn traced_calls(
     blob: &[u8],
     data: &[u8],
 ) -> Result<(LoadedPlan, u64, String), Fail> {
-    let w = |file: &str, v: &str| std::fs::write(file, v).ctx(file);
-    w(&format!("{TRACEFS}/tracing_on"), "1")?;
-    w(&format!("{TRACEFS}/trace"), "")?;
-    w(&format!("{ours}/enable"), "1")?;
+    tracefs_write(&format!("{TRACEFS}/tracing_on"), "1")?;
+    tracefs_write(&format!("{TRACEFS}/trace"), "")?;
+    tracefs_write(&format!("{ours}/enable"), "1")?;
     let loaded = d.plan_load(blob, 0).ctx("PLAN_LOAD")?;
     d.mem_write(loaded.plan_id, 2, 4 * KIB, data)
         .ctx("MEM_WRITE")?;
@@ -188,7 +187,7 @@ fn traced_calls(
     drop(m);
     d.plan_unload(loaded.plan_id).ctx("PLAN_UNLOAD")?;
     ensure_eq("RESET status", d.reset(RESET_DEVICE, 0).ctx("RESET")?, 0)?;
-    w(&format!("{ours}/enable"), "0")?;
+    tracefs_write(&format!("{ours}/enable"), "0")?;
     let trace = std::fs::read_to_string(format!("{TRACEFS}/trace")).ctx("trace")?;
     Ok((loaded, offset, trace))
 }
