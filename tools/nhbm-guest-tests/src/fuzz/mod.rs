@@ -131,8 +131,10 @@ struct Stats {
     by_errno: BTreeMap<i32, u64>,
     failed: u64,
     first_failures: Vec<String>,
-    slowest_ms: u128,
+    slowest: Duration,
     slowest_case: u64,
+    /// Time of all its cases together.
+    total: Duration,
 }
 
 const KEEP_FAILURES: usize = 6;
@@ -190,7 +192,7 @@ struct Report {
 }
 
 /// Runs one case and checks what every case must leave behind.
-fn one_case(env: &mut Env, seed: u64, i: u64) -> (Category, CaseOut, u128) {
+fn one_case(env: &mut Env, seed: u64, i: u64) -> (Category, CaseOut, Duration) {
     let cat = Category::of_case(i);
     let mut rng = Rng::for_case(seed, i);
     let t = Instant::now();
@@ -214,10 +216,10 @@ fn one_case(env: &mut Env, seed: u64, i: u64) -> (Category, CaseOut, u128) {
         // Do not let one leftover fail every later case.
         env.recover();
     }
-    (cat, out, t.elapsed().as_millis())
+    (cat, out, t.elapsed())
 }
 
-fn record(report: &mut Report, seed: u64, i: u64, cat: Category, out: CaseOut, ms: u128) {
+fn record(report: &mut Report, seed: u64, i: u64, cat: Category, out: CaseOut, took: Duration) {
     let k = CATEGORIES.iter().position(|&c| c == cat).unwrap();
     let st = &mut report.per_category[k];
     st.cases += 1;
@@ -231,8 +233,9 @@ fn record(report: &mut Report, seed: u64, i: u64, cat: Category, out: CaseOut, m
             *st.by_errno.entry(e).or_default() += 1;
         }
     }
-    if ms > st.slowest_ms {
-        st.slowest_ms = ms;
+    st.total += took;
+    if took > st.slowest {
+        st.slowest = took;
         st.slowest_case = i;
     }
     if !out.failures.is_empty() {
@@ -293,7 +296,7 @@ fn fuzz(env: &mut Env, cfg: &Config, progress: &mut dyn FnMut(&str)) -> Report {
             report.stopped_by_time = true;
             break;
         }
-        let (cat, out, ms) = one_case(env, cfg.seed, i);
+        let (cat, out, took) = one_case(env, cfg.seed, i);
         if cfg.verbose || (cfg.only.is_some() && !out.failures.is_empty()) {
             progress(&format!(
                 "case {i} {}: {} -> {} {}",
@@ -303,7 +306,7 @@ fn fuzz(env: &mut Env, cfg: &Config, progress: &mut dyn FnMut(&str)) -> Report {
                 out.failures.join("; ")
             ));
         }
-        record(&mut report, cfg.seed, i, cat, out, ms);
+        record(&mut report, cfg.seed, i, cat, out, took);
         report.ran += 1;
         if last_note.elapsed() >= Duration::from_secs(15) {
             last_note = Instant::now();
@@ -531,15 +534,17 @@ fn report_setup_failure(k: &mut Ktap<'_>, cfg: &Config, e: &io::Error) {
     k.result("teardown_restores_usage", &Outcome::Fail(why), &[]);
 }
 
-/// One test result per category: its counts, its slowest case and its
-/// first failures.
+/// One test result per category: its counts, its time, its slowest case
+/// and its first failures.
 fn report_categories(k: &mut Ktap<'_>, per_category: &[Stats]) {
     for (c, st) in CATEGORIES.iter().zip(per_category) {
         let mut notes = vec![st.summary()];
         if st.cases > 0 {
             notes.push(format!(
-                "slowest case {} took {} ms",
-                st.slowest_case, st.slowest_ms
+                "all took {} ms, the slowest, case {}, {} ms",
+                st.total.as_millis(),
+                st.slowest_case,
+                st.slowest.as_millis()
             ));
         }
         let o = if st.failed > 0 {
