@@ -4,6 +4,7 @@
 use std::io;
 use std::os::fd::RawFd;
 
+use crate::ktap::{Ctx, Fail};
 use crate::mem::{page_size, Mapping};
 
 /// The errnos the UAPI documents for a rejected request (uapi.rst), besides
@@ -137,8 +138,8 @@ pub fn tracefs_file(file: &str) -> Option<String> {
 }
 
 /// Writes `v` to the tracefs control file `path`; a failure names the file.
-pub fn tracefs_write(path: &str, v: &str) -> Result<(), crate::ktap::Fail> {
-    crate::ktap::Ctx::ctx(std::fs::write(path, v), path)
+pub fn tracefs_write(path: &str, v: &str) -> Result<(), Fail> {
+    std::fs::write(path, v).ctx(path)
 }
 
 /// `mmap(2)` of `len` bytes of `fd` at `offset`, read-write with `flags`,

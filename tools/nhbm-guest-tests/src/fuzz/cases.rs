@@ -1734,8 +1734,9 @@ fn faulting_batch_queries(env: &mut Env, rng: &mut Rng, anchor: u32, avar: u32, 
             }
         }
         _ => {
-            let keep = rng.below((count as usize * qsize) as u64) as usize;
-            cut_by_guard(env, &vec![0u8; keep], count as usize * qsize)
+            let len = count as usize * qsize;
+            let keep = rng.below(len as u64) as usize;
+            cut_by_guard(env, &vec![0u8; keep], len)
         }
     };
     out.what = format!("RESOLVE_BATCH of {count} with the queries at {what}");
