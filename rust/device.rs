@@ -22,7 +22,7 @@ use crate::{
     device::reset_line::ResetLine,
     hw::fw::{self, RealClock, ResetKind, WaitReport, SLEEP_SLICE_MS},
     hw::io::{Bounce, DeviceIo, XFER_CHUNK},
-    pool::mempool::{Geometry, Grid},
+    pool::{Geometry, Grid},
     pool::tree_batch::{batch_from, Batch},
     sim::SimIo,
 };

@@ -28,7 +28,7 @@ use arch::ArchInfo;
 use chardev::Node;
 use device::{node_index::MAX_NODES, Backend, Device};
 use kernel::sync::Arc;
-use pool::mempool::Geometry;
+use pool::Geometry;
 use sim::SimIo;
 
 module! {

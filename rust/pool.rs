@@ -1,9 +1,727 @@
 // SPDX-License-Identifier: GPL-2.0-only
 
-//! The HBM pool grid: `channels x regions` allocators of device memory.
+//! The HBM memory-pool grid: `channels x regions` kernel `gen_pool`s, one
+//! [`mempool::Pool`] each.
+//!
+//! Each pool's virtual axis is the device PA with bit 63 set
+//! ([`DEVMEM_TAG`], the reference's `GENPOOL_DEVMEM_BASE`), its physical axis
+//! the clean PA: genalloc treats 0 as failure, and device PA 0 is legal HBM.
+//! Only [`Chunk`] carries the tagged VA (to free it); everyone else sees the
+//! clean PA. Each pool has its own lock (statistics and the PA index);
+//! genalloc itself is lock-free. A chunk whose token is dropped without
+//! [`Grid::free`] stays allocated: `GenPool`'s drop then reports it and keeps
+//! the pool rather than destroy it with chunks in use.
 
 #[cfg(nhbm_bench)]
 pub(crate) mod bench;
 pub(crate) mod fit;
 pub(crate) mod mempool;
 pub(crate) mod tree_batch;
+
+use crate::{
+    abstractions::genpool::GenPool,
+    arch::{ArchInfo, Bar4Layout, MAX_CHANNELS, MAX_REGIONS},
+    pool::mempool::{Chunk, Pool, PoolStats, DEVMEM_TAG, MAX_ALIGN, SMALL_ALLOC_MAX},
+    pool::tree_batch::walk,
+};
+use kernel::prelude::*;
+
+/// How a grid is laid out.
+#[derive(Clone, Copy)]
+pub(crate) struct Geometry {
+    /// The device generation.
+    pub(crate) info: &'static ArchInfo,
+    /// Regions per channel (1..=4).
+    pub(crate) regions: usize,
+    /// Minimum allocation size: a power of two, at least 1024.
+    pub(crate) min_alloc: u64,
+    /// Keep the firmware carve-out at each channel start out of the pools.
+    pub(crate) carveout: bool,
+}
+
+impl Geometry {
+    /// Bytes per region: an equal share of the channel, rounded down to
+    /// `min_alloc` so that every pool starts on an allocation granule (16 GiB
+    /// in 3 regions is not a whole number of pages).
+    pub(crate) fn region_size(&self) -> u64 {
+        (self.info.channel_size / self.regions as u64) & !(self.min_alloc - 1)
+    }
+}
+
+/// The per-device grid of HBM pools.
+pub(crate) struct Grid {
+    geo: Geometry,
+    min_order: u32,
+    pools: KVec<Pin<KBox<Pool>>>,
+}
+
+impl Grid {
+    /// Builds `nr_channels x regions` pools for `geo`.
+    pub(crate) fn new(geo: Geometry) -> Result<Self> {
+        let info = geo.info;
+        if !(1..=MAX_REGIONS).contains(&geo.regions)
+            || !geo.min_alloc.is_power_of_two()
+            || geo.min_alloc < 1024
+            || geo.min_alloc > info.channel_size / geo.regions as u64
+            || info.nr_channels > MAX_CHANNELS
+        {
+            return Err(EINVAL);
+        }
+        let min_order = geo.min_alloc.trailing_zeros();
+        let region_size = geo.region_size();
+        let mut pools = KVec::with_capacity(info.nr_channels * geo.regions, GFP_KERNEL)?;
+        for ch in 0..info.nr_channels {
+            for r in 0..geo.regions {
+                let mut pa = info.channel_base[ch] + r as u64 * region_size;
+                let mut size = region_size;
+                if geo.carveout && info.carveout > 0 {
+                    pa += info.carveout;
+                    size -= info.carveout;
+                }
+                if r + 1 == geo.regions && info.bar4 == Bar4Layout::Packed {
+                    // The V2 BAR4 remap rejects a range ending at the stack end
+                    // (see addr::bar4_offset): keep the last granule out.
+                    size -= geo.min_alloc;
+                }
+                pools.push(Pool::new(min_order, pa, size)?, GFP_KERNEL)?;
+            }
+        }
+        Ok(Self {
+            geo,
+            min_order,
+            pools,
+        })
+    }
+
+    /// The grid's geometry.
+    pub(crate) fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    fn pool(&self, channel: usize, region: usize) -> Result<&Pool> {
+        if channel >= self.geo.info.nr_channels || region >= self.geo.regions {
+            return Err(EINVAL);
+        }
+        Ok(&self.pools[channel * self.geo.regions + region])
+    }
+
+    fn round(&self, size: u64) -> Result<u64> {
+        if size == 0 {
+            return Err(EINVAL);
+        }
+        let mask = (1u64 << self.min_order) - 1;
+        size.checked_add(mask).map(|s| s & !mask).ok_or(ENOMEM)
+    }
+
+    /// Allocates `size` bytes (rounded up to the minimum allocation size and
+    /// to a multiple of `align`) from pool (`channel`, `region`) at a PA that
+    /// is a multiple of `align` (a power of two up to 1 GiB; 0 means the
+    /// minimum allocation size).
+    pub(crate) fn alloc(
+        &self,
+        channel: usize,
+        region: usize,
+        size: u64,
+        align: u64,
+    ) -> Result<Chunk> {
+        let pool = self.pool(channel, region)?;
+        let align = if align == 0 {
+            self.geo.min_alloc
+        } else {
+            align
+        };
+        if !align.is_power_of_two() || align > MAX_ALIGN {
+            return Err(EINVAL);
+        }
+        // A chunk spans a multiple of its alignment: placed on an `align`
+        // boundary, it withholds that span from every larger-aligned
+        // allocation, so its owner holds (and is charged for) all of it. A
+        // 4 KiB chunk at 1 GiB alignment is a 1 GiB chunk, and a tenant
+        // cannot fragment a channel for the price of a few pages.
+        let size = self.round(size)?;
+        let size = size.checked_next_multiple_of(align).ok_or(ENOMEM)?;
+        let align = align.max(self.geo.min_alloc);
+        let fit = |gen: &GenPool| {
+            let chunk = gen.alloc_aligned(size, align)?;
+            // genalloc aligns the tagged VA; bit 63 cannot change a lower
+            // alignment, and this re-check on the PA proves it.
+            let pa = chunk.va() & !DEVMEM_TAG;
+            if pa & (align - 1) != 0 {
+                pr_err!(
+                    "genalloc returned misaligned PA {:#x} for align {:#x}\n",
+                    pa,
+                    align
+                );
+                let _ = gen.free(chunk);
+                return Err(EINVAL);
+            }
+            Ok(chunk)
+        };
+        pool.alloc(fit, size <= SMALL_ALLOC_MAX, (channel as u8, region as u8))
+    }
+
+    /// Allocates `size` bytes of contiguous scratchpad as high in pool
+    /// (`channel`, `region`) as there is room: scratchpads grow down from the
+    /// top while the other chunks fill up from the bottom. A hole that an
+    /// unloaded scratchpad leaves is reused at once by the next that fits.
+    pub(crate) fn alloc_scratch(&self, channel: usize, region: usize, size: u64) -> Result<Chunk> {
+        let pool = self.pool(channel, region)?;
+        let size = self.round(size)?;
+        pool.alloc_top(size, (channel as u8, region as u8))
+    }
+
+    /// Gives `chunk` back to its pool (and its charge to its cgroup). A chunk
+    /// of another grid is refused and handed back untouched.
+    pub(crate) fn try_free(&self, chunk: Chunk) -> core::result::Result<(), Chunk> {
+        match self.pool(chunk.channel(), chunk.region()) {
+            Ok(pool) => pool.release(chunk),
+            Err(_) => Err(chunk),
+        }
+    }
+
+    /// Gives `chunk` back to its pool (and its charge to its cgroup). A chunk
+    /// of another grid cannot be freed here: it is reported and left
+    /// allocated in its own pool, never given to the wrong one.
+    pub(crate) fn free(&self, chunk: Chunk) {
+        if let Err(c) = self.try_free(chunk) {
+            pr_err!(
+                "chunk at {:#x} is not of this grid, left allocated\n",
+                c.pa()
+            );
+        }
+    }
+
+    /// The live chunk `(pa, size)` containing device PA `pa`, if any.
+    pub(crate) fn lookup(&self, pa: u64) -> Option<(u64, u64)> {
+        self.pools.iter().find(|p| p.contains(pa))?.lookup(pa)
+    }
+
+    /// Statistics of pool (`channel`, `region`).
+    pub(crate) fn stats(&self, channel: usize, region: usize) -> Result<PoolStats> {
+        Ok(self.pool(channel, region)?.stats())
+    }
+
+    /// The channel with the most free bytes.
+    pub(crate) fn emptiest_channel(&self) -> usize {
+        (0..self.geo.info.nr_channels)
+            .max_by_key(|&ch| {
+                let free: u64 = (0..self.geo.regions)
+                    .filter_map(|r| self.stats(ch, r).ok())
+                    .map(|s| s.total - s.used)
+                    .sum();
+                // Ties go to the lowest channel.
+                (free, core::cmp::Reverse(ch))
+            })
+            .unwrap_or(0)
+    }
+
+    /// Writes every live chunk as `channel region pa size`, pool by pool.
+    /// The pool's lock is held for [`BATCH`](crate::pool::tree_batch::BATCH)
+    /// chunks at a time, never while writing: a tenant may make millions of
+    /// chunks, and allocations must not wait for a reader of debugfs.
+    pub(crate) fn dump_chunks(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for ch in 0..self.geo.info.nr_channels {
+            for r in 0..self.geo.regions {
+                let Ok(pool) = self.pool(ch, r) else {
+                    continue;
+                };
+                walk(
+                    |key| pool.chunks_from(key),
+                    |(start, size)| writeln!(f, "{} {} {:#x} {}", ch, r, start, size),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// First and one-past-last PA of pool (`channel`, `region`).
+    pub(crate) fn pool_range(&self, channel: usize, region: usize) -> Result<(u64, u64)> {
+        Ok(self.pool(channel, region)?.range())
+    }
+
+    /// First and one-past-last PA of the small pool of (`channel`,
+    /// `region`), and its free bytes; `None` when the region has none.
+    pub(crate) fn small_pool(
+        &self,
+        channel: usize,
+        region: usize,
+    ) -> Result<Option<(u64, u64, u64)>> {
+        Ok(self.pool(channel, region)?.small_range())
+    }
+
+    /// The longest hold of the books' lock of (`channel`, `region`) since
+    /// the last call (negative if holds were not timed), and times the
+    /// holds from now on if `on`, else no longer.
+    #[cfg(nhbm_bench)]
+    pub(crate) fn take_longest_hold(&self, channel: usize, region: usize, on: bool) -> Result<i64> {
+        Ok(self.pool(channel, region)?.take_longest_hold(on))
+    }
+}
+
+#[kunit_tests(neuron_hbm_mempool)]
+mod tests {
+    use super::*;
+    use crate::arch::{FW_CARVEOUT, GIB, MIB, V2, V3, V4};
+    use crate::pool::mempool::SMALL_POOL_SIZE;
+    use crate::pool::tree_batch::BATCH;
+
+    fn grid(info: &'static ArchInfo, regions: usize, carveout: bool) -> Result<Grid> {
+        Grid::new(Geometry {
+            info,
+            regions,
+            min_alloc: 4096,
+            carveout,
+        })
+    }
+
+    #[test]
+    fn pa_zero_allocates_with_tagged_va() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let c = g.alloc(0, 0, MIB, 0)?;
+        assert_eq!(c.pa(), 0);
+        assert_eq!(c.va(), 0x8000_0000_0000_0000);
+        assert_eq!(g.stats(0, 0)?.live_chunks, 1);
+        // Freed by its tagged VA: the pool is whole again and PA 0 comes back.
+        g.free(c);
+        assert_eq!(g.stats(0, 0)?.used, 0);
+        let again = g.alloc(0, 0, MIB, 0)?;
+        assert_eq!(again.pa(), 0);
+        g.free(again);
+        Ok(())
+    }
+
+    #[test]
+    fn v2_channel1_starts_at_64_gib() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let c = g.alloc(1, 0, MIB, 0)?;
+        assert_eq!(c.pa(), 64 * GIB);
+        assert_eq!(c.va(), DEVMEM_TAG | (64 * GIB));
+        g.free(c);
+        assert_eq!(g.alloc(2, 0, 4096, 0).err(), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn four_regions_split_each_channel() -> Result {
+        for info in [&V2, &V3, &V4] {
+            let g = grid(info, 4, false)?;
+            let rsize = info.channel_size / 4;
+            for ch in 0..info.nr_channels {
+                for r in 0..4 {
+                    let (start, _) = g.pool_range(ch, r)?;
+                    assert_eq!(start, info.channel_base[ch] + r as u64 * rsize);
+                    let c = g.alloc(ch, r, MIB, 0)?;
+                    assert_eq!(c.pa(), start);
+                    g.free(c);
+                }
+            }
+            assert_eq!(g.alloc(0, 4, 4096, 0).err(), Some(EINVAL));
+        }
+        assert_eq!(grid(&V2, 0, false).err(), Some(EINVAL));
+        assert_eq!(grid(&V2, 5, false).err(), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn alignments_4k_to_1g() -> Result {
+        let g = grid(&V3, 1, true)?;
+        let first = g.alloc(1, 0, 4096, 0)?; // offset the free space
+        for order in 12..=30 {
+            let align = 1u64 << order;
+            let c = g.alloc(1, 0, 8192, align)?;
+            assert_eq!(c.pa() % align, 0);
+            assert_eq!(c.va(), c.pa() | DEVMEM_TAG);
+            // The chunk spans its alignment: what its placement withholds.
+            assert_eq!(c.size(), align.max(8192));
+            assert_eq!(g.stats(1, 0)?.used, 4096 + align.max(8192));
+            g.free(c);
+        }
+        assert_eq!(g.alloc(1, 0, 4096, 3).err(), Some(EINVAL));
+        assert_eq!(g.alloc(1, 0, 4096, 2 * GIB).err(), Some(EINVAL));
+        g.free(first);
+        Ok(())
+    }
+
+    #[test]
+    fn sizes_round_up_to_min_alloc() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let c = g.alloc(0, 0, 1, 0)?;
+        assert_eq!(c.size(), 4096);
+        assert_eq!(g.stats(0, 0)?.used, 4096);
+        g.free(c);
+        assert_eq!(g.alloc(0, 0, 0, 0).err(), Some(EINVAL));
+        assert_eq!(g.alloc(0, 0, u64::MAX, 0).err(), Some(ENOMEM));
+        Ok(())
+    }
+
+    #[test]
+    fn exhaustion_then_recovery() -> Result {
+        let g = grid(&V2, 4, false)?;
+        let total = g.stats(0, 1)?.total;
+        // The main pool whole, then the small pool whole (a large chunk
+        // falls back on it when the main pool has no room).
+        let a = g.alloc(0, 1, total - SMALL_POOL_SIZE, 0)?;
+        let b = g.alloc(0, 1, SMALL_POOL_SIZE, 0)?;
+        assert_eq!(b.pa(), a.pa() + total - SMALL_POOL_SIZE);
+        let before = g.stats(0, 1)?;
+        assert_eq!(g.alloc(0, 1, 4096, 0).err(), Some(ENOMEM));
+        assert_eq!(g.alloc_scratch(0, 1, 4096).err(), Some(ENOMEM));
+        assert_eq!(g.stats(0, 1)?, before); // a failed allocation changes nothing
+        g.free(a);
+        // A small chunk falls back on the main pool when the small one is full.
+        let c = g.alloc(0, 1, 4096, 0)?;
+        let (start, _) = g.pool_range(0, 1)?;
+        assert_eq!(c.pa(), start);
+        let s = g.stats(0, 1)?;
+        assert_eq!(
+            (s.used, s.peak, s.live_chunks),
+            (SMALL_POOL_SIZE + 4096, total, 2)
+        );
+        g.free(b);
+        g.free(c);
+        assert_eq!(g.stats(0, 1)?.used, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn small_chunks_take_the_small_pool_first() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let (start, end) = g.pool_range(0, 0)?;
+        let (s_start, s_end, free) = g.small_pool(0, 0)?.ok_or(EINVAL)?;
+        // The top GiB, less the V2 stack end's granule, on a MiB boundary.
+        assert_eq!((s_start, s_end), (15 * GIB, end));
+        assert_eq!((end, free), (16 * GIB - 4096, GIB - 4096));
+        let small = g.alloc(0, 0, SMALL_ALLOC_MAX, 0)?;
+        assert_eq!(small.pa(), s_start);
+        let large = g.alloc(0, 0, SMALL_ALLOC_MAX + 1, 0)?;
+        assert_eq!((large.pa(), large.size()), (start, SMALL_ALLOC_MAX + 4096));
+        // A scratchpad comes from the top of the main pool, below the small one.
+        let scratch = g.alloc_scratch(0, 0, 4096)?;
+        assert_eq!(scratch.pa(), s_start - 4096);
+        assert_eq!(g.lookup(s_start), Some((s_start, SMALL_ALLOC_MAX)));
+        for c in [small, large, scratch] {
+            g.free(c);
+        }
+        assert_eq!(g.small_pool(0, 0)?.map(|p| p.2), Some(GIB - 4096));
+        Ok(())
+    }
+
+    /// The fragmentation a tenant could make with one-record plans of 64 MiB
+    /// and 4 KiB, first fit, once it frees the large ones: with the small
+    /// chunks in the small pool, the freed space is one run again.
+    #[test]
+    fn small_chunks_cannot_shred_the_main_pool() -> Result {
+        const ROUNDS: u64 = 32;
+        let g = grid(&V2, 4, false)?;
+        let mut large = KVec::new();
+        let mut small = KVec::new();
+        for _ in 0..ROUNDS {
+            large.push(g.alloc(0, 0, 64 * MIB, 0)?, GFP_KERNEL)?;
+            small.push(g.alloc(0, 0, 4096, 0)?, GFP_KERNEL)?;
+        }
+        for c in large.drain_all() {
+            g.free(c);
+        }
+        // Half of what was freed, in one record.
+        let half = g.alloc(0, 0, ROUNDS * 64 * MIB / 2, 0)?;
+        g.free(half);
+        for c in small.drain_all() {
+            g.free(c);
+        }
+        assert_eq!(g.stats(0, 0)?.live_chunks, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_chunk_of_another_grid_is_refused() -> Result {
+        // Two devices of one arch: identical pool ranges.
+        let a = grid(&V2, 1, false)?;
+        let b = grid(&V2, 1, false)?;
+        for size in [4096, MIB] {
+            let c = a.alloc(0, 0, size, 0)?;
+            let before = b.stats(0, 0)?;
+            let back = b.try_free(c).err().ok_or(EINVAL)?;
+            assert_eq!(b.stats(0, 0)?, before);
+            assert_eq!(a.stats(0, 0)?.live_chunks, 1);
+            assert!(a.try_free(back).is_ok());
+            assert_eq!(a.stats(0, 0)?.used, 0);
+        }
+        Ok(())
+    }
+
+    /// No pool of any region count hands out a byte of the firmware
+    /// carve-out at the start of each region: neither the whole pool in one
+    /// chunk nor a scratchpad growing down to the pool's start.
+    fn carveout_is_never_handed_out(info: &'static ArchInfo) -> Result {
+        for regions in 1..=MAX_REGIONS {
+            // 1 MiB granules keep the whole-pool allocations quick.
+            let g = Grid::new(Geometry {
+                info,
+                regions,
+                min_alloc: MIB,
+                carveout: true,
+            })?;
+            let region_size = g.geometry().region_size();
+            for ch in 0..info.nr_channels {
+                for r in 0..regions {
+                    let base = info.channel_base[ch] + r as u64 * region_size;
+                    let (start, end) = g.pool_range(ch, r)?;
+                    assert_eq!(start, base + FW_CARVEOUT);
+                    let small = g.small_pool(ch, r)?.map_or(0, |(s, e, _)| e - s);
+                    let all = g.alloc(ch, r, end - start - small, 0)?;
+                    assert_eq!(all.pa(), base + FW_CARVEOUT);
+                    let rest = match small {
+                        0 => None,
+                        n => Some(g.alloc(ch, r, n, 0)?),
+                    };
+                    assert_eq!(g.alloc(ch, r, 4096, 0).err(), Some(ENOMEM));
+                    assert!(g.lookup(base).is_none());
+                    assert!(g.lookup(base + FW_CARVEOUT - 1).is_none());
+                    g.free(all);
+                    let top = g.alloc_scratch(ch, r, end - start - small)?;
+                    assert_eq!(top.pa(), base + FW_CARVEOUT);
+                    g.free(top);
+                    if let Some(c) = rest {
+                        g.free(c);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn v2_carveout_is_never_handed_out() -> Result {
+        carveout_is_never_handed_out(&V2)
+    }
+
+    #[test]
+    fn v3_carveout_is_never_handed_out() -> Result {
+        carveout_is_never_handed_out(&V3)
+    }
+
+    #[test]
+    fn v4_carveout_is_never_handed_out() -> Result {
+        carveout_is_never_handed_out(&V4)
+    }
+
+    #[test]
+    fn chunk_dump_walks_in_short_batches() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let mut held = KVec::new();
+        for _ in 0..2 * BATCH + 5 {
+            held.push(g.alloc(0, 0, 4096, 0)?, GFP_KERNEL)?;
+        }
+        let pool = g.pool(0, 0)?;
+        let (mut seen, mut last_pa, mut from) = (0usize, None, Some(0u64));
+        while let Some(key) = from {
+            let (batch, next) = pool.chunks_from(key);
+            for &(pa, size) in batch.iter().flatten() {
+                assert_eq!(size, 4096);
+                assert!(last_pa.is_none_or(|p| pa > p));
+                last_pa = Some(pa);
+                seen += 1;
+            }
+            from = next;
+        }
+        assert_eq!(seen, held.len());
+        for c in held.drain_all() {
+            g.free(c);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn v2_stack_end_granule_stays_out() -> Result {
+        let g = grid(&V2, 1, false)?;
+        for ch in 0..2 {
+            let (_, end) = g.pool_range(ch, 0)?;
+            assert_eq!(end, V2.channel_base[ch] + 16 * GIB - 4096);
+            assert!(crate::arch::addr::bar4_offset(&V2, end - 4096, 4096).is_ok());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn scratchpads_grow_down_from_the_top() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let top = g.small_pool(0, 0)?.ok_or(EINVAL)?.0;
+        let a = g.alloc_scratch(0, 0, 8192)?;
+        let b = g.alloc_scratch(0, 0, 4096)?;
+        let c = g.alloc_scratch(0, 0, 3 * 4096)?;
+        assert_eq!(a.pa(), top - 8192);
+        assert_eq!(b.pa(), a.pa() - 4096);
+        assert_eq!(c.pa(), b.pa() - 3 * 4096);
+        g.free(c);
+        g.free(b);
+        // The next chunk reuses the space just freed, directly below `a`.
+        let d = g.alloc_scratch(0, 0, 4096)?;
+        assert_eq!(d.pa(), a.pa() - 4096);
+        g.free(d);
+        g.free(a);
+        assert_eq!(g.stats(0, 0)?.used, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_scratchpad_below_does_not_hold_those_above() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let top = g.small_pool(0, 0)?.ok_or(EINVAL)?.0;
+        let mut chunks = KVec::new();
+        for _ in 0..8 {
+            chunks.push(Some(g.alloc_scratch(0, 0, 4096)?), GFP_KERNEL)?;
+        }
+        // Chunk 0 is the highest, 7 the lowest. Freed in any order, each
+        // one's bytes come back at once, whatever is still below it.
+        for (n, i) in [3, 0, 5, 6, 4, 2, 1].into_iter().enumerate() {
+            g.free(chunks[i].take().ok_or(EINVAL)?);
+            assert_eq!(g.stats(0, 0)?.used, 4096 * (7 - n as u64));
+        }
+        // The holes above the last one are reused, highest first.
+        let big = g.alloc_scratch(0, 0, 7 * 4096)?;
+        assert_eq!(big.pa(), top - 7 * 4096);
+        g.free(big);
+        if let Some(c) = chunks[7].take() {
+            g.free(c);
+        }
+        assert_eq!(g.stats(0, 0)?.live_chunks, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn scratch_and_main_meet_with_enomem() -> Result {
+        let g = grid(&V2, 4, false)?;
+        let total = g.stats(0, 0)?.total;
+        let small = g.small_pool(0, 0)?.map_or(0, |(s, e, _)| e - s);
+        let main = g.alloc(0, 0, total - small - 8192, 0)?;
+        let s = g.alloc_scratch(0, 0, 8192)?;
+        // Never from the small pool, which is all free.
+        assert_eq!(g.alloc_scratch(0, 0, 4096).err(), Some(ENOMEM));
+        g.free(s);
+        g.free(main);
+        Ok(())
+    }
+
+    #[test]
+    fn lookup_by_pa() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let gap = g.alloc(1, 0, 4096, 0)?;
+        let c = g.alloc(1, 0, 3 * 4096, 0)?;
+        g.free(gap);
+        let (pa, size) = (c.pa(), c.size());
+        assert_eq!(g.lookup(pa), Some((pa, size)));
+        assert_eq!(g.lookup(pa + size / 2), Some((pa, size)));
+        assert_eq!(g.lookup(pa + size - 1), Some((pa, size)));
+        assert_eq!(g.lookup(pa + size), None);
+        assert_eq!(g.lookup(pa - 1), None);
+        assert_eq!(g.lookup(20 * GIB), None);
+        g.free(c);
+        assert_eq!(g.lookup(pa), None);
+        Ok(())
+    }
+
+    #[test]
+    fn emptiest_channel_wins() -> Result {
+        let g = grid(&V2, 1, false)?;
+        assert_eq!(g.emptiest_channel(), 0);
+        let c = g.alloc(0, 0, MIB, 0)?;
+        assert_eq!(g.emptiest_channel(), 1);
+        g.free(c);
+        Ok(())
+    }
+
+    #[test]
+    fn bad_geometry_refused() {
+        let mut geo = Geometry {
+            info: &V2,
+            regions: 1,
+            min_alloc: 512,
+            carveout: false,
+        };
+        assert_eq!(Grid::new(geo).err(), Some(EINVAL));
+        geo.min_alloc = 3000;
+        assert_eq!(Grid::new(geo).err(), Some(EINVAL));
+    }
+}
+
+#[kunit_tests(neuron_hbm_mempool_concurrency)]
+mod concurrency_tests {
+    use super::*;
+    use crate::arch::V2;
+    use kernel::{
+        sync::{
+            atomic::{Atomic, Relaxed},
+            Arc, Completion,
+        },
+        workqueue,
+    };
+
+    const WORKERS: usize = 4;
+    const ROUNDS: usize = 200;
+
+    #[pin_data]
+    struct Shared {
+        grid: Grid,
+        left: Atomic<u32>,
+        failures: Atomic<u32>,
+        #[pin]
+        done: Completion,
+    }
+
+    #[test]
+    fn threads_allocate_and_free_at_once() -> Result {
+        let grid = Grid::new(Geometry {
+            info: &V2,
+            regions: 2,
+            min_alloc: 4096,
+            carveout: true,
+        })?;
+        let shared = Arc::pin_init(
+            pin_init!(Shared {
+                grid,
+                left: Atomic::new(WORKERS as u32),
+                failures: Atomic::new(0),
+                done <- Completion::new(),
+            }),
+            GFP_KERNEL,
+        )?;
+        for w in 0..WORKERS {
+            let s = shared.clone();
+            let mut held = KVec::with_capacity(ROUNDS, GFP_KERNEL)?;
+            workqueue::system_unbound().try_spawn(GFP_KERNEL, move || {
+                for i in 0..ROUNDS {
+                    // Two workers share each pool; sizes vary to fragment it.
+                    let size = 4096 * (1 + (i % 7) as u64);
+                    match s.grid.alloc(w % 2, (w / 2) % 2, size, 4096 << (i % 3)) {
+                        // Cannot fail: at most ROUNDS chunks are held.
+                        Ok(c) => drop(held.push_within_capacity(c)),
+                        Err(_) => {
+                            s.failures.fetch_add(1, Relaxed);
+                        }
+                    }
+                    if i % 3 == 2 {
+                        if let Some(c) = held.pop() {
+                            s.grid.free(c);
+                        }
+                    }
+                }
+                for c in held.drain_all() {
+                    s.grid.free(c);
+                }
+                if s.left.fetch_add(u32::MAX, Relaxed) == 1 {
+                    s.done.complete_all();
+                }
+            })?;
+        }
+        shared.done.wait_for_completion();
+        assert_eq!(shared.failures.load(Relaxed), 0);
+        for ch in 0..2 {
+            for r in 0..2 {
+                let s = shared.grid.stats(ch, r)?;
+                assert_eq!((s.used, s.live_chunks), (0, 0));
+                assert!(s.peak > 0);
+            }
+        }
+        Ok(())
+    }
+}

@@ -10,7 +10,8 @@ use crate::{
     abstractions::genpool::{raw, GenPool},
     abstractions::ref_pool,
     arch::{V2, V4},
-    pool::mempool::{Chunk, Geometry, Grid, DEVMEM_TAG},
+    pool::mempool::{Chunk, DEVMEM_TAG},
+    pool::{Geometry, Grid},
 };
 use kernel::{
     prelude::*,
