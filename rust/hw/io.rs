@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0-only
 
 //! The device-access interface: the MISC RAM registers of BAR0, as a view
-//! the kernel crate's [`Io`](kernel::io::Io) reads and writes, and bulk bytes in
-//! BAR4, to and from kernel memory only (user memory is bounced by
-//! [`crate::device::Device`], never copied under a backend's lock). The PCI backend ([`crate::pci`]) and the simulated one
-//! ([`crate::sim`]) implement it; nothing above this file knows which one runs.
+//! the kernel crate's [`Io`](kernel::io::Io) reads and writes, and bulk
+//! bytes in BAR4, to and from kernel memory only (user memory is bounced by
+//! [`crate::device::Device`], never copied under a backend's lock). The PCI
+//! backend ([`crate::pci::io::PciIo`]) and the simulated one
+//! ([`crate::sim`]) implement it; nothing above this file knows which one
+//! runs.
 
 use crate::abstractions::user_source::UserSource;
 use crate::abstractions::vma::Backing;

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0-only
+
+//! The real BAR path: BAR0 (APB/CSR) and BAR4 (HBM window) of a bound PCI
+//! function, serving [`DeviceIo`]. BAR2 (AXI) is unused on every shipping
+//! arch and never touched.
+//!
+//! BAR0 is mapped uncached (registers); BAR4 write-combining ([`WcBar`]),
+//! as the reference driver maps its HBM window. Bulk transfers use 64-bit
+//! MMIO accesses in a loop without calls ([`bar4::write_words`]); only the
+//! unaligned bytes at their ends go one at a time.
+
+use crate::{
+    abstractions::io_view::mmio_window,
+    abstractions::pci_presence,
+    abstractions::vma::Backing,
+    abstractions::wc_bar::WcBar,
+    arch::ArchInfo,
+    hw::bar4,
+    hw::io::{check_range, DeviceIo},
+    hw::regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
+};
+use kernel::{
+    device::Core,
+    devres::Devres,
+    io::{Io, IoBase, IoSysMap},
+    page::{PAGE_SHIFT, PAGE_SIZE},
+    pci::{self, Bar, DevresBar},
+    prelude::*,
+    sync::{
+        aref::ARef,
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
+};
+
+/// Index of BAR0, the registers (`apb_bar = 0`; seed 001 §1).
+pub(super) const BAR_APB: u32 = 0;
+/// Index of BAR4, the HBM window (`dram_bar = 4`; seed 001 §1).
+pub(super) const BAR_DRAM: u32 = 4;
+
+/// Bytes of the widest BAR4 access a bulk transfer makes.
+const WIDE: usize = size_of::<u64>();
+
+/// The word-aligned middle of a transfer of `len` bytes at BAR offset
+/// `off`: bytes before it, and its length (a multiple of [`WIDE`], 0 when
+/// the transfer holds no aligned word). The bytes around it go one at a
+/// time.
+fn aligned_part(off: usize, len: usize) -> (usize, usize) {
+    let head = (WIDE - off % WIDE) % WIDE;
+    if head + WIDE > len {
+        return (len, 0);
+    }
+    (head, (len - head) / WIDE * WIDE)
+}
+
+/// BAR0 and BAR4 of one bound PCI function.
+pub(crate) struct PciIo {
+    /// The function, for its configuration space.
+    pdev: ARef<pci::Device>,
+    bar0: DevresBar,
+    bar4: Devres<WcBar>,
+    /// Bus address of BAR4, where a process's mapping of it points.
+    bar4_start: u64,
+    /// BAR0 offset of the MISC RAM; `MISC_RAM_SIZE` bytes from there are in BAR0.
+    misc_ram: usize,
+    bar4_size: u64,
+    present: Atomic<bool>,
+}
+
+impl PciIo {
+    /// Maps BAR0 uncached and BAR4 write-combining.
+    pub(super) fn map(
+        pdev: &pci::Device<Core<'_>>,
+        info: &'static ArchInfo,
+        bar4_size: u64,
+    ) -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Self {
+                pdev: pdev.into(),
+                bar0: pdev.iomap_region(BAR_APB, c"neuron_hbm")?.into_devres()?,
+                bar4: WcBar::map(pdev, BAR_DRAM, c"neuron_hbm")?,
+                bar4_start: pdev.resource_start(BAR_DRAM)?,
+                misc_ram: usize::try_from(info.bar0_misc_ram)?,
+                bar4_size,
+                present: Atomic::new(true),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    fn with_bar0<R>(&self, f: impl FnOnce(&Bar<'_>) -> Result<R>) -> Result<R> {
+        if !self.present.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        let guard = self.bar0.try_access().ok_or(ENODEV)?;
+        f(&guard)
+    }
+
+    fn with_bar4<R>(&self, f: impl FnOnce(&WcBar) -> Result<R>) -> Result<R> {
+        if !self.present.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        let guard = self.bar4.try_access().ok_or(ENODEV)?;
+        f(&guard)
+    }
+
+    /// Marks the function gone (it is being unbound): every access from
+    /// now on answers `ENODEV`, and no new page of BAR4 is mapped.
+    pub(super) fn set_gone(&self) {
+        self.present.store(false, Relaxed);
+    }
+}
+
+impl DeviceIo for PciIo {
+    fn with_misc_ram(&self, f: &mut dyn FnMut(MiscRam<'_>)) -> Result {
+        self.with_bar0(|b| {
+            // Mapped while the access guard `b` lives, i.e. for this call.
+            let window = mmio_window::<MISC_RAM_SIZE>(b.as_view(), self.misc_ram)?;
+            f(IoSysMap::Io(window));
+            Ok(())
+        })
+    }
+
+    fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
+        check_range(off, src.len() as u64, self.bar4_size)?;
+        let off = off as usize;
+        let (head, len) = aligned_part(off, src.len());
+        self.with_bar4(|b| {
+            let narrow = |i: usize| b.try_write8(src[i], off + i);
+            (0..head).try_for_each(narrow)?;
+            if len > 0 {
+                bar4::write_words(b, off + head, &src[head..head + len])?;
+            }
+            (head + len..src.len()).try_for_each(narrow)
+        })
+    }
+
+    fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {
+        check_range(off, dst.len() as u64, self.bar4_size)?;
+        let off = off as usize;
+        let (head, len) = aligned_part(off, dst.len());
+        self.with_bar4(|b| {
+            for i in Iterator::chain(0..head, head + len..dst.len()) {
+                dst[i] = b.try_read8(off + i)?;
+            }
+            if len > 0 {
+                bar4::read_words(b, off + head, &mut dst[head..head + len])?;
+            }
+            Ok(())
+        })
+    }
+
+    fn bar4_zero(&self, off: u64, len: u64) -> Result {
+        check_range(off, len, self.bar4_size)?;
+        let (off, total) = (off as usize, len as usize);
+        let (head, len) = aligned_part(off, total);
+        // Zeros straight from a register: no buffer to allocate or fill.
+        self.with_bar4(|b| {
+            let narrow = |i: usize| b.try_write8(0, off + i);
+            (0..head).try_for_each(narrow)?;
+            if len > 0 {
+                bar4::zero_words(b, off + head, len)?;
+            }
+            (head + len..total).try_for_each(narrow)
+        })
+    }
+
+    fn bar4_backing(&self) -> Backing {
+        Backing::Io
+    }
+
+    fn bar4_map_page(&self, off: u64, insert: &mut dyn FnMut(usize) -> Result) -> Result {
+        // The BAR stays requested until the function is unbound, and
+        // unbinding takes every mapping away (`Device::revoke_mappings`)
+        // after this flag falls and before the BAR is released; a fault
+        // racing it runs under the lock the revocation takes.
+        if !self.present.load(Relaxed) {
+            return Err(ENODEV);
+        }
+        check_range(off, PAGE_SIZE as u64, self.bar4_size)?;
+        if off % PAGE_SIZE as u64 != 0 {
+            return Err(EINVAL);
+        }
+        let pfn = (self.bar4_start + off) >> PAGE_SHIFT;
+        insert(usize::try_from(pfn)?)
+    }
+
+    fn is_present(&self) -> bool {
+        self.present.load(Relaxed) && self.bar0.try_access().is_some()
+    }
+
+    fn config_present(&self) -> bool {
+        pci_presence::is_present(&self.pdev)
+    }
+
+    fn confirm_present(&self) -> Result {
+        let io: &dyn DeviceIo = self;
+        let id = io.misc_ram(|mb| u32::from(mb.read(DEVICE_ID)))?;
+        // All ones alone may be a transient (a link retraining): the
+        // function is gone only when its configuration space is too.
+        if id == GONE && !self.config_present() {
+            // Removed by surprise: no read answers any more, and none will.
+            self.present.store(false, Relaxed);
+            return Err(ENODEV);
+        }
+        Ok(())
+    }
+}
+
+#[kunit_tests(neuron_hbm_pci)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfers_split_into_bytes_words_and_bytes() {
+        // No aligned word inside: every byte on its own.
+        assert_eq!(aligned_part(0, 2), (2, 0));
+        assert_eq!(aligned_part(1, 1), (1, 0));
+        assert_eq!(aligned_part(7, 8), (8, 0));
+        assert_eq!(aligned_part(0, 0), (0, 0));
+        // Head, words, tail.
+        assert_eq!(aligned_part(0, 16), (0, 16));
+        assert_eq!(aligned_part(3, 20), (5, 8));
+        assert_eq!(aligned_part(7, 9), (1, 8));
+        assert_eq!(aligned_part(8, 65536), (0, 65536));
+    }
+}
