@@ -34,7 +34,8 @@ use crate::{
         blob::UserBlob,
         ids::{IdNode, PlanIds},
         parse::parse,
-        stage::{stage, Plan, Remotes},
+        stage::stage,
+        Plan, Remotes,
     },
     uapi::{self, *},
 };

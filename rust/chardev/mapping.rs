@@ -18,7 +18,7 @@ use crate::{
     abstractions::trace,
     abstractions::vma::{Backing, Fault, NewMapping, Space},
     device::Device,
-    plan::stage::Plan,
+    plan::Plan,
 };
 use kernel::{
     new_mutex,
