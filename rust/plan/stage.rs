@@ -17,7 +17,7 @@ use crate::{
     abstractions::resched,
     arch::addr::sbuf_window,
     device::{Device, PlanSummary},
-    pool::mempool::Chunk,
+    pool::{mempool::Chunk, Grid},
     uapi::PA_UNSTAGED,
 };
 use kernel::{
@@ -159,69 +159,83 @@ impl Plan {
         Ok(())
     }
 
-    /// Allocates `size` bytes aligned to `align` in HBM `channel`, charged to
-    /// the current task's dmem cgroup: `Ok(None)` when no region has room;
-    /// a dmem refusal (`EAGAIN`) is an error like any other, never "no room",
-    /// and leaves nothing allocated.
+    /// Allocates `size` bytes aligned to `align` in HBM `channel` for the
+    /// plan's variables: its PA, or `Ok(None)` when no region has room.
     fn alloc(&mut self, channel: usize, size: u64, align: u64) -> Result<Option<u64>> {
+        let regions = 0..self.dev.grid.geometry().regions;
+        let alloc = |grid: &Grid, r| grid.alloc(channel, r, size, align);
+        Ok(self
+            .take_chunk(channel, regions, ChunkList::Vars, alloc)?
+            .map(|(pa, _)| pa))
+    }
+
+    /// Allocates a scratchpad of `size` bytes in HBM `channel`, from the
+    /// last region down, and scrubs it: its PA, `ENOMEM` when no region has
+    /// room.
+    fn alloc_scratch(&mut self, channel: usize, size: u64) -> Result<u64> {
+        let regions = (0..self.dev.grid.geometry().regions).rev();
+        let alloc = |grid: &Grid, r| grid.alloc_scratch(channel, r, size);
+        let (pa, size) = self
+            .take_chunk(channel, regions, ChunkList::Scratch, alloc)?
+            .ok_or(ENOMEM)?;
+        // On failure the plan's destructor gives the chunk back.
+        self.dev.zero(self.reset_epoch, pa, size)?;
+        Ok(pa)
+    }
+
+    /// Takes a chunk of HBM `channel` from the first of `regions` that
+    /// `alloc` finds room in, charges it to the current task's dmem cgroup,
+    /// lists it in `list` and counts its bytes: its `(pa, size)`, or
+    /// `Ok(None)` when no region has room. A dmem refusal (`EAGAIN`) is an
+    /// error like any other, never "no room", and leaves nothing allocated.
+    fn take_chunk(
+        &mut self,
+        channel: usize,
+        regions: impl Iterator<Item = usize>,
+        list: ChunkList,
+        alloc: impl Fn(&Grid, usize) -> Result<Chunk>,
+    ) -> Result<Option<(u64, u64)>> {
         self.dev.fault.point(ENOMEM)?;
         let grid = &self.dev.grid;
         let dmem = self.dev.dmem_region(channel)?;
-        for r in 0..grid.geometry().regions {
-            match grid.alloc(channel, r, size, align) {
-                Ok(mut c) => {
-                    if let Err(e) = c.charge_to(dmem) {
-                        grid.free(c);
-                        return Err(e);
-                    }
-                    let (pa, size) = (c.pa(), c.size());
-                    // `chunks` has room for the arena or, without one, for
-                    // every allocating record; were it full, the chunk goes
-                    // back rather than stay allocated and unlisted.
-                    if let Err(PushError(c)) = self.chunks.push_within_capacity(c) {
-                        grid.free(c);
-                        return Err(ENOMEM);
-                    }
-                    self.bytes += size;
-                    return Ok(Some(pa));
-                }
-                Err(e) if e == ENOMEM => {}
+        for r in regions {
+            let mut c = match alloc(grid, r) {
+                Ok(c) => c,
+                Err(e) if e == ENOMEM => continue,
                 Err(e) => return Err(e),
+            };
+            // The chunk carries its own charge until it is freed.
+            if let Err(e) = c.charge_to(dmem) {
+                grid.free(c);
+                return Err(e);
             }
+            let (pa, size) = (c.pa(), c.size());
+            // Each list has room for what staging allocates (`chunks` for
+            // the arena or every allocating record, `scratch` for both
+            // scratchpads); were it full, the chunk goes back rather than
+            // stay allocated and unlisted.
+            let listed = match list {
+                ChunkList::Vars => self.chunks.push_within_capacity(c),
+                ChunkList::Scratch => self.scratch.push_within_capacity(c),
+            };
+            if let Err(PushError(c)) = listed {
+                grid.free(c);
+                return Err(ENOMEM);
+            }
+            self.bytes += size;
+            return Ok(Some((pa, size)));
         }
         Ok(None)
     }
+}
 
-    fn alloc_scratch(&mut self, channel: usize, size: u64) -> Result<u64> {
-        self.dev.fault.point(ENOMEM)?;
-        let grid = &self.dev.grid;
-        let regions = grid.geometry().regions;
-        let dmem = self.dev.dmem_region(channel)?;
-        for r in (0..regions).rev() {
-            match grid.alloc_scratch(channel, r, size) {
-                Ok(mut c) => {
-                    // The chunk carries its own charge until it is freed.
-                    if let Err(e) = c.charge_to(dmem) {
-                        grid.free(c);
-                        return Err(e);
-                    }
-                    let (pa, size) = (c.pa(), c.size());
-                    // `scratch` has room for both scratchpads (as above).
-                    if let Err(PushError(c)) = self.scratch.push_within_capacity(c) {
-                        grid.free(c);
-                        return Err(ENOMEM);
-                    }
-                    self.bytes += size;
-                    // On failure the plan's destructor gives the chunk back.
-                    self.dev.zero(self.reset_epoch, pa, size)?;
-                    return Ok(pa);
-                }
-                Err(e) if e == ENOMEM => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Err(ENOMEM)
-    }
+/// Which of a plan's chunk lists a new chunk joins.
+#[derive(Clone, Copy)]
+enum ChunkList {
+    /// The chunks of its variables (or of their arena).
+    Vars,
+    /// Its scratchpads.
+    Scratch,
 }
 
 /// Gives every record its PA and size in `vars`, in record order. Pointers
