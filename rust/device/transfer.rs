@@ -1,0 +1,212 @@
+// SPDX-License-Identifier: GPL-2.0-only
+
+//! Moving bytes between the host and a device's HBM through BAR4: the
+//! piece loop, which cuts a transfer at [`XFER_CHUNK`] boundaries and
+//! remaps each piece on its own, and every transfer built on it.
+
+use super::Device;
+use crate::{
+    abstractions::resched,
+    abstractions::user_source::UserSource,
+    arch::addr,
+    hw::io::{Bounce, XFER_CHUNK},
+};
+use kernel::{page::PAGE_SIZE, prelude::*, uaccess::UserSliceWriter};
+
+impl Device {
+    /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces that end
+    /// on [`XFER_CHUNK`] boundaries of the device address (so a backend sees
+    /// whole, aligned pieces but at the ends), each remapped to BAR4 on its
+    /// own and preceded by a preemption point (`EINTR` once the caller is
+    /// killed); `op` takes
+    /// the reset gate for its BAR4 access ([`Device::transfer_piece`]).
+    /// Ends by confirming that the device still answers (`ENODEV` when it
+    /// was removed by surprise: its reads were all ones, its writes lost).
+    fn for_each_piece(
+        &self,
+        pa: u64,
+        len: u64,
+        mut op: impl FnMut(u64, usize) -> Result,
+    ) -> Result {
+        self.check_present()?;
+        pa.checked_add(len).ok_or(EINVAL)?;
+        // SBUF is on-core SRAM, never HBM: no transfer may reach it.
+        if addr::range_touches_sbuf(self.info, pa, len) {
+            return Err(EINVAL);
+        }
+        let mut done = 0u64;
+        while done < len {
+            resched::checkpoint()?;
+            self.fault.point(EIO)?;
+            let chunk = XFER_CHUNK as u64;
+            let n = (len - done).min(chunk - (pa + done) % chunk);
+            let off = addr::bar4_offset(self.info, pa + done, n)?;
+            op(off, n as usize)?;
+            done += n;
+        }
+        self.io().confirm_present()
+    }
+
+    /// Copies `len` bytes from user memory to device PA `pa` through BAR4,
+    /// for data staged at reset epoch `staged_at`.
+    pub(crate) fn write_from_user(
+        &self,
+        staged_at: u64,
+        pa: u64,
+        src: &mut UserSource,
+        len: u64,
+    ) -> Result {
+        // User memory is copied with no lock held, through a bounce buffer
+        // (allocated only if the backend needs one) or by the backend into
+        // memory of its own, and outside the gate: a buffer that faults
+        // slowly (userfaultfd) must not hold off a device reset and, behind
+        // it, every other tenant.
+        let mut bounce = Bounce::new(len)?;
+        let gate = |op: &mut dyn FnMut() -> Result| self.transfer_piece(staged_at, op);
+        self.for_each_piece(pa, len, |off, n| {
+            self.io()
+                .bar4_write_from_user(off, src, n, &mut bounce, &gate)
+        })
+    }
+
+    /// Copies `len` bytes at device PA `pa` to user memory through BAR4,
+    /// for data staged at reset epoch `staged_at`.
+    pub(crate) fn read_to_user(
+        &self,
+        staged_at: u64,
+        pa: u64,
+        dst: &mut UserSliceWriter,
+        len: u64,
+    ) -> Result {
+        let mut bounce = Bounce::new(len)?;
+        self.for_each_piece(pa, len, |off, n| {
+            let buf = bounce.get(n)?;
+            self.transfer_piece(staged_at, || self.io().bar4_read(off, buf))?;
+            dst.write_slice(buf)
+        })
+    }
+
+    /// Writes `src` at device PA `pa` through BAR4, for data staged at reset
+    /// epoch `staged_at`.
+    pub(crate) fn write(&self, staged_at: u64, pa: u64, src: &[u8]) -> Result {
+        let mut done = 0usize;
+        self.for_each_piece(pa, src.len() as u64, |off, n| {
+            self.transfer_piece(staged_at, || {
+                self.io().bar4_write(off, &src[done..done + n])
+            })?;
+            done += n;
+            Ok(())
+        })
+    }
+
+    /// Reads device PA `pa` into `dst` through BAR4.
+    #[cfg(CONFIG_KUNIT = "y")]
+    pub(crate) fn read(&self, staged_at: u64, pa: u64, dst: &mut [u8]) -> Result {
+        let mut done = 0usize;
+        self.for_each_piece(pa, dst.len() as u64, |off, n| {
+            self.transfer_piece(staged_at, || {
+                self.io().bar4_read(off, &mut dst[done..done + n])
+            })?;
+            done += n;
+            Ok(())
+        })
+    }
+
+    /// Calls `insert` with the page frame backing the page at device PA
+    /// `pa` (a page boundary) of memory staged at reset epoch `staged_at`,
+    /// for a process to map; inside the reset gate, as a transfer piece:
+    /// `EIO` once a device reset began since, `ENODEV` once the device is
+    /// gone.
+    pub(crate) fn map_page(
+        &self,
+        staged_at: u64,
+        pa: u64,
+        insert: &mut dyn FnMut(usize) -> Result,
+    ) -> Result {
+        self.check_present()?;
+        let off = addr::bar4_offset(self.info, pa, PAGE_SIZE as u64)?;
+        self.transfer_piece(staged_at, || self.io().bar4_map_page(off, insert))
+    }
+
+    /// Gives back what backs `[pa, pa + len)`, a chunk being freed (the
+    /// simulated device drops its pages, and with them their memory
+    /// charge). Runs to the end whatever signal is pending, offering to
+    /// reschedule between pieces.
+    pub(crate) fn release(&self, pa: u64, len: u64) {
+        let mut done = 0u64;
+        while done < len {
+            let chunk = XFER_CHUNK as u64;
+            let n = (len - done).min(chunk - (pa + done) % chunk);
+            // A chunk of the grid lies inside the BAR4 window, whole.
+            if let Ok(off) = addr::bar4_offset(self.info, pa + done, n) {
+                self.io().bar4_release(off, n);
+            }
+            done += n;
+            resched::yield_now();
+        }
+    }
+
+    /// Zeroes `[pa, pa + len)` (the simulated device discards its pages),
+    /// for memory staged at reset epoch `staged_at`.
+    pub(crate) fn zero(&self, staged_at: u64, pa: u64, len: u64) -> Result {
+        self.for_each_piece(pa, len, |off, n| {
+            self.transfer_piece(staged_at, || self.io().bar4_zero(off, n as u64))
+        })
+    }
+}
+
+#[kunit_tests(neuron_hbm_transfer)]
+mod tests {
+    use super::*;
+    use crate::arch::GIB;
+
+    #[test]
+    fn bar4_write_read_through_remap() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        // Device PA 64 GiB + 8 KiB is BAR4 offset 16 GiB + 8 KiB on V2.
+        let pa = 64 * GIB + 8192;
+        dev.write(0, pa, b"neuron")?;
+        let mut back = [0u8; 6];
+        dev.read(0, pa, &mut back)?;
+        assert_eq!(&back, b"neuron");
+        let mut raw = [0u8; 6];
+        dev.io().bar4_read(16 * GIB + 8192, &mut raw)?;
+        assert_eq!(&raw, b"neuron");
+        assert_eq!(dev.sim().map(|s| s.bar4_resident_pages()), Some(1));
+        Ok(())
+    }
+
+    #[test]
+    fn transfers_outside_hbm_are_refused() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        assert_eq!(dev.write(0, 20 * GIB, b"x"), Err(EINVAL));
+        assert_eq!(dev.write(0, u64::MAX, b"xy"), Err(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn zero_of_gigabytes_stays_sparse() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        dev.write(0, GIB, &[0xaa; 16])?;
+        dev.zero(0, 0, 12 * GIB)?;
+        assert_eq!(dev.sim().map(|s| s.bar4_resident_pages()), Some(0));
+        let mut b = [1u8; 16];
+        dev.read(0, GIB, &mut b)?;
+        assert_eq!(b, [0u8; 16]);
+        Ok(())
+    }
+
+    #[test]
+    fn sbuf_is_never_behind_bar4() -> Result {
+        for info in [&crate::arch::V2, &crate::arch::V3, &crate::arch::V4] {
+            let dev = Device::new_test_sim_of(info, 1)?;
+            for nc in 0..info.nr_cores {
+                let (base, size) = addr::sbuf_window(info, nc).ok_or(EINVAL)?;
+                let mut b = [0u8; 8];
+                assert_eq!(dev.read(0, base, &mut b), Err(EINVAL));
+                assert_eq!(dev.write(0, base + size - 8, &b), Err(EINVAL));
+            }
+        }
+        Ok(())
+    }
+}
