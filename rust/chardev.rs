@@ -528,7 +528,7 @@ impl OpenFile {
         if req.rsvd != 0 || req.status != 0 {
             return Err(EINVAL);
         }
-        let kind = ResetKind::from_u32(req.r#type).ok_or(EINVAL)?;
+        let kind = ResetKind::from_u32(req.type_).ok_or(EINVAL)?;
         // Asked quietly first: a tenant refused by the sole-opener rule below
         // leaves no audit record (it could make a flood of them); an
         // administrator's reset is audited as a privileged operation is.

@@ -1,6 +1,6 @@
 //! Generates the library's UAPI types from `include/uapi/linux/neuron_hbm.h`
 //! with bindgen, so the header is the one source of the layouts on this side
-//! (the kernel keeps its own mirror in `rust/uapi.rs`).
+//! (the kernel generates its own from the same header: `Kbuild`).
 //!
 //! Types take Rust names (`struct nhbm_mem_ref` becomes `MemRef`), constants
 //! and enum entries lose their `NHBM_` prefix, and every structure derives the

@@ -1,7 +1,8 @@
 //! The numbers of the runtime's `kbin_mr_type_t`, written out literally in
-//! this one place. The UAPI header, the kernel's mirror (`rust/uapi.rs`) and
-//! the library's constants (`nhbm::uapi`, generated from the header) are all
-//! checked against this table
+//! this one place. The UAPI header and the library's constants
+//! (`nhbm::uapi`, generated from the header) are checked against this
+//! table, and the kernel's names (`rust/uapi.rs`, also from the header)
+//! against the header
 //! (`tests/kind_numbers.rs`), and the in-guest every-kind test checks the
 //! numbers a built blob carries against it, so a changed kind value fails.
 
