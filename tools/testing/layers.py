@@ -22,11 +22,11 @@ import sys
 
 # Top first: a file may import from its own folder and from those below it.
 LAYERS = [
-    ("pci",),  # the PCI driver: binds functions, makes devices and nodes
+    ("pci",),  # the PCI driver and its BAR path
     ("chardev",),  # the file-facing surface: node, ioctl, mmap, debugfs
     ("plan",),  # mem_ref plans: parse and stage
-    ("uapi",),  # the UAPI mirror, read by the surface and the plans
-    ("device",),  # one device: backend, grid, reset, index
+    ("uapi",),  # the UAPI header's names, read by the surface and the plans
+    ("device",),  # one device: backend, grid, reset, transfers, index
     ("sim",),  # the simulated device and its page store
     ("hw",),  # registers, device-access interface, firmware handshake
     ("pool",),  # the HBM pool grid
