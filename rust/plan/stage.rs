@@ -9,7 +9,6 @@
 use super::{
     blob::BlobSource,
     index::VarIndex,
-    mr_type::MrType,
     parse::{Backing, ParsedPlan, Placement, Record},
     Plan, Remotes, Var,
 };
@@ -464,7 +463,7 @@ mod tests {
     use crate::{
         arch::addr::sbuf_window,
         arch::{GIB, MIB, V2},
-        plan::{parse::parse, test_blob::TestBlob},
+        plan::{mr_type::MrType, parse::parse, test_blob::TestBlob},
         uapi::MAX_REMOTE_DEPTH,
     };
 
