@@ -37,8 +37,8 @@ pub(crate) struct PoolStats {
 }
 
 /// Bytes of each region's small pool (the reference's
-/// `mempool_small_pool_size`, neuron_mempool.c:64), at the top of the region
-/// (neuron_mempool.c:154-155).
+/// `mempool_small_pool_size`, neuron_mempool.c:64 in release 2.24.7.0), at
+/// the top of the region (:154-155).
 pub(crate) const SMALL_POOL_SIZE: u64 = 1 << 30;
 
 /// Alignment of a small pool's start: transfers, which go in 64 KiB pieces
@@ -47,8 +47,9 @@ pub(crate) const SMALL_POOL_SIZE: u64 = 1 << 30;
 const SMALL_POOL_ALIGN: u64 = 1 << 20;
 
 /// Largest allocation the small pool takes first (the reference's
-/// `mempool_small_alloc_max`, neuron_mempool.c:65, compared with `<=` at
-/// :718). Each pool falls back on the other when it has no room (:750, :771).
+/// `mempool_small_alloc_max`, neuron_mempool.c:65 in release 2.24.7.0,
+/// compared with `<=` at :666). Each pool falls back on the other when it has
+/// no room (:698-707, :719-727).
 pub(crate) const SMALL_ALLOC_MAX: u64 = 512 * 1024;
 
 /// A live allocation of the grid. Not `Clone`: it is given back once, with
@@ -172,7 +173,8 @@ impl Drop for Books<'_> {
 impl Pool {
     /// A region of `size` bytes at `pa`; its top [`SMALL_POOL_SIZE`] bytes
     /// are the small pool when the region is larger than that and it is a
-    /// whole number of granules (as the reference, neuron_mempool.c:143-149).
+    /// whole number of granules (as the reference, neuron_mempool.c:143-149 in
+    /// release 2.24.7.0).
     /// The small pool starts on a [`SMALL_POOL_ALIGN`] boundary, so a
     /// region whose end was cut short (V2's last granule) has a small pool
     /// that much smaller.
@@ -350,7 +352,8 @@ impl Pool {
 
     /// Takes `size` bytes as high in the main pool as there is room, and
     /// records the chunk: scratchpads come from the main pool only, as the
-    /// reference's contiguous scratchpad (neuron_mempool.c:726-727); the
+    /// reference's contiguous scratchpad (neuron_mempool.c:674-687 in
+    /// release 2.24.7.0); the
     /// small pool is for small chunks.
     pub(super) fn alloc_top(&self, size: u64, at: (u8, u8)) -> Result<Chunk> {
         let chunk = self.main.alloc_with::<TopDown>(size)?;
