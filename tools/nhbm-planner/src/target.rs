@@ -27,6 +27,9 @@ use crate::model::align_up;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
+/// The firmware carve-out at the start of every region (`FW_CARVEOUT`,
+/// rust/arch.rs).
+const FW_CARVEOUT: u64 = 16 * MIB;
 
 /// The module's defaults: `regions=1 min_alloc=4096 fw_carveout=1`.
 pub const DEFAULT_REGIONS: usize = 1;
@@ -71,14 +74,13 @@ pub enum TargetError {
 impl Target {
     /// The geometry of arch `arch` (2, 3, 4) with `regions` regions per
     /// channel and minimum allocation `min_alloc`, as the kernel builds its
-    /// pools (`Grid::new` in rust/pool/mempool.rs: the 16 MiB firmware carve-out
-    /// at the start of region 0 on V2 and V3, and on V2 the last granule of
-    /// each channel kept out for the BAR4 remap).
+    /// pools (`Grid::new` in rust/pool.rs: the 16 MiB firmware carve-out at
+    /// the start of every region, on every arch).
     pub fn for_arch(arch: u32, regions: usize, min_alloc: u64) -> Result<Target, TargetError> {
-        let (name, channels, channel_size, carveout, packed_bar4) = match arch {
-            ARCH_V2 => ("v2", 2, 16 * GIB, 16 * MIB, true),
-            ARCH_V3 => ("v3", 4, 24 * GIB, 16 * MIB, false),
-            ARCH_V4 => ("v4", 4, 36 * GIB, 0, false),
+        let (name, channels, channel_size) = match arch {
+            ARCH_V2 => ("v2", 2, 16 * GIB),
+            ARCH_V3 => ("v3", 4, 24 * GIB),
+            ARCH_V4 => ("v4", 4, 36 * GIB),
             _ => return Err(TargetError::Arch(arch)),
         };
         if !(1..=MAX_REGIONS).contains(&regions) {
@@ -87,19 +89,8 @@ impl Target {
         if !min_alloc.is_power_of_two() || !(1024..=GIB).contains(&min_alloc) {
             return Err(TargetError::MinAlloc(min_alloc));
         }
-        let region = channel_size / regions as u64;
-        let pools = (0..regions)
-            .map(|r| {
-                let mut size = region;
-                if r == 0 {
-                    size -= carveout;
-                }
-                if r + 1 == regions && packed_bar4 {
-                    size -= min_alloc;
-                }
-                size
-            })
-            .collect::<Vec<_>>();
+        let region = (channel_size / regions as u64) & !(min_alloc - 1);
+        let pools = vec![region - FW_CARVEOUT; regions];
         Ok(Target {
             name: name.into(),
             pools: vec![pools; channels],
@@ -239,12 +230,12 @@ mod tests {
     fn arch_table_is_the_kernels_pool_layout() {
         let v2 = Target::default();
         assert_eq!(v2.channels(), 2);
-        assert_eq!(v2.pools[0], vec![16 * GIB - 16 * MIB - 4096]);
+        assert_eq!(v2.pools[0], vec![16 * GIB - 16 * MIB]);
         let v3 = Target::for_arch(ARCH_V3, 2, 8192).unwrap();
         assert_eq!(v3.channels(), 4);
-        assert_eq!(v3.pools[3], vec![12 * GIB - 16 * MIB, 12 * GIB]);
+        assert_eq!(v3.pools[3], vec![12 * GIB - 16 * MIB; 2]);
         let v4 = Target::for_arch_name("V4").unwrap();
-        assert_eq!(v4.channel_bytes(0), 36 * GIB);
+        assert_eq!(v4.channel_bytes(0), 36 * GIB - 16 * MIB);
         assert!(Target::for_arch(5, 1, 4096).is_err());
         assert!(Target::for_arch(ARCH_V2, 0, 4096).is_err());
         assert!(Target::for_arch(ARCH_V2, 1, 3000).is_err());

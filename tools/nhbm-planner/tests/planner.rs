@@ -651,7 +651,7 @@ fn default_memories_are_the_targets_channels() {
         Target::for_arch_name("v4").unwrap(),
     )
     .unwrap();
-    assert_eq!(on_v4.memories[0].max_size, Some(36 << 30));
+    assert_eq!(on_v4.memories[0].max_size, Some((36 << 30) - (16 << 20)));
 }
 
 #[test]
