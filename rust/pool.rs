@@ -20,7 +20,7 @@ pub(crate) mod tree_batch;
 
 use crate::{
     abstractions::genpool::GenPool,
-    arch::{ArchInfo, Bar4Layout, MAX_CHANNELS, MAX_REGIONS},
+    arch::{ArchInfo, MAX_CHANNELS, MAX_REGIONS},
     pool::mempool::{Chunk, Pool, PoolStats, DEVMEM_TAG, MAX_ALIGN, SMALL_ALLOC_MAX},
     pool::tree_batch::walk,
 };
@@ -77,11 +77,6 @@ impl Grid {
                 if geo.carveout && info.carveout > 0 {
                     pa += info.carveout;
                     size -= info.carveout;
-                }
-                if r + 1 == geo.regions && info.bar4 == Bar4Layout::Packed {
-                    // The V2 BAR4 remap rejects a range ending at the stack end
-                    // (see addr::bar4_offset): keep the last granule out.
-                    size -= geo.min_alloc;
                 }
                 pools.push(Pool::new(min_order, pa, size)?, GFP_KERNEL)?;
             }
@@ -388,9 +383,9 @@ mod tests {
         let g = grid(&V2, 1, false)?;
         let (start, end) = g.pool_range(0, 0)?;
         let (s_start, s_end, free) = g.small_pool(0, 0)?.ok_or(EINVAL)?;
-        // The top GiB, less the V2 stack end's granule, on a MiB boundary.
+        // The top GiB of the stack.
         assert_eq!((s_start, s_end), (15 * GIB, end));
-        assert_eq!((end, free), (16 * GIB - 4096, GIB - 4096));
+        assert_eq!((end, free), (16 * GIB, GIB));
         let small = g.alloc(0, 0, SMALL_ALLOC_MAX, 0)?;
         assert_eq!(small.pa(), s_start);
         let large = g.alloc(0, 0, SMALL_ALLOC_MAX + 1, 0)?;
@@ -402,7 +397,7 @@ mod tests {
         for c in [small, large, scratch] {
             g.free(c);
         }
-        assert_eq!(g.small_pool(0, 0)?.map(|p| p.2), Some(GIB - 4096));
+        assert_eq!(g.small_pool(0, 0)?.map(|p| p.2), Some(GIB));
         Ok(())
     }
 
@@ -532,12 +527,20 @@ mod tests {
     }
 
     #[test]
-    fn v2_stack_end_granule_stays_out() -> Result {
+    fn v2_stack_end_is_handed_out_and_reachable() -> Result {
         let g = grid(&V2, 1, false)?;
         for ch in 0..2 {
-            let (_, end) = g.pool_range(ch, 0)?;
-            assert_eq!(end, V2.channel_base[ch] + 16 * GIB - 4096);
-            assert!(crate::arch::addr::bar4_offset(&V2, end - 4096, 4096).is_ok());
+            let stack_end = V2.channel_base[ch] + 16 * GIB;
+            assert_eq!(g.pool_range(ch, 0)?.1, stack_end);
+            // The main pool full, a GiB falls back on the small pool: the
+            // whole top GiB, which the BAR4 remap reaches to its last byte.
+            let main = g.alloc(ch, 0, 15 * GIB, 0)?;
+            let top = g.alloc(ch, 0, GIB, 0)?;
+            assert_eq!(top.pa() + top.size(), stack_end);
+            let off = crate::arch::addr::bar4_offset(&V2, top.pa(), top.size())?;
+            assert_eq!(off + GIB, (ch as u64 + 1) * 16 * GIB);
+            g.free(top);
+            g.free(main);
         }
         Ok(())
     }

@@ -28,19 +28,19 @@ pub(crate) fn apb_to_bar0(addr: u64) -> Option<u64> {
 /// V2 packs its two 16 GiB stacks into 0..32 GiB (64 GiB appears at 16 GiB);
 /// V3/V4 place channel `i` at `i * 64 GiB`. The range must lie in one channel.
 ///
-/// Known quirk, kept from the reference (`mmap_get_bar4_offset_v2`, which
-/// checks the end of both stacks): on V2 the end bound is strict, so a range
-/// ending exactly at the end of a stack is rejected. The memory-pool grid never hands out a V2 stack's last granule so
-/// that every allocation stays reachable.
+/// The end bound is inclusive on every arch: a range may end exactly at the
+/// end of its channel. Release 2.24.7.0 of the reference compares V2's end
+/// with `<` (`mmap_get_bar4_offset_v2`, v2/neuron_dhal_v2.c), but its only
+/// caller, `nmmap_dm` in neuron_mmap.c, drops the result, and another
+/// version of the file compares with `<=`: the BAR maps the whole stack.
 pub(crate) fn bar4_offset(info: &ArchInfo, pa: u64, size: u64) -> Result<u64> {
     let end = pa.checked_add(size).ok_or(EINVAL)?;
-    let strict = info.bar4 == Bar4Layout::Packed;
     for (i, &base) in info.channel_base[..info.nr_channels].iter().enumerate() {
         let limit = base + info.channel_size;
         if pa < base || pa >= limit {
             continue;
         }
-        if end > limit || (strict && end == limit) {
+        if end > limit {
             return Err(EINVAL);
         }
         let window = match info.bar4 {
@@ -110,13 +110,13 @@ mod tests {
     }
 
     #[test]
-    fn v2_exact_end_quirk() {
-        // Last byte of each stack: start + size == end is rejected (strict bound).
-        assert_eq!(bar4_offset(&V2, 16 * GIB - 1, 1), Err(EINVAL));
-        assert_eq!(bar4_offset(&V2, 80 * GIB - 1, 1), Err(EINVAL));
-        assert_eq!(bar4_offset(&V2, 0, 16 * GIB), Err(EINVAL));
-        // Crossing the end is rejected too, on either stack, as in the
-        // reference (v2/neuron_dhal_v2.c `mmap_get_bar4_offset_v2`).
+    fn v2_range_may_end_at_a_stack_end() {
+        // The last byte of each stack, and a whole stack, translate.
+        assert_eq!(bar4_offset(&V2, 16 * GIB - 1, 1), Ok(16 * GIB - 1));
+        assert_eq!(bar4_offset(&V2, 80 * GIB - 1, 1), Ok(32 * GIB - 1));
+        assert_eq!(bar4_offset(&V2, 0, 16 * GIB), Ok(0));
+        // Crossing the end is rejected, on either stack.
+        assert_eq!(bar4_offset(&V2, 16 * GIB - 4096, 8192), Err(EINVAL));
         assert_eq!(bar4_offset(&V2, 80 * GIB - 4096, 8192), Err(EINVAL));
     }
 

@@ -176,8 +176,7 @@ impl Pool {
     /// whole number of granules (as the reference, neuron_mempool.c:143-149 in
     /// release 2.24.7.0).
     /// The small pool starts on a [`SMALL_POOL_ALIGN`] boundary, so a
-    /// region whose end was cut short (V2's last granule) has a small pool
-    /// that much smaller.
+    /// region whose end is not on one has a small pool that much smaller.
     pub(super) fn new(min_order: u32, pa: u64, size: u64) -> Result<Pin<KBox<Self>>> {
         let align = SMALL_POOL_ALIGN.max(1 << min_order);
         let end = pa + size;
