@@ -550,10 +550,9 @@ impl OpenFile {
 impl NodeFile for OpenFile {
     type Data = Arc<Device>;
 
-    fn open(file: &File, dev: &Arc<Device>) -> Result<Pin<KBox<Self>>> {
+    fn open(_file: &File, space: Arc<Space>, dev: &Arc<Device>) -> Result<Pin<KBox<Self>>> {
         let dev = dev.clone();
         dev.check_present()?;
-        let space = Arc::new(Space::of(file)?, GFP_KERNEL_ACCOUNT)?;
         let client_id = fdinfo::new_client_id();
         let listed = space.clone();
         let file = KBox::try_pin_init(

@@ -20,7 +20,7 @@ use crate::{
     device::node_index::NodeIndex,
     device::reset_line::ResetLine,
     hw::io::DeviceIo,
-    pool::tree_batch::{batch_from, Batch},
+    pool::tree_batch::{batch_from, walk, Batch},
     pool::{Geometry, Grid},
     sim::SimIo,
 };
@@ -74,9 +74,9 @@ pub(crate) struct Device {
     /// What each live plan holds, for telemetry, by serial number.
     #[pin]
     pub(crate) plans: Mutex<RBTree<u64, PlanSummary>>,
-    /// The address space of each open file, by the file's client id:
-    /// what a device reset and the device's removal take every mapping of
-    /// its memory away from.
+    /// The address space of each open file (its own, holding its mappings
+    /// only), by the file's client id: what a device reset and the
+    /// device's removal take every mapping of its memory away from.
     #[pin]
     spaces: Mutex<RBTree<u64, Arc<Space>>>,
     /// The claim on `index`, given back when the device is dropped, after
@@ -250,6 +250,13 @@ impl Device {
     /// before the device was found gone or reset may still map a page, and
     /// the ones after see that. Called once a device reset moved the epoch
     /// and once the device is gone (before its BAR is released).
+    ///
+    /// Each open file's space is walked once, and holds that file's
+    /// mappings only: the walk costs the mappings there are, not files
+    /// times mappings. The list of spaces is locked only to take each
+    /// batch of them, so opens and closes go on meanwhile (a file opened
+    /// after the walk passed it can map nothing from before: its faults
+    /// see the new epoch or the device gone).
     pub(crate) fn revoke_mappings(&self) {
         {
             let mut g = self.gate.lock();
@@ -259,10 +266,12 @@ impl Device {
             }
             g.draining -= 1;
         }
-        let spaces = self.spaces.lock();
-        for space in spaces.values() {
+        let spaces = |from| batch_from(&self.spaces.lock(), from, |_, s| s.clone());
+        let _ = walk(spaces, |space: Arc<Space>| {
             space.unmap(0, 0);
-        }
+            crate::abstractions::resched::yield_now();
+            Ok::<(), Error>(())
+        });
     }
 
     /// Up to [`BATCH`](crate::pool::tree_batch::BATCH) summaries of live plans with serial numbers from
@@ -302,7 +311,7 @@ impl Device {
 mod tests {
     use super::*;
     use crate::hw::fw::ResetKind;
-    use crate::pool::tree_batch::{walk, BATCH};
+    use crate::pool::tree_batch::BATCH;
 
     #[test]
     fn unplugged_device_answers_enodev() -> Result {

@@ -85,24 +85,29 @@ void nhbm_ref_free(struct nhbm_ref_chunk *mc);
  * Mappings of a device node's file (vma_helpers.c): the vm_operations whose
  * fault handler calls the Rust function a mapping was set up with, the flags
  * and page protection a mapping gets, page-table insertion from that
- * handler, the revocation of a file range from every process that maps it,
- * and the page calls the simulated device's mappable pages need.
+ * handler, each open file's own address space, the revocation of a file
+ * range from every process that maps it, and the page calls the simulated
+ * device's mappable pages need.
  */
 struct vm_area_struct;
 struct vm_fault;
-struct address_space;
 struct file;
 struct page;
+struct nhbm_space;
+/* Mappings one open file may have at once, copies by split included. */
+#define NHBM_MAPS_PER_FILE 32768
 /* Fills file page `pgoff` of the faulting mapping of the file with `file_data`. */
 typedef int (*nhbm_fault_fn)(void *file_data, unsigned long pgoff, struct vm_fault *vmf);
-void nhbm_vma_setup(struct vm_area_struct *vma, bool io, nhbm_fault_fn fault);
+int nhbm_vma_setup(struct vm_area_struct *vma, bool io, nhbm_fault_fn fault);
 int nhbm_vmf_insert(struct vm_fault *vmf, unsigned long pgoff, unsigned long pfn);
-struct address_space *nhbm_mapping_get(struct file *file);
-void nhbm_mapping_put(struct address_space *mapping);
-void nhbm_unmap_mapping(struct address_space *mapping, u64 off, u64 len);
+int nhbm_space_new(struct file *file, struct nhbm_space **out);
+void nhbm_space_put(struct nhbm_space *space);
+void nhbm_space_unmap(struct nhbm_space *space, u64 off, u64 len);
 unsigned long nhbm_page_pfn(struct page *page);
 void *nhbm_page_address(struct page *page);
 bool nhbm_page_shared(struct page *page);
+void nhbm_page_get(struct page *page);
+void nhbm_page_put(struct page *page);
 
 /* sysfs attributes of a device node (sysfs.c): which value each shows. */
 enum nhbm_attr {

@@ -12,7 +12,7 @@
 
 use crate::{
     abstractions::helpers::{nhbm_attr_groups, vm_fault, NHBM_ATTR_COUNT},
-    abstractions::vma::{Backing, Fault, NewMapping},
+    abstractions::vma::{Backing, Fault, NewMapping, Space},
 };
 use core::marker::PhantomData;
 use kernel::{
@@ -24,7 +24,7 @@ use kernel::{
     mm::virt::VmaNew,
     prelude::*,
     seq_file::SeqFile,
-    sync::aref::ARef,
+    sync::{aref::ARef, Arc},
     types::{ForeignOwnable, Opaque},
 };
 
@@ -63,8 +63,9 @@ pub(crate) trait NodeFile: Sized + Send + Sync {
     /// What the node holds for the files opened on it.
     type Data: Send + Sync;
 
-    /// Opens a file on the node holding `data`.
-    fn open(file: &File, data: &Self::Data) -> Result<Pin<KBox<Self>>>;
+    /// Opens a file on the node holding `data`, with `space`, the address
+    /// space its mappings (and only its) are linked into.
+    fn open(file: &File, space: Arc<Space>, data: &Self::Data) -> Result<Pin<KBox<Self>>>;
 
     /// Handles ioctl `cmd` with argument `arg` on an open file.
     fn ioctl(me: Pin<&Self>, file: &File, cmd: u32, arg: usize) -> Result<isize>;
@@ -186,7 +187,10 @@ impl<T: NodeFile> MiscDevice for Files<T> {
             let raw = kernel::container_of!(misc, RawNode, misc);
             &*kernel::container_of!(raw.cast::<Opaque<RawNode>>(), MiscNode<T>, raw)
         };
-        T::open(file, &node.data)
+        // Every file of the node has a space of its own, made before
+        // anything can map it: `NewMapping::set_up` counts on it.
+        let space = Arc::new(Space::for_file(file)?, GFP_KERNEL_ACCOUNT)?;
+        T::open(file, space, &node.data)
     }
 
     fn ioctl(me: Pin<&T>, file: &File, cmd: u32, arg: usize) -> Result<isize> {
@@ -200,8 +204,10 @@ impl<T: NodeFile> MiscDevice for Files<T> {
     fn mmap(me: Pin<&T>, file: &File, vma: &VmaNew) -> Result {
         let map = NewMapping::new(vma);
         let backing = T::mmap(me, file, &map)?;
-        map.set_up(backing, fault::<T>);
-        Ok(())
+        // SAFETY: every file of a node is opened by `open` above, which
+        // gives it a space of its own, held by the `T` it makes (the file's
+        // private data) until the file is released.
+        unsafe { map.set_up(backing, fault::<T>) }
     }
 }
 
@@ -245,7 +251,7 @@ mod tests {
     impl NodeFile for Probe {
         type Data = Atomic<u32>;
 
-        fn open(_file: &File, opens: &Atomic<u32>) -> Result<Pin<KBox<Self>>> {
+        fn open(_file: &File, _space: Arc<Space>, opens: &Atomic<u32>) -> Result<Pin<KBox<Self>>> {
             opens.fetch_add(1, Relaxed);
             Ok(KBox::pin(Probe, GFP_KERNEL)?)
         }

@@ -2,8 +2,9 @@
 
 //! Mappings of a device node's file into processes, over vma_helpers.c: what
 //! the kernel crate's `VmaNew` lacks (a fault handler, write-combining, the
-//! file offset a mapping starts at) and the revocation of a file range from
-//! every process that maps it.
+//! file offset a mapping starts at), an address space of its own for each
+//! open file, and the revocation of a file range from every process that
+//! maps it.
 //!
 //! A mapping is filled only by its fault handler, one page (or a few) at a
 //! time: a range taken away with [`Space::unmap`] faults again, and the
@@ -62,19 +63,26 @@ impl<'a> NewMapping<'a> {
         self.vma.flags() & flags::MAYSHARE != 0
     }
 
-    /// Sets the mapping up to be filled by `fault`, with pages of `backing`.
-    pub(crate) fn set_up(&self, backing: Backing, fault: FaultFn) {
+    /// Sets the mapping up to be filled by `fault`, with pages of `backing`,
+    /// and counts it against its file's limit (`ENOMEM` past it).
+    ///
+    /// # Safety
+    ///
+    /// The file mapped was given a [`Space`] of its own when it was opened
+    /// ([`Space::for_file`]), which lives while the file does.
+    pub(crate) unsafe fn set_up(&self, backing: Backing, fault: FaultFn) -> Result {
         // SAFETY: `vma` is under initial setup, with the mmap lock held for
-        // writing (the `mmap` file operation); `fault` is a function that
-        // lives as long as the module, which outlives the mapping (it holds
-        // the file, and the file the module).
-        unsafe {
+        // writing (the `mmap` file operation); its file has a space of its
+        // own (the caller's contract), which the C side counts the mapping
+        // in; `fault` is a function that lives as long as the module, which
+        // outlives the mapping (it holds the file, and the file the module).
+        kernel::error::to_result(unsafe {
             helpers::nhbm_vma_setup(
                 self.vma.as_ptr().cast(),
                 backing == Backing::Io,
                 Some(fault),
             )
-        };
+        })
     }
 }
 
@@ -112,14 +120,15 @@ impl Fault<'_> {
     }
 }
 
-/// The address space of a file: the mappings of every file opened on its
-/// inode. Holds a reference on the inode.
+/// The address space of one open file: the mappings made of that file and
+/// of no other, at most `NHBM_MAPS_PER_FILE` of them (`mmap` and splits
+/// past it get `ENOMEM`).
 ///
 /// # Invariants
 ///
-/// `mapping` is a valid address space whose inode this holds a reference on.
+/// `space` is the `nhbm_space` made by `nhbm_space_new`, owned by this.
 pub(crate) struct Space {
-    mapping: NonNull<helpers::address_space>,
+    space: NonNull<helpers::nhbm_space>,
 }
 
 // SAFETY: an address space is a kernel object usable from any thread.
@@ -128,27 +137,35 @@ unsafe impl Send for Space {}
 unsafe impl Sync for Space {}
 
 impl Space {
-    /// The address space of `file`.
-    pub(crate) fn of(file: &File) -> Result<Self> {
-        // SAFETY: `file` is a valid open file, which holds its inode.
-        let mapping = unsafe { helpers::nhbm_mapping_get(file.as_ptr().cast()) };
-        // INVARIANT: `nhbm_mapping_get` took a reference on the inode.
+    /// A new address space for `file`, which is being opened (no mapping
+    /// of it exists yet): its mappings are linked there from now on.
+    pub(crate) fn for_file(file: &File) -> Result<Self> {
+        let mut space = core::ptr::null_mut();
+        // SAFETY: `file` is a valid file being opened, not yet handed to
+        // userspace, so nothing maps it or reads its `f_mapping` meanwhile.
+        kernel::error::to_result(unsafe {
+            helpers::nhbm_space_new(file.as_ptr().cast(), &mut space)
+        })?;
+        // INVARIANT: `nhbm_space_new` succeeded and handed `space` over.
         Ok(Self {
-            mapping: NonNull::new(mapping).ok_or(EINVAL)?,
+            space: NonNull::new(space).ok_or(EINVAL)?,
         })
     }
 
     /// Takes bytes `[off, off + len)` of the file (to its end if `len` is 0)
     /// away from every process that maps them: their next access faults.
+    /// Costs the file's own mappings of that range.
     pub(crate) fn unmap(&self, off: u64, len: u64) {
-        // SAFETY: `mapping` is valid (invariant); sleeps, as callers may.
-        unsafe { helpers::nhbm_unmap_mapping(self.mapping.as_ptr(), off, len) };
+        // SAFETY: `space` is valid (invariant); sleeps, as callers may.
+        unsafe { helpers::nhbm_space_unmap(self.space.as_ptr(), off, len) };
     }
 }
 
 impl Drop for Space {
     fn drop(&mut self) {
-        // SAFETY: the reference `of` took, given back once.
-        unsafe { helpers::nhbm_mapping_put(self.mapping.as_ptr()) };
+        // SAFETY: owned (invariant), given back once; its file is closed or
+        // closing (the open file and the device's list hold the `Space`),
+        // so no mapping of it is left.
+        unsafe { helpers::nhbm_space_put(self.space.as_ptr()) };
     }
 }

@@ -5,11 +5,51 @@
  * protection and no revocation of a file range; these few calls give them.
  * Every mapping is filled by its fault handler, page by page, so that a
  * range taken away (unmap_mapping_range) faults again and can be refused.
+ *
+ * Each open file gets an address space of its own (an anonymous inode of a
+ * pseudo filesystem, as DRM gives each device one): its mappings are linked
+ * there and nowhere else, so taking a range away from one file walks that
+ * file's mappings only, never those other files (other tenants) made, and
+ * their number is bounded per file.
  */
 #include <linux/fs.h>
+#include <linux/fs_context.h>
 #include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/mount.h>
+#include <linux/pseudo_fs.h>
+#include <linux/slab.h>
 
 #include "helpers.h"
+
+/* The address space of one open file, and how many mappings it has. */
+struct nhbm_space {
+	struct inode *inode;
+	atomic_t maps;
+};
+
+/* The pseudo filesystem the files' inodes live on, mounted while any does. */
+#define NHBM_FS_MAGIC 0x6e68626d
+static struct vfsmount *nhbm_fs_mnt;
+static int nhbm_fs_cnt;
+
+static int nhbm_fs_init_fs_context(struct fs_context *fc)
+{
+	return init_pseudo(fc, NHBM_FS_MAGIC) ? 0 : -ENOMEM;
+}
+
+static struct file_system_type nhbm_fs_type = {
+	.name = "neuron_hbm",
+	.owner = THIS_MODULE,
+	.init_fs_context = nhbm_fs_init_fs_context,
+	.kill_sb = kill_anon_super,
+};
+
+/* The space of the file a mapping maps (set by nhbm_space_new at open). */
+static struct nhbm_space *nhbm_vma_space(struct vm_area_struct *vma)
+{
+	return vma->vm_file->f_mapping->host->i_private;
+}
 
 static vm_fault_t nhbm_vm_fault(struct vm_fault *vmf)
 {
@@ -24,12 +64,44 @@ static vm_fault_t nhbm_vm_fault(struct vm_fault *vmf)
 	return err ? VM_FAULT_SIGBUS : VM_FAULT_NOPAGE;
 }
 
+/* A copy of a mapping: by fork, by a split, by mremap's move. */
+static void nhbm_vm_open(struct vm_area_struct *vma)
+{
+	atomic_inc(&nhbm_vma_space(vma)->maps);
+}
+
+static void nhbm_vm_close(struct vm_area_struct *vma)
+{
+	atomic_dec(&nhbm_vma_space(vma)->maps);
+}
+
+/* A split adds a mapping: refused at the file's limit, as mmap is. */
+static int nhbm_vm_may_split(struct vm_area_struct *vma, unsigned long addr)
+{
+	if (atomic_read(&nhbm_vma_space(vma)->maps) >= NHBM_MAPS_PER_FILE)
+		return -ENOMEM;
+	return 0;
+}
+
 static const struct vm_operations_struct nhbm_vm_ops = {
+	.open = nhbm_vm_open,
+	.close = nhbm_vm_close,
+	.may_split = nhbm_vm_may_split,
 	.fault = nhbm_vm_fault,
 };
 
-void nhbm_vma_setup(struct vm_area_struct *vma, bool io, nhbm_fault_fn fault)
+int nhbm_vma_setup(struct vm_area_struct *vma, bool io, nhbm_fault_fn fault)
 {
+	/*
+	 * Counted from here: the vm_operations set below uncount it when it
+	 * goes (also when mmap fails after this returns). A fork copies a
+	 * mapping whatever the count (open cannot refuse): the forking
+	 * process pays for its copies, and no new one is made past the limit.
+	 */
+	if (atomic_inc_return(&nhbm_vma_space(vma)->maps) > NHBM_MAPS_PER_FILE) {
+		atomic_dec(&nhbm_vma_space(vma)->maps);
+		return -ENOMEM;
+	}
 	/*
 	 * Never grown by mremap (the range was checked at mmap), never in a
 	 * core dump (device memory), filled only by the fault handler: BAR
@@ -43,6 +115,7 @@ void nhbm_vma_setup(struct vm_area_struct *vma, bool io, nhbm_fault_fn fault)
 	/* Copied with the mapping when it is split or forked. */
 	vma->vm_private_data = fault;
 	vma->vm_ops = &nhbm_vm_ops;
+	return 0;
 }
 
 int nhbm_vmf_insert(struct vm_fault *vmf, unsigned long pgoff, unsigned long pfn)
@@ -72,24 +145,45 @@ int nhbm_vmf_insert(struct vm_fault *vmf, unsigned long pgoff, unsigned long pfn
 	return ret == VM_FAULT_OOM ? -ENOMEM : -EFAULT;
 }
 
-struct address_space *nhbm_mapping_get(struct file *file)
+int nhbm_space_new(struct file *file, struct nhbm_space **out)
 {
-	struct address_space *mapping = file->f_mapping;
+	struct nhbm_space *space;
+	struct inode *inode;
+	int err;
 
-	/* The open file holds the inode; this reference outlives it. */
-	ihold(mapping->host);
-	return mapping;
+	space = kzalloc(sizeof(*space), GFP_KERNEL_ACCOUNT);
+	if (!space)
+		return -ENOMEM;
+	err = simple_pin_fs(&nhbm_fs_type, &nhbm_fs_mnt, &nhbm_fs_cnt);
+	if (err) {
+		kfree(space);
+		return err;
+	}
+	inode = alloc_anon_inode(nhbm_fs_mnt->mnt_sb);
+	if (IS_ERR(inode)) {
+		simple_release_fs(&nhbm_fs_mnt, &nhbm_fs_cnt);
+		kfree(space);
+		return PTR_ERR(inode);
+	}
+	inode->i_private = space;
+	space->inode = inode;
+	/* Before any mmap of the file: its mappings are linked there. */
+	file->f_mapping = inode->i_mapping;
+	*out = space;
+	return 0;
 }
 
-void nhbm_mapping_put(struct address_space *mapping)
+void nhbm_space_put(struct nhbm_space *space)
 {
-	iput(mapping->host);
+	iput(space->inode);
+	simple_release_fs(&nhbm_fs_mnt, &nhbm_fs_cnt);
+	kfree(space);
 }
 
-void nhbm_unmap_mapping(struct address_space *mapping, u64 off, u64 len)
+void nhbm_space_unmap(struct nhbm_space *space, u64 off, u64 len)
 {
 	/* Shared mappings only (mmap refuses private ones): no COW copies. */
-	unmap_mapping_range(mapping, off, len, 0);
+	unmap_mapping_range(space->inode->i_mapping, off, len, 0);
 }
 
 unsigned long nhbm_page_pfn(struct page *page)
@@ -100,6 +194,16 @@ unsigned long nhbm_page_pfn(struct page *page)
 void *nhbm_page_address(struct page *page)
 {
 	return page_address(page);
+}
+
+void nhbm_page_get(struct page *page)
+{
+	get_page(page);
+}
+
+void nhbm_page_put(struct page *page)
+{
+	put_page(page);
 }
 
 bool nhbm_page_shared(struct page *page)

@@ -16,12 +16,12 @@ pub(crate) type Batch<T> = ([Option<T>; BATCH], Option<u64>);
 
 /// Up to [`BATCH`] items `item(key, value)` of `tree` whose key is at or
 /// above `from`, in key order. The caller holds the lock that guards `tree`.
-pub(crate) fn batch_from<V, T: Copy>(
+pub(crate) fn batch_from<V, T>(
     tree: &RBTree<u64, V>,
     mut from: u64,
     item: impl Fn(u64, &V) -> T,
 ) -> Batch<T> {
-    let mut batch = [None; BATCH];
+    let mut batch = [const { None }; BATCH];
     for slot in batch.iter_mut() {
         let Some(c) = tree.cursor_lower_bound(&from) else {
             return (batch, None);
@@ -40,7 +40,7 @@ pub(crate) fn batch_from<V, T: Copy>(
 /// `next` takes and drops the lock itself, so none is held while `f` runs,
 /// and the walk offers to reschedule between batches: a tree of millions of
 /// items is read without hogging the CPU.
-pub(crate) fn walk<T: Copy, E>(
+pub(crate) fn walk<T, E>(
     mut next: impl FnMut(u64) -> Batch<T>,
     mut f: impl FnMut(T) -> core::result::Result<(), E>,
 ) -> core::result::Result<(), E> {
