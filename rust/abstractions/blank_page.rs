@@ -37,14 +37,19 @@ impl Blank {
         })
     }
 
-    /// `page`, its bytes to be written again.
-    pub(crate) fn reuse(page: PageBox) -> Self {
+    /// `page`, its bytes to be written again; a fresh page (allocated with
+    /// `flags`) in its place if anything else holds it.
+    pub(crate) fn reuse(page: PageBox, flags: Flags) -> Result<Self> {
+        let page = match page.into_uninit() {
+            Ok(page) => page,
+            Err(_shared) => PageBox::new_uninit(flags)?,
+        };
         // INVARIANT: the empty range is initialized.
-        Self {
-            page: page.into(),
+        Ok(Self {
+            page,
             from: 0,
             to: 0,
-        }
+        })
     }
 
     /// Checks that `[at, at + len)` lies inside the page: its end.
@@ -60,9 +65,9 @@ impl Blank {
         let end = Self::end(at, len)?;
         // INVARIANT: the empty range is initialized, whatever the copy does.
         self.to = self.from;
-        // SAFETY: `[at, end)` lies inside the page (checked above), which is
-        // ours alone; `MaybeUninit<u8>` has the layout of `u8` and no
-        // invalid value.
+        // SAFETY: `[at, end)` lies inside the page (checked above), which
+        // nothing else reads or writes (`Uninit::as_mut_ptr`);
+        // `MaybeUninit<u8>` has the layout of `u8` and no invalid value.
         let room = unsafe {
             core::slice::from_raw_parts_mut(
                 self.page.as_mut_ptr().add(at).cast::<MaybeUninit<u8>>(),
@@ -151,7 +156,7 @@ mod tests {
             let ramp: [u8; 256] = core::array::from_fn(|j| j as u8);
             other.write(i * 256, &ramp)?;
         }
-        let mut b = Blank::reuse(page);
+        let mut b = Blank::reuse(page, GFP_KERNEL)?;
         b.fill_from_slice(PAGE_SIZE - 4, &[0xaa; 4])?;
         let page = b.finish(Some(&other));
         let (got, want) = (bytes(&page)?, bytes(&other)?);

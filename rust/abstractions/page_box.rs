@@ -14,7 +14,10 @@
 use crate::abstractions::helpers;
 use core::ptr::NonNull;
 use kernel::{
-    alloc::{flags::__GFP_ZERO, Flags},
+    alloc::{
+        flags::{__GFP_HIGHMEM, __GFP_ZERO},
+        Flags,
+    },
     page::{Page, PAGE_SIZE},
     prelude::*,
 };
@@ -42,10 +45,12 @@ pub(crate) struct Uninit(PageBox);
 
 impl PageBox {
     fn alloc(flags: Flags) -> Result<Self> {
-        // Never `__GFP_HIGHMEM`: the page must stay in the direct map.
-        let page = Page::alloc_page(flags)?;
-        // SAFETY: `page` is a valid page of lowmem (above), so it has a
-        // direct-map address, valid for as long as the page is allocated.
+        // Never `__GFP_HIGHMEM`, whatever the caller asks: the page must be
+        // in the direct map.
+        let page = Page::alloc_page(flags & !__GFP_HIGHMEM)?;
+        // SAFETY: `page` is a valid page allocated without `__GFP_HIGHMEM`
+        // (above), so it has a direct-map address, valid for as long as the
+        // page is allocated.
         let addr = unsafe { helpers::nhbm_page_address(page.as_ptr().cast()) };
         // INVARIANT: `addr` is the direct-map address of `page`, ours alone.
         Ok(Self {
@@ -113,22 +118,68 @@ impl PageBox {
         };
     }
 
-    /// The page frame number, for a process to map the page.
-    pub(crate) fn pfn(&self) -> usize {
-        // SAFETY: `page` is a valid page (invariant).
-        unsafe { helpers::nhbm_page_pfn(self.page.as_ptr().cast()) as usize }
-    }
-
     /// Whether anything but this box holds the page: a process's mapping,
-    /// or a pin taken through one.
+    /// a pin taken through one, or a [`PageRef`].
     pub(crate) fn is_shared(&self) -> bool {
         // SAFETY: `page` is a valid page (invariant).
         unsafe { helpers::nhbm_page_shared(self.page.as_ptr().cast()) }
     }
+
+    /// A reference of its own on the page, which keeps it allocated (and
+    /// [shared](PageBox::is_shared)) after the box is gone.
+    pub(crate) fn new_ref(&self) -> Result<PageRef> {
+        let page = NonNull::new(self.page.as_ptr().cast::<helpers::page>()).ok_or(EINVAL)?;
+        // SAFETY: `page` is a valid page (invariant); the reference taken
+        // is the `PageRef`'s, given back by its drop.
+        unsafe { helpers::nhbm_page_get(page.as_ptr()) };
+        // INVARIANT: the reference was just taken.
+        Ok(PageRef { page })
+    }
+
+    /// The page, its bytes to be written again: `Err` gives it back when
+    /// anything else holds it (a process could see the bytes change, or
+    /// read the ones not written yet).
+    pub(crate) fn into_uninit(self) -> core::result::Result<Uninit, PageBox> {
+        if self.is_shared() {
+            Err(self)
+        } else {
+            Ok(Uninit(self))
+        }
+    }
+}
+
+/// A reference on a page of a [`PageBox`], for a process to map it with no
+/// lock held: the page stays allocated until the reference is dropped.
+///
+/// # Invariants
+///
+/// `page` is a valid page this holds one reference on.
+pub(crate) struct PageRef {
+    page: NonNull<helpers::page>,
+}
+
+// SAFETY: a page reference is usable and droppable from any thread.
+unsafe impl Send for PageRef {}
+
+impl PageRef {
+    /// The page frame number, for a process to map the page.
+    pub(crate) fn pfn(&self) -> usize {
+        // SAFETY: `page` is valid while the reference is held (invariant).
+        unsafe { helpers::nhbm_page_pfn(self.page.as_ptr()) as usize }
+    }
+}
+
+impl Drop for PageRef {
+    fn drop(&mut self) {
+        // SAFETY: the reference `new_ref` took (invariant), given back once.
+        unsafe { helpers::nhbm_page_put(self.page.as_ptr()) };
+    }
 }
 
 impl Uninit {
-    /// The page's first byte: `PAGE_SIZE` bytes, ours alone, to be written.
+    /// The page's first byte: `PAGE_SIZE` bytes to be written, which nothing
+    /// else reads or writes (a page no mapping, pin or [`PageRef`] held
+    /// when it became an `Uninit`, and which gives out no page frame).
     pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
         self.0.addr.as_ptr()
     }
@@ -141,12 +192,5 @@ impl Uninit {
     pub(crate) unsafe fn assume_init(self) -> PageBox {
         // INVARIANT: the caller wrote every byte.
         self.0
-    }
-}
-
-impl From<PageBox> for Uninit {
-    /// The page, its bytes to be written again.
-    fn from(page: PageBox) -> Self {
-        Uninit(page)
     }
 }

@@ -210,16 +210,21 @@ impl SparseMem {
     /// Calls `insert` with the page frame of the page at `off`, a page
     /// boundary, for a process to map: a page not resident yet is
     /// allocated (zeroed, charged to the caller's memory cgroup, as a write
-    /// would). The page stays in place while `insert` runs; once mapped it
-    /// is never replaced, only written in place (see `place`).
+    /// would). `insert` runs with the lock free (it may allocate page
+    /// tables, and reclaim in the caller's cgroup), on a reference of its
+    /// own to the page, taken under the lock: a write meanwhile sees the
+    /// page shared and writes it in place (see `place`), so the page
+    /// mapped is the one the store keeps.
     pub(crate) fn map_page(&self, off: u64, insert: &mut dyn FnMut(usize) -> Result) -> Result {
         check_range(off, SIM_PAGE as u64, self.size)?;
         if off % SIM_PAGE as u64 != 0 {
             return Err(EINVAL);
         }
         let idx = usize::try_from(off / SIM_PAGE as u64)?;
-        let mut pages = self.materialize(self.pages.lock(), idx)?;
-        let page = pages.page_mut(idx).ok_or(EFAULT)?;
+        let page = {
+            let mut pages = self.materialize(self.pages.lock(), idx)?;
+            pages.page_mut(idx).ok_or(EFAULT)?.new_ref()?
+        };
         insert(page.pfn())
     }
 
@@ -260,7 +265,7 @@ impl SparseMem {
             for (slot, page) in blanks.iter_mut().zip(spares.iter_mut()).take(count) {
                 let (idx, in_page, n) = page_part(off, done, len)?;
                 let mut blank = match page.take() {
-                    Some(p) => Blank::reuse(p),
+                    Some(p) => Blank::reuse(p, GFP_KERNEL_ACCOUNT)?,
                     None => Blank::new(GFP_KERNEL_ACCOUNT)?,
                 };
                 blank.fill_from_user(src, in_page, n)?;
@@ -485,6 +490,32 @@ mod tests {
         assert!(dst[35 * SIM_PAGE..].iter().all(|&b| b == 9));
         m.zero(0, GIB)?;
         assert_eq!((m.resident_pages(), groups(&m)), (0, 0));
+        Ok(())
+    }
+
+    #[test]
+    fn map_page_inserts_with_the_lock_free() -> Result {
+        let m = KBox::pin_init(SparseMem::new(GIB), GFP_KERNEL)?;
+        let page = SIM_PAGE as u64;
+        let mut mapped = 0;
+        m.map_page(3 * page, &mut |pfn| {
+            // Page tables may be allocated here: every other user of the
+            // store must be able to go on.
+            assert!(m.pages.try_lock().is_some());
+            // A write meanwhile lands in the page being mapped.
+            m.write(3 * page + 8, &[0x5a])?;
+            mapped = pfn;
+            Ok(())
+        })?;
+        let mut again = 0;
+        m.map_page(3 * page, &mut |pfn| {
+            again = pfn;
+            Ok(())
+        })?;
+        assert_eq!(again, mapped);
+        let mut b = [0u8; 1];
+        m.read(3 * page + 8, &mut b)?;
+        assert_eq!((b[0], m.resident_pages()), (0x5a, 1));
         Ok(())
     }
 
