@@ -326,6 +326,10 @@ impl DeviceIo for SimIo {
         self.bar4.map_page(off, insert)
     }
 
+    fn bar4_untouched(&self, off: u64, len: u64) -> u64 {
+        self.bar4.untouched(off, len)
+    }
+
     fn bar4_release(&self, off: u64, len: u64) {
         // Present or not: the pages are the store's own, and they go.
         let _ = self.bar4.zero(off, len);

@@ -34,20 +34,26 @@ pub(crate) fn apb_to_bar0(addr: u64) -> Option<u64> {
 /// caller, `nmmap_dm` in neuron_mmap.c, drops the result, and another
 /// version of the file compares with `<=`: the BAR maps the whole stack.
 pub(crate) fn bar4_offset(info: &ArchInfo, pa: u64, size: u64) -> Result<u64> {
-    let end = pa.checked_add(size).ok_or(EINVAL)?;
+    let (off, run) = bar4_run(info, pa)?;
+    if size > run {
+        return Err(EINVAL);
+    }
+    Ok(off)
+}
+
+/// BAR4 host offset of device PA `pa`, and how many bytes from `pa` on map
+/// to BAR4 one after the other (to the end of its channel).
+pub(crate) fn bar4_run(info: &ArchInfo, pa: u64) -> Result<(u64, u64)> {
     for (i, &base) in info.channel_base[..info.nr_channels].iter().enumerate() {
         let limit = base + info.channel_size;
         if pa < base || pa >= limit {
             continue;
         }
-        if end > limit {
-            return Err(EINVAL);
-        }
         let window = match info.bar4 {
             Bar4Layout::Packed => i as u64 * info.channel_size,
             Bar4Layout::Strided(stride) => i as u64 * stride,
         };
-        return Ok(window + (pa - base));
+        return Ok((window + (pa - base), limit - pa));
     }
     Err(EINVAL)
 }

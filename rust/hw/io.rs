@@ -88,6 +88,14 @@ pub(crate) trait DeviceIo: Send + Sync {
     /// next allocated either way.
     fn bar4_release(&self, _off: u64, _len: u64) {}
 
+    /// How many bytes from BAR4 offset `off` on, at most `len`, hold
+    /// nothing to clear or give back (they read as zero): a scrub or a
+    /// release skips them. The simulated device's pages not resident; on
+    /// hardware every byte counts.
+    fn bar4_untouched(&self, _off: u64, _len: u64) -> u64 {
+        0
+    }
+
     /// What backs the pages [`DeviceIo::bar4_map_page`] gives.
     fn bar4_backing(&self) -> Backing;
 

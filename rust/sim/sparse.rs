@@ -360,6 +360,31 @@ impl SparseMem {
         self.walk(off, len, Copy::To(dst))
     }
 
+    /// How many bytes from `off` on, at most `len`, lie before the first
+    /// resident page that ends after `off`: they read as zero and hold
+    /// nothing. Looks at two groups at most (each holds a page).
+    pub(crate) fn untouched(&self, off: u64, len: u64) -> u64 {
+        let page = SIM_PAGE as u64;
+        let Ok(idx) = usize::try_from(off / page) else {
+            return 0;
+        };
+        // The first resident page at or after `idx` in group `g`.
+        let first = |g: usize, group: &Group| {
+            (0..GROUP)
+                .map(|i| g * GROUP + i)
+                .find(|&n| n >= idx && group[n % GROUP].is_some())
+        };
+        let pages = self.pages.lock();
+        let next = pages.tree.cursor_lower_bound(&split(idx).0).and_then(|c| {
+            let (&g, group) = c.current();
+            first(g, group).or_else(|| c.peek_next().and_then(|(&g, group)| first(g, group)))
+        });
+        match next {
+            Some(n) => (n as u64 * page).saturating_sub(off).min(len),
+            None => len,
+        }
+    }
+
     /// Zeroes `[off, off + len)`: resident pages inside the range are dropped,
     /// the partial pages at its ends are cleared. Costs what is resident, not
     /// what the range spans.
@@ -490,6 +515,23 @@ mod tests {
         assert!(dst[35 * SIM_PAGE..].iter().all(|&b| b == 9));
         m.zero(0, GIB)?;
         assert_eq!((m.resident_pages(), groups(&m)), (0, 0));
+        Ok(())
+    }
+
+    #[test]
+    fn untouched_runs_to_the_next_resident_page() -> Result {
+        let m = KBox::pin_init(SparseMem::new(GIB), GFP_KERNEL)?;
+        let page = SIM_PAGE as u64;
+        m.write(40 * page, &[1])?;
+        m.write(100 * page + 7, &[1])?;
+        assert_eq!(m.untouched(0, GIB), 40 * page);
+        assert_eq!(m.untouched(5, 10), 10);
+        // Inside a resident page, wherever in it: nothing to skip.
+        assert_eq!(m.untouched(40 * page + 5, GIB), 0);
+        // Past a group's last resident page, on to the next group's.
+        assert_eq!(m.untouched(41 * page, GIB), 59 * page);
+        assert_eq!(m.untouched(101 * page, 1000), 1000);
+        assert_eq!(m.untouched(101 * page, GIB), GIB);
         Ok(())
     }
 
