@@ -61,7 +61,7 @@ fn find(t: &Table, pgoff: u64) -> Result<(u64, &Entry)> {
 }
 
 /// One open file's mappable variables and its address space.
-#[pin_data]
+#[pin_data(PinnedDrop)]
 pub(crate) struct FileMaps {
     space: Arc<Space>,
     #[pin]
@@ -199,14 +199,21 @@ impl FileMaps {
         if t.iter().next().is_none() {
             return;
         }
-        for (i, (pa, size)) in plan.var_chunks().enumerate() {
-            if i % resched::EVERY == 0 {
+        // Chunks and entries looked at: one chunk may hold a million.
+        let mut steps = 0usize;
+        let mut step = || {
+            steps += 1;
+            if steps % resched::EVERY == 0 {
                 resched::yield_now();
             }
+        };
+        for (pa, size) in plan.var_chunks() {
+            step();
             let (first, end) = (pa / page, (pa + size).div_ceil(page));
             let mut any = false;
             let mut cursor = t.cursor_lower_bound_mut(&first);
             while let Some(c) = cursor {
+                step();
                 let e = c.current().1;
                 if e.first >= end {
                     break;
@@ -220,6 +227,23 @@ impl FileMaps {
             }
             if any {
                 self.space.unmap(first * page, (end - first) * page);
+            }
+        }
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for FileMaps {
+    /// Unlists the variables one by one, offering to reschedule between
+    /// them: a file may hold a million, each the last hold on its plan.
+    fn drop(self: Pin<&mut Self>) {
+        let mut t = self.table.lock();
+        let mut n = 0usize;
+        while let Some(c) = t.cursor_front_mut() {
+            drop(c.remove_current());
+            n += 1;
+            if n % resched::EVERY == 0 {
+                resched::yield_now();
             }
         }
     }
