@@ -173,7 +173,9 @@ impl DeviceIo for PciIo {
         // The BAR stays requested until the function is unbound, and
         // unbinding takes every mapping away (`Device::revoke_mappings`)
         // after this flag falls and before the BAR is released; a fault
-        // racing it runs under the lock the revocation takes.
+        // racing it runs as a transfer piece (`Device::map_page`), which
+        // the revocation waits out before it unmaps, so a page it inserts
+        // is taken away with the rest.
         if !self.present.load(Relaxed) {
             return Err(ENODEV);
         }
