@@ -137,6 +137,67 @@ pub fn tracefs_file(file: &str) -> Option<String> {
     std::path::Path::new(&path).exists().then_some(path)
 }
 
+/// Kernel command-line flag of a guest whose kernel's text is not to be
+/// patched by a test: set by `make check-distro`, whose kernels place a
+/// kprobe at a function's entry through ftrace, and under QEMU's TCG that
+/// patching once crashed the guest (an int3 no handler claimed).
+const NO_KPROBES: &str = "nhbm_no_kprobes=1";
+
+/// tracefs with kprobe events, mounted if need be; `None` if the kernel has
+/// none or the guest is not to use them ([`NO_KPROBES`]).
+pub fn kprobe_events() -> Option<String> {
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    if cmdline.split_whitespace().any(|w| w == NO_KPROBES) {
+        return None;
+    }
+    tracefs_file("kprobe_events")
+}
+
+/// A kprobe at the entry of a kernel function that counts its calls (its
+/// hits in `kprobe_profile`); removed when dropped.
+pub struct CallCounter {
+    events: String,
+    name: String,
+}
+
+impl CallCounter {
+    /// Counts the calls of `function` from now on, as probe `nhbm_count/NAME`.
+    pub fn new(events: &str, name: &str, function: &str) -> Result<Self, Fail> {
+        let enable = format!("{TRACEFS}/events/nhbm_count/{name}/enable");
+        // Any probe a failed run left behind goes first.
+        let _ = std::fs::write(&enable, "0");
+        let _ = std::fs::write(events, format!("-:nhbm_count/{name}\n"));
+        tracefs_write(events, &format!("p:nhbm_count/{name} {function}\n"))?;
+        let counter = Self {
+            events: events.to_string(),
+            name: name.to_string(),
+        };
+        tracefs_write(&enable, "1")?;
+        Ok(counter)
+    }
+
+    /// Calls counted so far.
+    pub fn calls(&self) -> Result<u64, Fail> {
+        let profile = format!("{TRACEFS}/kprobe_profile");
+        let text = std::fs::read_to_string(&profile).ctx(&profile)?;
+        text.lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next()? == self.name).then(|| w.next()?.parse().ok())?
+            })
+            .next()
+            .ok_or_else(|| Fail::Fail(format!("no line for {} in {profile}", self.name)))
+    }
+}
+
+impl Drop for CallCounter {
+    fn drop(&mut self) {
+        let enable = format!("{TRACEFS}/events/nhbm_count/{}/enable", self.name);
+        let _ = std::fs::write(enable, "0");
+        let _ = std::fs::write(&self.events, format!("-:nhbm_count/{}\n", self.name));
+    }
+}
+
 /// Writes `v` to the tracefs control file `path`; a failure names the file.
 pub fn tracefs_write(path: &str, v: &str) -> Result<(), Fail> {
     std::fs::write(path, v).ctx(path)

@@ -13,6 +13,7 @@ mod isolation;
 mod tenancy;
 
 mod mapping;
+mod revocation;
 
 mod faults;
 

@@ -8,7 +8,7 @@ use crate::fixtures::pattern;
 use crate::fixtures::{device_index, open_device, var_refused, KIB, MIB};
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Notes, TestResult};
 use crate::stress::child::{fork_child, spawn_child};
-use crate::sys::{tracefs_file, tracefs_write, TRACEFS};
+use crate::sys::{kprobe_events, tracefs_write, TRACEFS};
 
 /// Bytes of each victim buffer.
 const VICTIM: u64 = 64 * KIB;
@@ -229,22 +229,6 @@ pub fn usage_of_others_is_for_the_administrator(notes: &mut Notes) -> TestResult
 /// audit record (`CAP_OPT_NOAUDIT`, include/linux/security.h).
 const CAP_SYS_ADMIN: i32 = 21;
 const CAP_OPT_NOAUDIT: u32 = 1 << 1;
-
-/// Kernel command-line flag of a guest whose kernel's text is not to be
-/// patched by a test: set by `make check-distro`, whose kernels place a
-/// kprobe at a function's entry through ftrace, and under QEMU's TCG that
-/// patching once crashed the guest (an int3 no handler claimed).
-const NO_KPROBES: &str = "nhbm_no_kprobes=1";
-
-/// tracefs with kprobe events, mounted if need be; `None` if the kernel has
-/// none or the guest is not to use them ([`NO_KPROBES`]).
-fn kprobe_events() -> Option<String> {
-    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-    if cmdline.split_whitespace().any(|w| w == NO_KPROBES) {
-        return None;
-    }
-    tracefs_file("kprobe_events")
-}
 
 /// A RESET refused by the sole-opener rule leaves no audit record: a tenant
 /// could make a flood of them. A kprobe on `cap_capable` records the `cap`
