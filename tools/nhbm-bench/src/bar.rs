@@ -9,6 +9,8 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
+use crate::copies;
+
 /// Where the kernel lists PCI functions.
 const PCI_DEVICES: &str = "/sys/bus/pci/devices";
 
@@ -106,6 +108,43 @@ impl BarMap {
     pub fn zero(&self) {
         // SAFETY: the mapping is `self.len` bytes long and writable.
         unsafe { libc::memset(self.ptr.cast(), 0, self.len) };
+    }
+
+    /// Copies `src` (whole 64-bit words) to the start of the mapping as the
+    /// module's MEM_WRITE does: a piece at a time through `bounce` with
+    /// `rep movsq`, then one 64-bit store a word.
+    pub fn store_words_from(&self, src: &[u8], bounce: &mut [u8]) {
+        let n = src.len().min(self.len);
+        for (i, piece) in src[..n].chunks(copies::PIECE).enumerate() {
+            let b = &mut bounce[..piece.len()];
+            copies::rep_movsq(b, piece);
+            // SAFETY: the piece lies in the mapping (`n <= self.len`), which
+            // is writable and page-aligned.
+            unsafe { copies::store_words(self.ptr.add(i * copies::PIECE), b) };
+        }
+    }
+
+    /// Copies `dst.len()` bytes (whole 64-bit words) from the start of the
+    /// mapping as the module's MEM_READ does: one 64-bit load a word into
+    /// `bounce`, then `rep movsq` into `dst`, a piece at a time.
+    pub fn load_words_to(&self, dst: &mut [u8], bounce: &mut [u8]) {
+        let n = dst.len().min(self.len);
+        for (i, piece) in dst[..n].chunks_mut(copies::PIECE).enumerate() {
+            let b = &mut bounce[..piece.len()];
+            // SAFETY: the piece lies in the mapping (`n <= self.len`), which
+            // is readable and page-aligned.
+            unsafe { copies::load_words(b, self.ptr.add(i * copies::PIECE)) };
+            copies::rep_movsq(piece, b);
+        }
+        std::hint::black_box(dst);
+    }
+
+    /// Zeroes the whole mapping as the module's scrub does: one 64-bit
+    /// store a word, from no buffer.
+    pub fn zero_words(&self) {
+        // SAFETY: the mapping is `self.len` bytes long, writable and
+        // page-aligned.
+        unsafe { copies::zero_words(self.ptr, self.len) };
     }
 }
 

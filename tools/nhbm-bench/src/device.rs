@@ -11,6 +11,7 @@ use nhbm::uapi::ResolveQuery;
 use nhbm::{Device, LoadedPlan, Plan, Record, Resolver};
 
 use crate::bar::BarMap;
+use crate::copies::{self, rep_movsq};
 use crate::measure::{
     calibrate, interleave, median, per_op_ns, time_ns, try_time_ns, Pairs, Ratios,
 };
@@ -695,14 +696,29 @@ pub fn model_blob() -> io::Result<(Vec<u8>, usize)> {
     ))
 }
 
-/// PLAN_LOAD of a whole model's weights (upload, scrub, placement) against a
-/// userspace memcpy of the same bytes. Equal bytes: the ratio is memcpy time /
-/// PLAN_LOAD time.
-pub fn model_staging_figure(dev: &Device) -> io::Result<Figure> {
+/// The whole model's payloads, as [`model_blob`] lays them out: `blob`
+/// from `start`, checked to be that long.
+fn model_payloads(blob: &[u8], start: usize) -> io::Result<&[u8]> {
+    blob.get(start..start + MODEL_BYTES)
+        .ok_or_else(|| invalid("model blob shorter than its payloads".into()))
+}
+
+/// PLAN_LOAD of `blob`, the whole model, timed and unloaded again.
+fn load_model_ns(dev: &Device, blob: &[u8]) -> io::Result<f64> {
+    let (p, ns) = time_ns(|| Staged::load(dev, blob));
+    drop(p?);
+    Ok(ns)
+}
+
+/// `model_staging`: PLAN_LOAD of a whole model's weights (upload, scrub,
+/// placement) against a userspace memcpy of the same bytes, and
+/// `model_staging_vs_mem_write`: the same PLAN_LOAD against MEM_WRITE of
+/// the same payloads into a fresh plan of the same variables, which
+/// isolates what PLAN_LOAD costs beyond its copy (records, placement,
+/// scrub). Equal bytes: each ratio is the peer's time / PLAN_LOAD's.
+pub fn model_staging_figures(dev: &Device) -> io::Result<[Figure; 2]> {
     let (blob, start) = model_blob()?;
-    let src = blob
-        .get(start..start + MODEL_BYTES)
-        .ok_or_else(|| invalid("model blob shorter than its payloads".into()))?;
+    let src = model_payloads(&blob, start)?;
     let mut dst = vec![0u8; MODEL_BYTES];
     let mut copy = || {
         dst.copy_from_slice(std::hint::black_box(src));
@@ -712,7 +728,35 @@ pub fn model_staging_figure(dev: &Device) -> io::Result<Figure> {
     // the payloads arrive (the simulated device's pages go at each unload,
     // so every timed load allocates its own).
     copy();
-    let first = Staged::load(dev, &blob)?;
+    check_model_arrives(dev, &blob, src)?;
+    let p = interleave(
+        MODEL_REPS,
+        || load_model_ns(dev, &blob),
+        || Ok(time_ns(&mut copy).1),
+    )?;
+    drop(dst);
+    let bytes = MODEL_BYTES as f64;
+    let load = Raw::new(
+        format!("PLAN_LOAD {MODEL_RECORDS} records, 256 MiB of payloads, median bytes/ns"),
+        format!("{:.4}", bytes / p.a_median()),
+    );
+    let staging = Figure::of_ratios(
+        "model_staging",
+        &p.inverse_ratios(),
+        load,
+        Raw::new(
+            "memcpy 256 MiB median bytes/ns",
+            format!("{:.4}", bytes / p.b_median()),
+        ),
+        Op::AtLeast,
+        MODEL_STAGING_TARGET,
+    );
+    Ok([staging, model_vs_write_figure(dev, &blob, src)?])
+}
+
+/// Loads the whole model once and checks that its last payload arrived.
+fn check_model_arrives(dev: &Device, blob: &[u8], src: &[u8]) -> io::Result<()> {
+    let first = Staged::load(dev, blob)?;
     let last = MODEL_RECORDS - 1;
     let mut tail = vec![0u8; 64];
     let size = model_sizes()[last as usize];
@@ -720,30 +764,64 @@ pub fn model_staging_figure(dev: &Device) -> io::Result<Figure> {
     if tail[..] != src[MODEL_BYTES - 64..] {
         return Err(invalid("the last payload did not arrive".into()));
     }
-    drop(first);
+    Ok(())
+}
+
+/// What `model_staging_vs_mem_write` must reach (see Documentation/benchmarks.rst).
+pub const MODEL_VS_WRITE_TARGET: f64 = 0.9;
+
+/// The whole model's variables without payloads (MR_BUFFER of the same
+/// sizes), for MEM_WRITE to fill.
+fn model_shell_blob(sizes: &[u64]) -> io::Result<Vec<u8>> {
+    let mut plan = Plan::new(0, 0);
+    plan.records = (1..)
+        .zip(sizes)
+        .map(|(id, &s)| Record::buffer(id, s))
+        .collect();
+    Ok(plan.to_raw().map_err(io::Error::from)?.to_bytes())
+}
+
+/// MEM_WRITE of every payload of `src` into a fresh load of `shell`
+/// (untimed, as its unload): the time of the writes.
+fn write_model_ns(dev: &Device, shell: &[u8], sizes: &[u64], src: &[u8]) -> io::Result<f64> {
+    let plan = Staged::load(dev, shell)?;
+    let (r, ns) = time_ns(|| {
+        let mut at = 0usize;
+        for (id, &size) in (1..).zip(sizes) {
+            let end = at + size as usize;
+            dev.mem_write(plan.id, id, 0, &src[at..end])?;
+            at = end;
+        }
+        io::Result::Ok(())
+    });
+    r?;
+    Ok(ns)
+}
+
+/// `model_staging_vs_mem_write` (see [`model_staging_figures`]).
+fn model_vs_write_figure(dev: &Device, blob: &[u8], src: &[u8]) -> io::Result<Figure> {
+    let sizes = model_sizes();
+    let shell = model_shell_blob(&sizes)?;
+    write_model_ns(dev, &shell, &sizes, src)?;
     let p = interleave(
         MODEL_REPS,
-        || {
-            let (p, ns) = time_ns(|| Staged::load(dev, &blob));
-            drop(p?);
-            Ok(ns)
-        },
-        || Ok(time_ns(&mut copy).1),
+        || load_model_ns(dev, blob),
+        || write_model_ns(dev, &shell, &sizes, src),
     )?;
     let bytes = MODEL_BYTES as f64;
     Ok(Figure::of_ratios(
-        "model_staging",
+        "model_staging_vs_mem_write",
         &p.inverse_ratios(),
         Raw::new(
             format!("PLAN_LOAD {MODEL_RECORDS} records, 256 MiB of payloads, median bytes/ns"),
             format!("{:.4}", bytes / p.a_median()),
         ),
         Raw::new(
-            "memcpy 256 MiB median bytes/ns",
+            format!("MEM_WRITE of the {MODEL_RECORDS} payloads, median bytes/ns"),
             format!("{:.4}", bytes / p.b_median()),
         ),
         Op::AtLeast,
-        MODEL_STAGING_TARGET,
+        MODEL_VS_WRITE_TARGET,
     ))
 }
 
@@ -809,11 +887,12 @@ pub const BAR_SCRUB_TARGET: f64 = 0.65;
 /// `pci_write_vs_bar_copy`, `pci_read_vs_bar_copy` and
 /// `pci_scrub_vs_memset`: MEM_WRITE and MEM_READ of [`BAR_XFER`] bytes, and
 /// the PLAN_LOAD of one fresh [`BAR_XFER`]-byte MR_BUFFER (whose HBM the
-/// module scrubs), against a plain `memcpy` into and out of, and a `memset`
-/// of, the same bytes of the function's BAR4 mapped by this process through
-/// `bar4` (sysfs `resource4_wc`), [`BAR_REPS`] repetitions each in ABBA
-/// order after one untimed pass of each. Figures: the module's bytes/ns /
-/// the mapping's.
+/// module scrubs), against the module's own copy and zeroing loops
+/// ([`copies`]) into, out of and over the same bytes of the function's
+/// BAR4 mapped by this process through `bar4` (sysfs `resource4_wc`),
+/// [`BAR_REPS`] repetitions each in ABBA order after one untimed pass of
+/// each. Figures: the module's bytes/ns / the loops'. A libc `memcpy` and
+/// `memset` of the same bytes are printed beside them, as information.
 pub fn pci_bar_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
     let info = pci.device_info()?;
     if info.arch != 2 {
@@ -840,7 +919,7 @@ pub fn pci_bar_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
             len,
             [
                 format!("MEM_WRITE {mib} MiB"),
-                format!("memcpy into {file} {mib} MiB"),
+                format!("the module's loop into {file} {mib} MiB"),
             ],
             BAR_WRITE_TARGET,
         ),
@@ -850,7 +929,7 @@ pub fn pci_bar_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
             len,
             [
                 format!("MEM_READ {mib} MiB"),
-                format!("memcpy out of {file} {mib} MiB"),
+                format!("the module's loop out of {file} {mib} MiB"),
             ],
             BAR_READ_TARGET,
         ),
@@ -860,30 +939,55 @@ pub fn pci_bar_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
             len,
             [
                 format!("PLAN_LOAD of a fresh {mib} MiB buffer (scrub)"),
-                format!("memset of {file} {mib} MiB"),
+                format!("the module's zeroing loop over {file} {mib} MiB"),
             ],
             BAR_SCRUB_TARGET,
         ),
     ])
 }
 
+/// Repetitions of the `memcpy` and `memset` the PCI figures print beside
+/// theirs, as information.
+const LIBC_REPS: usize = 3;
+
+/// Prints, as information, `figure`'s module side against `op` (a libc
+/// `memcpy` or `memset` of the same `len` bytes of the mapping), timed
+/// [`LIBC_REPS`] times: what the figure compared before its peer ran the
+/// module's own loops.
+fn note_libc_peer(figure: &str, p: &Pairs, len: usize, what: &str, mut op: impl FnMut()) {
+    let mut ns: Vec<f64> = (0..LIBC_REPS).map(|_| time_ns(&mut op).1).collect();
+    ns.sort_by(f64::total_cmp);
+    let (module, libc) = (len as f64 / p.a_median(), len as f64 / ns[LIBC_REPS / 2]);
+    note(&format!(
+        "{figure} beside {what}: module {module:.4} bytes/ns, {what} {libc:.4} bytes/ns, \
+         ratio {:.3} (information)",
+        module / libc
+    ));
+}
+
 /// MEM_WRITE and then MEM_READ of the `len` bytes of variable 1 of `plan`
-/// against a memcpy into and out of the same bytes through `map`, after one
-/// untimed pass of each and a check that both read back what was written:
-/// the (write, read) pairs.
+/// against the module's own copy loops into and out of the same bytes
+/// through `map` (`rep movsq` through a 64 KiB buffer, one 64-bit access a
+/// word), after one untimed pass of each and a check that both read back
+/// what was written: the (write, read) pairs. A `memcpy` of the same bytes
+/// is printed beside each, as information.
 fn bar_copy_pairs(pci: &Device, plan: u32, map: &BarMap, len: usize) -> io::Result<(Pairs, Pairs)> {
     let src = pattern(len);
+    let mut bounce = vec![0u8; copies::PIECE];
     let write = || pci.mem_write(plan, 1, 0, &src);
     write()?;
-    map.copy_from(&src);
+    map.store_words_from(&src, &mut bounce);
     let w = interleave(
         BAR_REPS,
         || try_time_ns(write),
-        || Ok(time_ns(|| map.copy_from(&src)).1),
+        || Ok(time_ns(|| map.store_words_from(&src, &mut bounce)).1),
     )?;
+    note_libc_peer("pci_write_vs_bar_copy", &w, len, "memcpy", || {
+        map.copy_from(&src)
+    });
     let (mut via_module, mut via_map) = (vec![0u8; len], vec![0u8; len]);
     pci.mem_read(plan, 1, 0, &mut via_module)?;
-    map.copy_to(&mut via_map);
+    map.load_words_to(&mut via_map, &mut bounce);
     if via_module != src || via_map != src {
         return Err(invalid(
             "MEM_READ or the BAR mapping differs from what was written".into(),
@@ -892,14 +996,18 @@ fn bar_copy_pairs(pci: &Device, plan: u32, map: &BarMap, len: usize) -> io::Resu
     let r = interleave(
         BAR_REPS,
         || try_time_ns(|| pci.mem_read(plan, 1, 0, &mut via_module)),
-        || Ok(time_ns(|| map.copy_to(&mut via_map)).1),
+        || Ok(time_ns(|| map.load_words_to(&mut via_map, &mut bounce)).1),
     )?;
+    note_libc_peer("pci_read_vs_bar_copy", &r, len, "memcpy", || {
+        map.copy_to(&mut via_map)
+    });
     Ok((w, r))
 }
 
 /// PLAN_LOAD of `blob`, one fresh buffer whose HBM the module scrubs,
-/// against a memset of its bytes through `map`, after one untimed pass of
-/// each and a check that the load scrubbed them.
+/// against the module's own zeroing loop over its bytes through `map`,
+/// after one untimed pass of each and a check that the load scrubbed
+/// them; a `memset` is printed beside it, as information.
 fn bar_scrub_pairs(pci: &Device, blob: &[u8], pa: u64, map: &BarMap) -> io::Result<Pairs> {
     // A fresh allocation of the same size lands where the variable was (an
     // empty channel, first fit); its scrub zeroes the pattern.
@@ -920,32 +1028,10 @@ fn bar_scrub_pairs(pci: &Device, blob: &[u8], pa: u64, map: &BarMap) -> io::Resu
     if head.iter().any(|&b| b != 0) {
         return Err(invalid("PLAN_LOAD left the fresh buffer unscrubbed".into()));
     }
-    map.zero();
-    interleave(BAR_REPS, load, || Ok(time_ns(|| map.zero()).1))
-}
-
-/// `dst.copy_from_slice(src)` with the string instruction the guest
-/// kernel's user copies use, eight bytes at a time.
-fn rep_movsq(dst: &mut [u8], src: &[u8]) {
-    let n = dst.len().min(src.len());
-    let words = n / 8;
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: both buffers are valid for `words * 8 <= n` bytes and do not
-    // overlap (one is borrowed mutably); `rep movsq` needs no alignment; the
-    // direction flag is clear per the ABI.
-    unsafe {
-        std::arch::asm!(
-            "rep movsq",
-            inout("rcx") words => _,
-            inout("rsi") src.as_ptr() => _,
-            inout("rdi") dst.as_mut_ptr() => _,
-            options(nostack, preserves_flags)
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    dst[..words * 8].copy_from_slice(&src[..words * 8]);
-    dst[words * 8..n].copy_from_slice(&src[words * 8..n]);
-    std::hint::black_box(dst);
+    map.zero_words();
+    let z = interleave(BAR_REPS, load, || Ok(time_ns(|| map.zero_words()).1))?;
+    note_libc_peer("pci_scrub_vs_memset", &z, BAR_XFER, "memset", || map.zero());
+    Ok(z)
 }
 
 #[cfg(test)]
@@ -983,15 +1069,6 @@ mod tests {
         assert_eq!(sizes.iter().sum::<u64>(), MODEL_BYTES as u64);
         assert!(sizes.iter().all(|&s| s > 0 && s % 64 == 0));
         assert!(sizes.iter().any(|&s| s % 4096 != 0));
-    }
-
-    #[test]
-    fn rep_movsq_copies() {
-        // A length that is not a multiple of 8: the tail is copied too.
-        let src: Vec<u8> = (0..10_005u32).map(|i| (i * 7) as u8).collect();
-        let mut dst = vec![0u8; 10_005];
-        rep_movsq(&mut dst, &src);
-        assert_eq!(dst, src);
     }
 
     #[test]
