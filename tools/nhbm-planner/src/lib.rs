@@ -6,6 +6,7 @@
 //! do not overlap. [`lower`] turns the resulting [`MemoryPlan`] into mem_ref
 //! plans that `NHBM_IOC_PLAN_LOAD` stages.
 
+pub mod bestfit;
 pub mod desc;
 pub mod exact;
 pub mod hard;
@@ -13,7 +14,9 @@ pub mod llm;
 pub mod lower;
 pub mod minimalloc;
 pub mod model;
+pub mod orders;
 pub mod planner;
+pub mod portfolio;
 pub mod rng;
 mod search;
 pub mod target;

@@ -1,0 +1,93 @@
+//! The best of many greedy placements of one memory's buffers: every
+//! order of [`crate::orders`] by both rules of [`crate::bestfit`], the
+//! ones that do best on compilers' traces first, until the deadline or a
+//! placement at the liveness lower bound.
+//!
+//! On the traces of production compilers (idealloc's IOPDDL and SOMAS
+//! instances) no single order wins: best fit of the buffers live at the
+//! busiest operators first, the longest first among them, is within 0.3%
+//! of the bound on one and 9% above it on another, where the largest
+//! first among them is within 1%.
+
+use std::time::Instant;
+
+use crate::bestfit::{self, Rule};
+use crate::exact::Buffer;
+use crate::orders::{Key, Weights};
+
+/// The placements tried, in order.
+const TRIES: [(Key, Rule); 12] = [
+    (Key::PressureLength, Rule::Tightest),
+    (Key::PressureSize, Rule::Tightest),
+    (Key::Size, Rule::Tightest),
+    (Key::Length, Rule::Tightest),
+    (Key::PressureSize, Rule::Lowest),
+    (Key::Size, Rule::Lowest),
+    (Key::PressureLength, Rule::Lowest),
+    (Key::Length, Rule::Lowest),
+    (Key::Area, Rule::Tightest),
+    (Key::Area, Rule::Lowest),
+    (Key::Start, Rule::Tightest),
+    (Key::Start, Rule::Lowest),
+];
+
+/// The lowest of the placements of `bufs` made by `deadline` (see the
+/// module comment; `times` as [`Weights::new`] takes them), stopping at
+/// `enough` bytes: its high-water mark and offsets; none if not one was
+/// made in time.
+pub fn best(
+    bufs: &[Buffer],
+    times: Option<&[u64]>,
+    enough: u64,
+    deadline: Instant,
+) -> Option<(u64, Vec<u64>)> {
+    let weights = Weights::new(bufs, times);
+    let mut best: Option<(u64, Vec<u64>)> = None;
+    for (key, rule) in TRIES {
+        if Instant::now() >= deadline || best.as_ref().is_some_and(|b| b.0 <= enough) {
+            break;
+        }
+        let Some(offsets) = bestfit::place(bufs, &weights.order(key), rule, deadline) else {
+            break;
+        };
+        let top = high_water(bufs, &offsets);
+        if best.as_ref().is_none_or(|b| top < b.0) {
+            best = Some((top, offsets));
+        }
+    }
+    best
+}
+
+/// The top of `bufs` at `offsets`.
+pub fn high_water(bufs: &[Buffer], offsets: &[u64]) -> u64 {
+    bufs.iter()
+        .zip(offsets)
+        .map(|(b, o)| o + b.size)
+        .max()
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exact::random_buffers;
+    use crate::rng::SplitMix64;
+    use crate::window;
+    use std::time::Duration;
+
+    #[test]
+    fn the_best_is_a_packing_no_higher_than_any_one_try() {
+        let mut rng = SplitMix64(11);
+        let bufs = random_buffers(&mut rng, 400, (300, 80), 4000, 3);
+        let far = Instant::now() + Duration::from_secs(60);
+        let (top, offsets) = best(&bufs, None, 0, far).unwrap();
+        assert!(window::is_packing(&bufs, &offsets));
+        assert_eq!(top, high_water(&bufs, &offsets));
+        let w = Weights::new(&bufs, None);
+        for (key, rule) in TRIES {
+            let o = bestfit::place(&bufs, &w.order(key), rule, far).unwrap();
+            assert!(top <= high_water(&bufs, &o), "{key:?} {rule:?}");
+        }
+        assert!(best(&bufs, None, 0, Instant::now()).is_none());
+    }
+}
