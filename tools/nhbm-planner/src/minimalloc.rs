@@ -22,6 +22,20 @@ fn alignment(sizes: impl Iterator<Item = u64>) -> u64 {
     common.max(1)
 }
 
+/// The header fields of `text`'s first non-empty line.
+fn header(text: &str) -> Option<Vec<&str>> {
+    let line = text.lines().find(|l| !l.trim().is_empty())?;
+    Some(line.split(',').map(str::trim).collect())
+}
+
+/// Whether `text` starts with one of the format's headers (what a file
+/// holds, before it is read).
+pub fn is_instance(text: &str) -> bool {
+    header(text).is_some_and(|h| {
+        h == ["id", "lower", "upper", "size"] || h == ["buffer", "start", "end", "size"]
+    })
+}
+
 /// The instance in `text` as a model named `name`: one scratch tensor per
 /// buffer, in one unlimited memory; the times that start or end a buffer,
 /// in order, are its operators (a packing of one is a packing of the
@@ -35,16 +49,13 @@ pub fn read(name: &str, text: &str) -> Result<Model, String> {
 /// a buffer of operators `a..=b` lives from `times[a]` up to
 /// `times[b + 1]`, as in the file.
 pub fn read_with_times(name: &str, text: &str) -> Result<(Model, Vec<u64>), String> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header: Vec<&str> = lines
-        .next()
-        .ok_or("no header")?
-        .split(',')
-        .map(str::trim)
-        .collect();
-    if header != ["id", "lower", "upper", "size"] && header != ["buffer", "start", "end", "size"] {
-        return Err(format!("unknown header {header:?}"));
+    if !is_instance(text) {
+        return Err(format!(
+            "unknown header {:?}",
+            header(text).unwrap_or_default()
+        ));
     }
+    let lines = text.lines().filter(|l| !l.trim().is_empty()).skip(1);
     let mut bufs = Vec::new();
     for line in lines {
         let f: Vec<u64> = line
@@ -113,6 +124,8 @@ mod tests {
         let old = read("t", "buffer,start,end,size\n0,0,10,2048\n").unwrap();
         assert_eq!(old.tensors.len(), 1);
         assert!(read("t", "a,b\n").is_err());
+        assert!(read("t", "").is_err());
+        assert!(is_instance("\nid, lower, upper, size\n") && !is_instance("{\"tensors\": []}"));
         assert!(read("t", "id,lower,upper,size\n0,3,3,1024\n").is_err());
         assert!(read("t", "id,lower,upper,size\n0,0,3,0\n").is_err());
         assert_eq!(m.tensors[0].alignment, UNIT);
