@@ -18,6 +18,7 @@ pub mod orders;
 pub mod planner;
 pub mod portfolio;
 pub mod rng;
+pub mod schedules;
 mod search;
 pub mod target;
 pub mod window;

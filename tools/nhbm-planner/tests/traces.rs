@@ -6,7 +6,7 @@
 //! - the liveness lower bound;
 //! - best fit as an allocator runs it, computed here: the buffers in the
 //!   order they become live, each in the smallest gap between the ones
-//!   live with it ([`bestfit::Rule::Tightest`]);
+//!   live with it (`common::online_best_fit`);
 //! - what omnimalloc 1.0.0's `BestFitAllocator` and `SupermallocAllocator`
 //!   (10 s, one thread) packed each one in, run on this project's host
 //!   beside the planner (peak over the bound: best fit 1.0129, 1.0566,
@@ -18,9 +18,10 @@
 //! Planned within the time limit, so in release builds only
 //! (`host-tests.sh` runs this crate's tests in one).
 
+mod common;
+
 use std::time::{Duration, Instant};
 
-use nhbm_planner::bestfit::{self, Rule};
 use nhbm_planner::*;
 
 /// One trace and what it must be packed in.
@@ -75,16 +76,6 @@ fn one_tib() -> Target {
     }
 }
 
-/// The peak of best fit in the order buffers become live (ties: the
-/// file's order).
-fn online_best_fit(bufs: &[exact::Buffer]) -> u64 {
-    let mut order: Vec<usize> = (0..bufs.len()).collect();
-    order.sort_by_key(|&k| (bufs[k].first, k));
-    let far = Instant::now() + Duration::from_secs(600);
-    let offsets = bestfit::place(bufs, &order, Rule::Tightest, far).unwrap();
-    portfolio::high_water(bufs, &offsets)
-}
-
 /// Plans trace `name` and checks its plan (see the module comment).
 fn check(name: &str) {
     let t = TRACES.iter().find(|t| t.name == name).unwrap();
@@ -104,7 +95,7 @@ fn check(name: &str) {
     let ratio = peak as f64 / bound as f64;
     println!("{name}: {ratio:.4} of the bound in {took:?}");
     assert!(ratio <= t.within, "{name}: {ratio:.4}");
-    let best_fit = online_best_fit(&bufs);
+    let best_fit = common::online_best_fit(&bufs);
     assert!(
         peak <= best_fit,
         "{name}: {peak} over best fit's {best_fit}"
