@@ -27,11 +27,12 @@ t0=$SECONDS
 (cd "$CARGO_TOOLS" && cargo test --workspace --locked --no-fail-fast --target-dir "$CARGO_TARGET") >"$LOG" 2>&1
 rc=$?
 # The planner's timed tests (a 100,000-tensor model within a 2 s limit,
-# compilers' traces within the default 10 s) only mean something in an
-# optimized build, and its search of MiniMalloc's challenging set takes
-# minutes in a debug one: the debug run above ignores them, a release
-# build of their test files runs them.
-(cd "$CARGO_TOOLS" && cargo test --release --locked -p nhbm-planner --test scale --test minimalloc --test traces --target-dir "$CARGO_TARGET") >>"$LOG" 2>&1 || {
+# compilers' traces within the default 10 s, training steps and pipeline
+# schedules within 2 s) only mean something in an optimized build, and
+# its search of MiniMalloc's challenging set takes minutes in a debug one:
+# the debug run above ignores them, a release build of their test files
+# runs them.
+(cd "$CARGO_TOOLS" && cargo test --release --locked -p nhbm-planner --test scale --test minimalloc --test traces --test schedules --target-dir "$CARGO_TARGET") >>"$LOG" 2>&1 || {
 	[ "$rc" -ne 0 ] || rc=1
 }
 echo "cargo-test-exit: $rc" >>"$LOG"
