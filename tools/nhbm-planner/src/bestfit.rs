@@ -129,11 +129,28 @@ impl Placed {
 /// The offsets of `bufs` placed one at a time in `order` by `rule`; none
 /// if `deadline` passes first.
 pub fn place(bufs: &[Buffer], order: &[usize], rule: Rule, deadline: Instant) -> Option<Vec<u64>> {
-    let mut placed = Placed::default();
     let mut offsets = vec![0u64; bufs.len()];
-    for (n, &k) in order.iter().enumerate() {
+    resume(bufs, (order, 0), rule, &mut offsets, deadline).then_some(offsets)
+}
+
+/// [`place`] from position `from` of `order` on: the buffers before it
+/// stay at their `offsets` (as a placement in `order` put them), the
+/// others are placed anew into `offsets`; false if `deadline` passes
+/// first (`offsets` is then part old, part new).
+pub fn resume(
+    bufs: &[Buffer],
+    (order, from): (&[usize], usize),
+    rule: Rule,
+    offsets: &mut [u64],
+    deadline: Instant,
+) -> bool {
+    let mut placed = Placed::default();
+    for &k in &order[..from] {
+        placed.add(&bufs[k], offsets[k]);
+    }
+    for (n, &k) in order[from..].iter().enumerate() {
         if n % CLOCK_STEP == CLOCK_STEP - 1 && Instant::now() >= deadline {
-            return None;
+            return false;
         }
         let b = &bufs[k];
         offsets[k] = match rule {
@@ -142,7 +159,7 @@ pub fn place(bufs: &[Buffer], order: &[usize], rule: Rule, deadline: Instant) ->
         };
         placed.add(b, offsets[k]);
     }
-    Some(offsets)
+    true
 }
 
 #[cfg(test)]
@@ -195,6 +212,23 @@ mod tests {
             assert_eq!(o[..4], [0, 30, 35, 45], "{rule:?}");
             let want = if rule == Rule::Lowest { 0 } else { 35 };
             assert_eq!(o[4], want, "{rule:?}");
+        }
+    }
+
+    #[test]
+    fn a_placement_resumed_from_its_prefix_is_the_same() {
+        let mut rng = SplitMix64(13);
+        let bufs = random_buffers(&mut rng, 500, (200, 50), 3000, 2);
+        let order: Vec<usize> = (0..bufs.len()).rev().collect();
+        for rule in [Rule::Lowest, Rule::Tightest] {
+            let whole = place(&bufs, &order, rule, far()).unwrap();
+            let mut part = whole.clone();
+            // What follows the prefix is placed anew, whatever it held.
+            for &k in &order[200..] {
+                part[k] = 7;
+            }
+            assert!(resume(&bufs, (&order, 200), rule, &mut part, far()));
+            assert_eq!(part, whole, "{rule:?}");
         }
     }
 

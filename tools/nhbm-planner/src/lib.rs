@@ -10,6 +10,7 @@ pub mod bestfit;
 pub mod desc;
 pub mod exact;
 pub mod hard;
+pub mod improve;
 pub mod llm;
 pub mod lower;
 pub mod minimalloc;

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::desc::{Io, Model, Tensor};
 use crate::exact::{self, Budget, Buffer, Stop};
+use crate::improve;
 use crate::model::*;
 use crate::portfolio;
 use crate::search;
@@ -548,7 +549,9 @@ impl Packer<'_> {
         let times = self.model.operator_times();
         if self.items.len() > window::DIRECT_MAX {
             let (mut p, deadline) = self.assign_before(deadline)?;
-            self.seed(&mut p, &times, slice(deadline, (1, 2)));
+            let d = slice(deadline, (1, 3));
+            let deadlines = (d, d + deadline.saturating_duration_since(d) / 2);
+            self.seed_and_improve(&mut p, &times, deadlines, Some(opts));
             for (mi, c) in self.model.memories.iter().enumerate() {
                 let (ks, bufs) = self.buffers_in(&p, mi, c.name);
                 let enough = window::lower_bound(&bufs);
@@ -586,6 +589,20 @@ impl Packer<'_> {
     /// (`times`: the operators' times), where that is lower; whether
     /// every memory is at its lower bound then.
     fn seed(&self, p: &mut Placement, times: &[u64], deadline: Instant) -> bool {
+        self.seed_and_improve(p, times, (deadline, deadline), None)
+    }
+
+    /// [`Self::seed`] by `deadlines.0`, each seed then improved by
+    /// [`improve::improve`] until `deadlines.1` with `opts`'s moves (per
+    /// 100 items), moves without gain (`max_stall_iterations`, not per 100
+    /// items) and seed, where `opts` is given.
+    fn seed_and_improve(
+        &self,
+        p: &mut Placement,
+        times: &[u64],
+        deadlines: (Instant, Instant),
+        opts: Option<&PlannerOptions>,
+    ) -> bool {
         let mut all_at_bound = true;
         for (mi, c) in self.model.memories.iter().enumerate() {
             let (ks, bufs) = self.buffers_in(p, mi, c.name);
@@ -593,8 +610,12 @@ impl Packer<'_> {
                 continue;
             }
             let enough = window::lower_bound(&bufs);
-            if let Some((hwm, offsets)) = portfolio::best(&bufs, Some(times), enough, deadline) {
-                p.set_if_lower(mi, &ks, offsets, hwm);
+            if let Some(mut s) = portfolio::best(&bufs, Some(times), enough, deadlines.0) {
+                if let Some(o) = opts {
+                    let moves = (moves(o, ks.len()).0, o.max_stall_iterations.into(), o.seed);
+                    s = improve::improve(&bufs, s, moves, (enough, deadlines.1));
+                }
+                p.set_if_lower(mi, &ks, s.offsets, s.high_water);
             }
             all_at_bound &= p.high_water[mi] <= enough;
         }
@@ -661,11 +682,9 @@ impl Packer<'_> {
     ) -> Result<Placement, PlannerError> {
         let (mut p, deadline) = self.assign_before(budget.deadline)?;
         budget.deadline = deadline;
-        self.seed(
-            &mut p,
-            &self.model.operator_times(),
-            slice(deadline, (1, 2)),
-        );
+        let d = slice(deadline, (1, 3));
+        let deadlines = (d, d + deadline.saturating_duration_since(d) / 2);
+        self.seed_and_improve(&mut p, &self.model.operator_times(), deadlines, Some(opts));
         for (mi, c) in self.model.memories.iter().enumerate() {
             let (ks, bufs) = self.buffers_in(&p, mi, c.name);
             if ks.is_empty() {

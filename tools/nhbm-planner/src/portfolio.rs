@@ -33,28 +33,47 @@ const TRIES: [(Key, Rule); 12] = [
     (Key::Start, Rule::Lowest),
 ];
 
+/// A greedy placement: its high-water mark and offsets, and the order and
+/// rule that made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seed {
+    /// The top of the buffers placed.
+    pub high_water: u64,
+    /// Each buffer's offset.
+    pub offsets: Vec<u64>,
+    /// The order the buffers were placed in.
+    pub order: Vec<usize>,
+    /// Which gap each one went into.
+    pub rule: Rule,
+}
+
 /// The lowest of the placements of `bufs` made by `deadline` (see the
 /// module comment; `times` as [`Weights::new`] takes them), stopping at
-/// `enough` bytes: its high-water mark and offsets; none if not one was
-/// made in time.
+/// `enough` bytes; none if not one was made in time.
 pub fn best(
     bufs: &[Buffer],
     times: Option<&[u64]>,
     enough: u64,
     deadline: Instant,
-) -> Option<(u64, Vec<u64>)> {
+) -> Option<Seed> {
     let weights = Weights::new(bufs, times);
-    let mut best: Option<(u64, Vec<u64>)> = None;
+    let mut best: Option<Seed> = None;
     for (key, rule) in TRIES {
-        if Instant::now() >= deadline || best.as_ref().is_some_and(|b| b.0 <= enough) {
+        if Instant::now() >= deadline || best.as_ref().is_some_and(|b| b.high_water <= enough) {
             break;
         }
-        let Some(offsets) = bestfit::place(bufs, &weights.order(key), rule, deadline) else {
+        let order = weights.order(key);
+        let Some(offsets) = bestfit::place(bufs, &order, rule, deadline) else {
             break;
         };
-        let top = high_water(bufs, &offsets);
-        if best.as_ref().is_none_or(|b| top < b.0) {
-            best = Some((top, offsets));
+        let high_water = high_water(bufs, &offsets);
+        if best.as_ref().is_none_or(|b| high_water < b.high_water) {
+            best = Some(Seed {
+                high_water,
+                offsets,
+                order,
+                rule,
+            });
         }
     }
     best
@@ -82,7 +101,14 @@ mod tests {
         let mut rng = SplitMix64(11);
         let bufs = random_buffers(&mut rng, 400, (300, 80), 4000, 3);
         let far = Instant::now() + Duration::from_secs(60);
-        let (top, offsets) = best(&bufs, None, 0, far).unwrap();
+        let Seed {
+            high_water: top,
+            offsets,
+            order,
+            rule,
+        } = best(&bufs, None, 0, far).unwrap();
+        // The order and rule named are the ones that made it.
+        assert_eq!(bestfit::place(&bufs, &order, rule, far).unwrap(), offsets);
         assert!(window::is_packing(&bufs, &offsets));
         assert_eq!(top, high_water(&bufs, &offsets));
         let w = Weights::new(&bufs, None);
