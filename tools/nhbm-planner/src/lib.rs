@@ -5,6 +5,14 @@
 //! of a device memory, reusing scratch space between tensors whose lifetimes
 //! do not overlap. [`lower`] turns the resulting [`MemoryPlan`] into mem_ref
 //! plans that `NHBM_IOC_PLAN_LOAD` stages.
+//!
+//! The default planner, exact, keeps the lowest of: greedy placements
+//! (best fit and first fit in several orders, [`portfolio`]); for
+//! memories of up to [`window::DIRECT_MAX`] tensors, a search
+//! ([`exact`]) from hill_climb's packing; above that, iterated greedy
+//! over the best greedy order ([`improve`]) and a plan in windows of time
+//! ([`window`]). MiniMalloc-format instances ([`minimalloc`]) and
+//! generated ones ([`hard`], [`llm`], [`schedules`]) test it.
 
 pub mod bestfit;
 pub mod desc;

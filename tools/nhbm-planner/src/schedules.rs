@@ -34,10 +34,10 @@ pub const STAGES: usize = 4;
 pub const CHUNKS: usize = 2;
 
 /// Activations a forward saves for its backward.
-const SAVED: usize = 6;
+pub const SAVED: usize = 6;
 
 /// Temporaries of each forward and of each backward.
-const TEMPS: usize = 4;
+pub const TEMPS: usize = 4;
 
 /// A model being generated: its tensors, operators and sizes.
 struct Gen {
