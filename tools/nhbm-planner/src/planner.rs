@@ -536,11 +536,12 @@ impl Packer<'_> {
     /// hill_climb is never worse than greedy_by_size, nor than the greedy
     /// placements of [`portfolio::best`] tried first.
     ///
-    /// Over [`window::DIRECT_MAX`] items, [`portfolio::best`] has half of
-    /// the time, then every memory not at its lower bound is planned in
-    /// windows ([`window::plan`]), each window's items by greedy_by_size
-    /// then hill_climb, and the lower of the two is kept. Every stage
-    /// stops at `deadline`.
+    /// Over [`window::DIRECT_MAX`] items, every memory is planned in
+    /// windows ([`window::plan`]) within a third of the time, each
+    /// window's items by greedy_by_size then hill_climb, then, where that
+    /// is above the lower bound, by the greedy placements and the
+    /// iterated greedy ([`Self::greedy_after_windows`]); the lowest is
+    /// kept. Every stage stops at `deadline`.
     fn hill_climb(
         &self,
         opts: &PlannerOptions,
@@ -549,21 +550,17 @@ impl Packer<'_> {
         let times = self.model.operator_times();
         if self.items.len() > window::DIRECT_MAX {
             let (mut p, deadline) = self.assign_before(deadline)?;
-            let d = slice(deadline, (1, 3));
-            let deadlines = (d, d + deadline.saturating_duration_since(d) / 2);
-            self.seed_and_improve(&mut p, &times, deadlines, Some(opts));
+            let first = slice(deadline, (1, 3));
             for (mi, c) in self.model.memories.iter().enumerate() {
                 let (ks, bufs) = self.buffers_in(&p, mi, c.name);
                 let enough = window::lower_bound(&bufs);
-                if p.high_water[mi] <= enough {
-                    continue;
-                }
                 let offsets = window::plan(&bufs, &mut |wb, base, share| {
-                    climb_window((wb, base, share), opts, deadline, enough).0
+                    climb_window((wb, base, share), opts, first, enough).0
                 });
                 let hwm = top(&bufs, offsets.iter().copied());
                 p.set_if_lower(mi, &ks, offsets, hwm);
             }
+            self.greedy_after_windows(&mut p, &times, opts, deadline);
             return Ok(p);
         }
         let mut p = self.place(&self.order_by_size())?;
@@ -610,6 +607,9 @@ impl Packer<'_> {
                 continue;
             }
             let enough = window::lower_bound(&bufs);
+            if p.high_water[mi] <= enough {
+                continue;
+            }
             if let Some(mut s) = portfolio::best(&bufs, Some(times), enough, deadlines.0) {
                 if let Some(o) = opts {
                     let moves = (moves(o, ks.len()).0, o.max_stall_iterations.into(), o.seed);
@@ -668,12 +668,13 @@ impl Packer<'_> {
         Ok((p, deadline.checked_sub(reserve).unwrap_or(now).max(now)))
     }
 
-    /// [`Self::exact`] over more than [`window::DIRECT_MAX`] items:
-    /// [`portfolio::best`] with half of the time, then every memory not at
-    /// its lower bound in windows ([`window::plan`]), each window's items
-    /// by greedy_by_size, hill_climb, then [`exact::minimize`], with a
-    /// share of the node budget and of the time left as large as its share
-    /// of the items left; the lower of the two is kept.
+    /// [`Self::exact`] over more than [`window::DIRECT_MAX`] items: every
+    /// memory in windows ([`Self::windows_exact`]) within a third of the
+    /// time, then, where that is above the lower bound, the greedy
+    /// placements and the iterated greedy ([`Self::greedy_after_windows`]);
+    /// the lowest is kept. Windows first: they reach the bound of decoder
+    /// stacks in milliseconds, where a greedy placement of 100,000 items
+    /// (quadratic) would take seconds.
     fn exact_in_windows(
         &self,
         opts: &PlannerOptions,
@@ -682,26 +683,15 @@ impl Packer<'_> {
     ) -> Result<Placement, PlannerError> {
         let (mut p, deadline) = self.assign_before(budget.deadline)?;
         budget.deadline = deadline;
-        let d = slice(deadline, (1, 3));
-        let deadlines = (d, d + deadline.saturating_duration_since(d) / 2);
-        self.seed_and_improve(&mut p, &self.model.operator_times(), deadlines, Some(opts));
+        let spent = self.windows_exact(&mut p, opts, budget);
+        let times = self.model.operator_times();
+        self.greedy_after_windows(&mut p, &times, opts, deadline);
         for (mi, c) in self.model.memories.iter().enumerate() {
-            let (ks, bufs) = self.buffers_in(&p, mi, c.name);
-            if ks.is_empty() {
+            let Some((nodes, stopped)) = spent[mi] else {
                 continue;
-            }
-            let mut spent = (0u64, None);
-            // No window needs to go below the memory's lower bound.
+            };
+            let (_, bufs) = self.buffers_in(&p, mi, c.name);
             let enough = window::lower_bound(&bufs);
-            if p.high_water[mi] > enough {
-                let offsets = window::plan(&bufs, &mut |wb, base, share| {
-                    exact_window((wb, base, share), opts, budget, enough, &mut spent)
-                });
-                let high_water = top(&bufs, offsets.iter().copied());
-                p.set_if_lower(mi, &ks, offsets, high_water);
-            }
-            let (nodes, stopped) = spent;
-            budget.nodes = budget.nodes.saturating_sub(nodes);
             let high_water = p.high_water[mi];
             let optimal = high_water <= enough;
             outcomes.push(ExactOutcome {
@@ -714,6 +704,55 @@ impl Packer<'_> {
             });
         }
         Ok(p)
+    }
+
+    /// Every memory of `p` planned in windows ([`window::plan`]) by the
+    /// first third of the time left to `budget`'s deadline, each window's
+    /// items by greedy_by_size, hill_climb, then [`exact::minimize`], with
+    /// a share of the node budget and of that time as large as its share
+    /// of the items left, kept where lower; per memory with items, the
+    /// nodes spent (taken from `budget`) and what stopped a search first.
+    fn windows_exact(
+        &self,
+        p: &mut Placement,
+        opts: &PlannerOptions,
+        budget: &mut Budget,
+    ) -> Vec<Option<(u64, Option<Stop>)>> {
+        let mut first = *budget;
+        first.deadline = slice(budget.deadline, (1, 3));
+        let mut spent_in = vec![None; self.model.memories.len()];
+        for (mi, c) in self.model.memories.iter().enumerate() {
+            let (ks, bufs) = self.buffers_in(p, mi, c.name);
+            if ks.is_empty() {
+                continue;
+            }
+            let mut spent = (0u64, None);
+            // No window needs to go below the memory's lower bound.
+            let enough = window::lower_bound(&bufs);
+            let offsets = window::plan(&bufs, &mut |wb, base, share| {
+                exact_window((wb, base, share), opts, &first, enough, &mut spent)
+            });
+            let high_water = top(&bufs, offsets.iter().copied());
+            p.set_if_lower(mi, &ks, offsets, high_water);
+            first.nodes = first.nodes.saturating_sub(spent.0);
+            budget.nodes = budget.nodes.saturating_sub(spent.0);
+            spent_in[mi] = Some(spent);
+        }
+        spent_in
+    }
+
+    /// Where the windows left memories of `p` above their lower bound:
+    /// [`Self::seed_and_improve`], the greedy placements by half of the
+    /// time left to `deadline`, the iterated greedy by it.
+    fn greedy_after_windows(
+        &self,
+        p: &mut Placement,
+        times: &[u64],
+        opts: &PlannerOptions,
+        deadline: Instant,
+    ) {
+        let d = slice(deadline, (1, 2));
+        self.seed_and_improve(p, times, (d, deadline), Some(opts));
     }
 }
 
