@@ -9,9 +9,9 @@
 //! The default planner, exact, keeps the lowest of: greedy placements
 //! (best fit and first fit in several orders, [`portfolio`]); for
 //! memories of up to [`window::DIRECT_MAX`] tensors, a search
-//! ([`exact`]) from hill_climb's packing; above that, iterated greedy
-//! over the best greedy order ([`improve`]) and a plan in windows of time
-//! ([`window`]). MiniMalloc-format instances ([`minimalloc`]) and
+//! ([`exact`]) from hill_climb's packing; above that, a plan in windows
+//! of time ([`window`]) and, where it is above the lower bound, iterated
+//! greedy over the best greedy order ([`improve`]). MiniMalloc-format instances ([`minimalloc`]) and
 //! generated ones ([`hard`], [`llm`], [`schedules`]) test it.
 
 pub mod bestfit;
