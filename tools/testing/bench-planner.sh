@@ -5,7 +5,8 @@
 # benchmarks.rst): `nhbm-bench --no-device` over the example models, and the
 # exact planner side by side with MiniMalloc (google/minimalloc, Apache-2.0),
 # the published solver for the same problem, on the same instances with the
-# same wall-clock budget.
+# same wall-clock budget, and the default planner on compilers' traces side
+# by side with omnimalloc's best fit and SuperMalloc.
 #
 #   tools/testing/bench-planner.sh
 #
@@ -93,6 +94,42 @@ minimalloc() {
 	MINIMALLOC="$dir/run"
 }
 
+# omnimalloc (Apache-2.0), the peer of the trace figures: installed from the
+# package index pip is configured with into a venv under the cache (made
+# once per pin, as tools/nhbm-py/build-wheel.sh makes its own), and run on
+# the traces by omnimalloc-peaks.py. Sets PEAKS to its JSON; on failure
+# sets WHY_OMNI, and the two figures that need it fail and say so.
+OMNI_PIN="omnimalloc==1.0.0"
+PEAKS=
+WHY_OMNI=
+omnimalloc_peaks() {
+	local venv="$NHBM_CACHE/omnimalloc-venv" python stamp
+	python="${NHBM_PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}"
+	exec 8>"$venv.lock"
+	flock 8
+	stamp="$("$python" -c 'import sys; print(sys.version.split()[0])') $OMNI_PIN"
+	if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.nhbm-pins" 2>/dev/null)" != "$stamp" ]; then
+		say "making the venv $venv ($OMNI_PIN)"
+		rm -rf "$venv"
+		if ! "$python" -m venv "$venv" ||
+			! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "$OMNI_PIN" >&2; then
+			WHY_OMNI="could not install $OMNI_PIN into $venv"
+			exec 8>&-
+			return 1
+		fi
+		echo "$stamp" >"$venv/.nhbm-pins"
+	fi
+	exec 8>&-
+	PEAKS="$NHBM_CACHE/bench-planner/omnimalloc-peaks.json"
+	say "omnimalloc's best fit and SuperMalloc (10 s) on the traces (some 3 minutes)"
+	if ! "$venv/bin/python" "$HERE/omnimalloc-peaks.py" \
+		"$TOOLS"/nhbm-planner/tests/idealloc-traces/*.csv >"$PEAKS"; then
+		WHY_OMNI="omnimalloc-peaks.py failed"
+		PEAKS=
+		return 1
+	fi
+}
+
 # nhbm-bench for the host, from the shared target directory.
 # shellcheck source=cargo-env.sh
 . "$HERE/cargo-env.sh"
@@ -106,11 +143,18 @@ install -m 0755 "$CARGO_TARGET/release/nhbm-bench" "$NHBM_CACHE/bench-planner/nh
 cargo_unlock
 BENCH="$NHBM_CACHE/bench-planner/nhbm-bench"
 
+OMNI=()
+if omnimalloc_peaks; then
+	OMNI=(--omnimalloc "$PEAKS")
+else
+	say "$WHY_OMNI"
+fi
+
 rc=0
 if minimalloc; then
-	"$BENCH" --no-device --models "$TOOLS/examples" --minimalloc "$MINIMALLOC" || rc=1
+	"$BENCH" --no-device --models "$TOOLS/examples" --minimalloc "$MINIMALLOC" "${OMNI[@]}" || rc=1
 else
-	"$BENCH" --no-device --models "$TOOLS/examples" || rc=1
+	"$BENCH" --no-device --models "$TOOLS/examples" "${OMNI[@]}" || rc=1
 	for f in "${PEER_FIGURES[@]}"; do
 		echo "bench: $f: error ($WHY) FAIL"
 	done

@@ -26,11 +26,13 @@ echo "host-tests: cargo test --workspace, log in ${LOG#"$REPO"/}" >&2
 t0=$SECONDS
 (cd "$CARGO_TOOLS" && cargo test --workspace --locked --no-fail-fast --target-dir "$CARGO_TARGET") >"$LOG" 2>&1
 rc=$?
-# The planner's timed test (a 100,000-tensor model within a 2 s limit)
-# only means something in an optimized build, and its search of
-# MiniMalloc's challenging set takes minutes in a debug one: the debug run
-# above ignores them, a release build of their test files runs them.
-(cd "$CARGO_TOOLS" && cargo test --release --locked -p nhbm-planner --test scale --test minimalloc --target-dir "$CARGO_TARGET") >>"$LOG" 2>&1 || {
+# The planner's timed tests (a 100,000-tensor model within a 2 s limit,
+# compilers' traces within the default 10 s, training steps and pipeline
+# schedules within 2 s) only mean something in an optimized build, and
+# its search of MiniMalloc's challenging set takes minutes in a debug one:
+# the debug run above ignores them, a release build of their test files
+# runs them.
+(cd "$CARGO_TOOLS" && cargo test --release --locked -p nhbm-planner --test scale --test minimalloc --test traces --test schedules --target-dir "$CARGO_TARGET") >>"$LOG" 2>&1 || {
 	[ "$rc" -ne 0 ] || rc=1
 }
 echo "cargo-test-exit: $rc" >>"$LOG"

@@ -91,6 +91,13 @@
 //!    worst peak over MiniMalloc's on MiniMalloc's 11 challenging
 //!    instances, target <= 1.000 (MiniMalloc run beside it with
 //!    `--minimalloc`, else the capacity its paper packs them in).
+//!    `planner_traces_lb`: the default planner's worst peak over the lower
+//!    bound on compilers' traces (IOPDDL and SOMAS, `traces.rs`), target
+//!    <= 1.01; with `--omnimalloc FILE` (omnimalloc's peaks on the same
+//!    traces), `planner_vs_bestfit_traces` and
+//!    `planner_vs_supermalloc_traces`: the worst of its peak over
+//!    omnimalloc's best fit's and SuperMalloc's (10 s, one thread), target
+//!    <= 1.000.
 //!
 //! 7. `model_staging`: NHBM_IOC_PLAN_LOAD of a plan of 1,000 MR_BUFFER_STAGED
 //!    records carrying 256 MiB of payloads (upload, scrub, placement) against
@@ -149,6 +156,7 @@ mod mapped;
 mod measure;
 mod planner;
 mod report;
+mod traces;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -187,6 +195,11 @@ struct Args {
     /// the example models
     #[arg(long, value_name = "PROGRAM")]
     minimalloc: Option<PathBuf>,
+    /// Also compare the default planner on compilers' traces with
+    /// omnimalloc's best fit and SuperMalloc, whose peaks FILE holds
+    /// (JSON, as tools/testing/omnimalloc-peaks.py writes it)
+    #[arg(long, value_name = "FILE")]
+    omnimalloc: Option<PathBuf>,
     /// Only the PCI figures: this emulated PCI function's node against
     /// DEVICE and against its own BAR4 mapping
     #[arg(long, value_name = "PCI_DEVICE")]
@@ -559,6 +572,31 @@ fn challenging_figure(program: Option<&Path>, out: &mut Out) {
     }
 }
 
+/// The default planner on compilers' traces, and beside omnimalloc's
+/// peaks in `peers` where given.
+fn traces_figures(peers: Option<&Path>, out: &mut Out) {
+    let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+    let peer_names = ["planner_vs_bestfit_traces", "planner_vs_supermalloc_traces"];
+    let plans = match traces::plan_traces() {
+        Ok(p) => p,
+        Err(e) => {
+            out.error(&["planner_traces_lb"], &invalid(e.clone()));
+            return out.error(&peer_names, &invalid(e));
+        }
+    };
+    out.figure(&traces::bound_figure(&plans));
+    let Some(path) = peers else {
+        let why = "no omnimalloc peaks (--omnimalloc FILE)";
+        return out.error(&peer_names, &invalid(why.into()));
+    };
+    match traces::read_peers(path) {
+        Ok(v) => traces::peer_figures(&plans, &v)
+            .iter()
+            .for_each(|f| out.figure(f)),
+        Err(e) => out.error(&peer_names, &invalid(e)),
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let device = args.device();
@@ -576,6 +614,7 @@ fn main() -> ExitCode {
                 peer_figures(program, &args.models, &mut out);
             }
             challenging_figure(args.minimalloc.as_deref(), &mut out);
+            traces_figures(args.omnimalloc.as_deref(), &mut out);
         }
     });
     note(&format!(

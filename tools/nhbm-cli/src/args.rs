@@ -102,7 +102,8 @@ pub enum Cmd {
 /// The options of `plan`.
 #[derive(clap::Args, Debug, Default)]
 pub struct PlanArgs {
-    /// The model: a description (JSON) or an ONNX model (*.onnx)
+    /// The model: a description (JSON), an ONNX model (*.onnx), or buffers
+    /// in MiniMalloc's CSV format (`id,lower,upper,size`)
     pub model: PathBuf,
     /// The planner: exact, hill_climb, greedy_by_size or greedy [default:
     /// exact, which searches within --budget from hill_climb's packing]

@@ -1,6 +1,7 @@
 //! The `nhbm` program as a user runs it, without a device: version, exit
 //! statuses, errors in text and JSON, `plan` (one planner or all, for an
-//! arch, with a picture, of an ONNX model with input shapes), plan files
+//! arch, with a picture, of an ONNX model with input shapes, of buffers in
+//! MiniMalloc's CSV format), plan files
 //! that are not plans, and the generated completions and manual page.
 
 use std::path::{Path, PathBuf};
@@ -178,6 +179,27 @@ fn plan_runs_one_planner_unless_asked_to_compare() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["planners"].as_array().unwrap().len(), 1);
     assert_eq!(v["planners"][0]["planner"], "greedy");
+}
+
+/// `plan` takes buffers in MiniMalloc's CSV format as it takes a model
+/// description: sizes in bytes, lifetimes half-open; one memory.
+#[test]
+fn plan_takes_a_minimalloc_csv() {
+    let d = Dir::new("csv");
+    // 0 over 0..10, 1 over 10..30, 2 over 5..30: at most 5,000 bytes live
+    // at once (1 and 2), and a packing of that many.
+    let csv = "id,lower,upper,size\n0,0,10,2000\n1,10,30,1000\n2,5,30,3000\n";
+    std::fs::write(d.join("trace.csv"), csv).unwrap();
+    let o = nhbm(&d.0, &["plan", "trace.csv", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["report"]["liveness_lower_bound"], 5000);
+    assert_eq!(v["report"]["scratch_high_water_mark"], 5000);
+    assert!(d.join("trace.hbm0.plan").exists());
+    std::fs::write(d.join("bad.csv"), "id,lower,upper,size\n0,5,5,10\n").unwrap();
+    let o = nhbm(&d.0, &["plan", "bad.csv"]);
+    assert_eq!(o.status.code(), Some(5), "{}", stderr(&o));
+    assert!(stderr(&o).contains("bad.csv"), "{}", stderr(&o));
 }
 
 /// The exact planner's --budget bounds its search in nodes: the same

@@ -2,6 +2,8 @@
 //! the planner is compared with): a header, then one buffer a line, `id,
 //! lower, upper, size`, live from time `lower` up to `upper` (exclusive),
 //! `size` bytes. Its older header `buffer,start,end,size` reads the same.
+//! Traces from compilers (idealloc's IOPDDL and SOMAS instances) come in
+//! the same format with sizes in bytes.
 
 use std::path::PathBuf;
 
@@ -9,14 +11,35 @@ use crate::desc::{live_over, ModelDesc, OperatorDesc, TensorDesc};
 use crate::Model;
 
 /// Every size of MiniMalloc's benchmark instances is a multiple of it: the
-/// alignment the model is given, which no canonical packing (offsets are
-/// sums of sizes) is held back by.
+/// largest alignment the model is given.
 pub const UNIT: u64 = 1024;
+
+/// The alignment an instance's buffers are given: the largest power of
+/// two up to [`UNIT`] that divides every size, which no canonical packing
+/// (offsets are sums of sizes) is held back by.
+fn alignment(sizes: impl Iterator<Item = u64>) -> u64 {
+    let common = sizes.fold(UNIT, |a, s| a.min(1 << s.trailing_zeros().min(63)));
+    common.max(1)
+}
+
+/// The header fields of `text`'s first non-empty line.
+fn header(text: &str) -> Option<Vec<&str>> {
+    let line = text.lines().find(|l| !l.trim().is_empty())?;
+    Some(line.split(',').map(str::trim).collect())
+}
+
+/// Whether `text` starts with one of the format's headers (what a file
+/// holds, before it is read).
+pub fn is_instance(text: &str) -> bool {
+    header(text).is_some_and(|h| {
+        h == ["id", "lower", "upper", "size"] || h == ["buffer", "start", "end", "size"]
+    })
+}
 
 /// The instance in `text` as a model named `name`: one scratch tensor per
 /// buffer, in one unlimited memory; the times that start or end a buffer,
 /// in order, are its operators (a packing of one is a packing of the
-/// other). Sizes must be multiples of [`UNIT`].
+/// other). Every buffer is aligned as [`UNIT`] or the sizes allow.
 pub fn read(name: &str, text: &str) -> Result<Model, String> {
     read_with_times(name, text).map(|(m, _)| m)
 }
@@ -26,16 +49,13 @@ pub fn read(name: &str, text: &str) -> Result<Model, String> {
 /// a buffer of operators `a..=b` lives from `times[a]` up to
 /// `times[b + 1]`, as in the file.
 pub fn read_with_times(name: &str, text: &str) -> Result<(Model, Vec<u64>), String> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header: Vec<&str> = lines
-        .next()
-        .ok_or("no header")?
-        .split(',')
-        .map(str::trim)
-        .collect();
-    if header != ["id", "lower", "upper", "size"] && header != ["buffer", "start", "end", "size"] {
-        return Err(format!("unknown header {header:?}"));
+    if !is_instance(text) {
+        return Err(format!(
+            "unknown header {:?}",
+            header(text).unwrap_or_default()
+        ));
     }
+    let lines = text.lines().filter(|l| !l.trim().is_empty()).skip(1);
     let mut bufs = Vec::new();
     for line in lines {
         let f: Vec<u64> = line
@@ -46,10 +66,8 @@ pub fn read_with_times(name: &str, text: &str) -> Result<(Model, Vec<u64>), Stri
         let [id, lower, upper, size] = f[..] else {
             return Err(format!("{line:?}: four fields wanted"));
         };
-        if lower >= upper || size == 0 || size % UNIT != 0 {
-            return Err(format!(
-                "{line:?}: an empty lifetime, or a size not a multiple of {UNIT}"
-            ));
+        if lower >= upper || size == 0 {
+            return Err(format!("{line:?}: an empty lifetime or size"));
         }
         bufs.push((id, lower, upper, size));
     }
@@ -69,7 +87,8 @@ pub fn read_with_times(name: &str, text: &str) -> Result<(Model, Vec<u64>), Stri
         live_over(&mut operators, &tid, at(lower), at(upper) - 1);
         tensors.push(TensorDesc::scratch(tid, size));
     }
-    let desc = ModelDesc::scratch_only(name, UNIT, tensors, operators);
+    let align = alignment(bufs.iter().map(|b| b.3));
+    let desc = ModelDesc::scratch_only(name, align, tensors, operators);
     let m = Model::new(desc, PathBuf::from(".")).map_err(|e| e.to_string())?;
     Ok((m, points))
 }
@@ -105,7 +124,15 @@ mod tests {
         let old = read("t", "buffer,start,end,size\n0,0,10,2048\n").unwrap();
         assert_eq!(old.tensors.len(), 1);
         assert!(read("t", "a,b\n").is_err());
+        assert!(read("t", "").is_err());
+        assert!(is_instance("\nid, lower, upper, size\n") && !is_instance("{\"tensors\": []}"));
         assert!(read("t", "id,lower,upper,size\n0,3,3,1024\n").is_err());
-        assert!(read("t", "id,lower,upper,size\n0,0,3,100\n").is_err());
+        assert!(read("t", "id,lower,upper,size\n0,0,3,0\n").is_err());
+        assert_eq!(m.tensors[0].alignment, UNIT);
+        // Sizes in bytes: aligned as the sizes allow.
+        let odd = read("t", "id,lower,upper,size\n0,0,3,100\n1,1,2,4096\n").unwrap();
+        assert_eq!(odd.tensors[0].alignment, 4);
+        let odd = read("t", "id,lower,upper,size\n0,0,3,4097\n").unwrap();
+        assert_eq!(odd.tensors[0].alignment, 1);
     }
 }

@@ -3,7 +3,8 @@
 //! order each strategy chooses, spilling an unpinned tensor to the next
 //! writable memory when the current one would exceed its budget. hill_climb
 //! (`search.rs`) and exact then repack each memory's scratch tensors
-//! without moving any to another memory.
+//! without moving any to another memory, each keeping the best-fit and
+//! first-fit placements of `portfolio.rs` where they are lower.
 //!
 //! Budgets count what the kernel allocates ([`crate::target`]): the arena it
 //! packs constants, persistent tensors and graph I/O into at its minimum
@@ -16,7 +17,9 @@ use std::time::{Duration, Instant};
 
 use crate::desc::{Io, Model, Tensor};
 use crate::exact::{self, Budget, Buffer, Stop};
+use crate::improve;
 use crate::model::*;
+use crate::portfolio;
 use crate::search;
 use crate::window;
 
@@ -321,10 +324,6 @@ struct Placement {
 }
 
 impl Placement {
-    fn cost(&self) -> u64 {
-        self.high_water.iter().sum()
-    }
-
     /// Memory `mi`'s items `ks` at `offsets`, its arena `high_water` high.
     fn set(&mut self, mi: usize, ks: &[usize], offsets: Vec<u64>, high_water: u64) {
         for (&k, o) in ks.iter().zip(offsets) {
@@ -473,8 +472,10 @@ impl Packer<'_> {
     /// greedy_by_size decides which memory every item goes to (its spill
     /// choices fit the budgets); then each memory's items are placed anew
     /// by [`exact::minimize`], starting from the better of greedy_by_size's
-    /// and hill_climb's packings, so no memory's arena grows. One node
-    /// budget, and one time limit, cover every memory.
+    /// and hill_climb's packings, so no memory's arena grows; the greedy
+    /// placements of [`portfolio::best`] are kept where the search ends
+    /// above them (and end it, at the lower bound). One node budget, and
+    /// one time limit, cover every memory.
     fn exact(
         &self,
         opts: &PlannerOptions,
@@ -486,16 +487,19 @@ impl Packer<'_> {
         if self.items.len() > window::DIRECT_MAX {
             return self.exact_in_windows(opts, &mut budget, outcomes);
         }
-        let mut p = self.place(&self.order_by_size())?;
-        // Local search is cheap next to the budget and often closes most
-        // of the gap; it keeps greedy_by_size's memory choices only when
-        // they are the same, so it can only start the search lower.
-        let hc = self.hill_climb(opts, budget.deadline)?;
-        let same_memories = hc.slots.iter().zip(&p.slots).all(|(a, b)| a.0 == b.0);
-        if same_memories && hc.cost() < p.cost() {
-            p = hc;
-        }
         let times = self.model.operator_times();
+        let mut p = self.place(&self.order_by_size())?;
+        // The greedy placements are a packing to keep where the search
+        // ends above them; the search starts from its own (their order
+        // would lead it elsewhere), unless they are at the lower bound.
+        let mut seeded = p.clone();
+        if self.seed(&mut seeded, &times, budget.deadline) {
+            p = seeded.clone();
+        } else {
+            // Local search is cheap next to the budget and often closes
+            // most of the gap: it can only start the search lower.
+            self.climb_each(&mut p, opts, budget.deadline);
+        }
         for (mi, c) in self.model.memories.iter().enumerate() {
             let (ks, bufs) = self.buffers_in(&p, mi, c.name);
             if ks.is_empty() {
@@ -504,8 +508,12 @@ impl Packer<'_> {
             let known: Vec<u64> = ks.iter().map(|&k| p.slots[k].1).collect();
             let inst = exact::Instance::new(&bufs).timed(&times);
             let lower_bound = inst.lower_bound();
-            let s = exact::minimize_in(inst, Some(&known), &budget);
+            let mut s = exact::minimize_in(inst, Some(&known), &budget);
             budget.nodes = budget.nodes.saturating_sub(s.nodes);
+            if seeded.high_water[mi] < s.high_water {
+                s.high_water = seeded.high_water[mi];
+                s.offsets = ks.iter().map(|&k| seeded.slots[k].1).collect();
+            }
             p.set(mi, &ks, s.offsets, s.high_water);
             outcomes.push(ExactOutcome {
                 memory: c.name,
@@ -525,32 +533,47 @@ impl Packer<'_> {
     /// `iterations`), half of them in each of its rounds
     /// (`max_stall_iterations` per 100, halved, without gain end a round),
     /// and the new packing is kept where its arena is smaller, so
-    /// hill_climb is never worse than greedy_by_size.
+    /// hill_climb is never worse than greedy_by_size, nor than the greedy
+    /// placements of [`portfolio::best`] tried first.
     ///
     /// Over [`window::DIRECT_MAX`] items, every memory is planned in
-    /// windows ([`window::plan`]), each window's items by greedy_by_size
-    /// then hill_climb. Every stage stops at `deadline`.
+    /// windows ([`window::plan`]) within a third of the time, each
+    /// window's items by greedy_by_size then hill_climb, then, where that
+    /// is above the lower bound, by the greedy placements and the
+    /// iterated greedy ([`Self::greedy_after_windows`]); the lowest is
+    /// kept. Every stage stops at `deadline`.
     fn hill_climb(
         &self,
         opts: &PlannerOptions,
         deadline: Instant,
     ) -> Result<Placement, PlannerError> {
+        let times = self.model.operator_times();
         if self.items.len() > window::DIRECT_MAX {
             let (mut p, deadline) = self.assign_before(deadline)?;
+            let first = slice(deadline, (1, 3));
             for (mi, c) in self.model.memories.iter().enumerate() {
                 let (ks, bufs) = self.buffers_in(&p, mi, c.name);
                 let enough = window::lower_bound(&bufs);
                 let offsets = window::plan(&bufs, &mut |wb, base, share| {
-                    climb_window((wb, base, share), opts, deadline, enough).0
+                    climb_window((wb, base, share), opts, first, enough).0
                 });
                 let hwm = top(&bufs, offsets.iter().copied());
                 p.set_if_lower(mi, &ks, offsets, hwm);
             }
+            self.greedy_after_windows(&mut p, &times, opts, deadline);
             return Ok(p);
         }
         let mut p = self.place(&self.order_by_size())?;
+        self.seed(&mut p, &times, deadline);
+        self.climb_each(&mut p, opts, deadline);
+        Ok(p)
+    }
+
+    /// Each memory of `p` repacked by [`search::pack`] by `deadline`,
+    /// where that is lower.
+    fn climb_each(&self, p: &mut Placement, opts: &PlannerOptions, deadline: Instant) {
         for (mi, c) in self.model.memories.iter().enumerate() {
-            let (ks, bufs) = self.buffers_in(&p, mi, c.name);
+            let (ks, bufs) = self.buffers_in(p, mi, c.name);
             if ks.len() < 2 || opts.iterations == 0 {
                 continue;
             }
@@ -558,8 +581,47 @@ impl Packer<'_> {
                 search::pack(&bufs, moves(opts, ks.len()), opts.seed, (deadline, 0), None);
             p.set_if_lower(mi, &ks, offsets, hwm);
         }
-        Ok(p)
     }
+    /// Each memory of `p` repacked by [`portfolio::best`] by `deadline`
+    /// (`times`: the operators' times), where that is lower; whether
+    /// every memory is at its lower bound then.
+    fn seed(&self, p: &mut Placement, times: &[u64], deadline: Instant) -> bool {
+        self.seed_and_improve(p, times, (deadline, deadline), None)
+    }
+
+    /// [`Self::seed`] by `deadlines.0`, each seed then improved by
+    /// [`improve::improve`] until `deadlines.1` with `opts`'s moves (per
+    /// 100 items), moves without gain (`max_stall_iterations`, not per 100
+    /// items) and seed, where `opts` is given.
+    fn seed_and_improve(
+        &self,
+        p: &mut Placement,
+        times: &[u64],
+        deadlines: (Instant, Instant),
+        opts: Option<&PlannerOptions>,
+    ) -> bool {
+        let mut all_at_bound = true;
+        for (mi, c) in self.model.memories.iter().enumerate() {
+            let (ks, bufs) = self.buffers_in(p, mi, c.name);
+            if ks.is_empty() {
+                continue;
+            }
+            let enough = window::lower_bound(&bufs);
+            if p.high_water[mi] <= enough {
+                continue;
+            }
+            if let Some(mut s) = portfolio::best(&bufs, Some(times), enough, deadlines.0) {
+                if let Some(o) = opts {
+                    let moves = (moves(o, ks.len()).0, o.max_stall_iterations.into(), o.seed);
+                    s = improve::improve(&bufs, s, moves, (enough, deadlines.1));
+                }
+                p.set_if_lower(mi, &ks, s.offsets, s.high_water);
+            }
+            all_at_bound &= p.high_water[mi] <= enough;
+        }
+        all_at_bound
+    }
+
     /// Which memory every item goes to, for more than
     /// [`window::DIRECT_MAX`] items, where greedy_by_size's first fit
     /// (quadratic in the items) is too slow: every item in the memory it
@@ -607,10 +669,12 @@ impl Packer<'_> {
     }
 
     /// [`Self::exact`] over more than [`window::DIRECT_MAX`] items: every
-    /// memory in windows ([`window::plan`]), each window's items by
-    /// greedy_by_size, hill_climb, then [`exact::minimize`], with a share
-    /// of the node budget and of the time left as large as its share of
-    /// the items left.
+    /// memory in windows ([`Self::windows_exact`]) within a third of the
+    /// time, then, where that is above the lower bound, the greedy
+    /// placements and the iterated greedy ([`Self::greedy_after_windows`]);
+    /// the lowest is kept. Windows first: they reach the bound of decoder
+    /// stacks in milliseconds, where a greedy placement of 100,000 items
+    /// (quadratic) would take seconds.
     fn exact_in_windows(
         &self,
         opts: &PlannerOptions,
@@ -619,21 +683,16 @@ impl Packer<'_> {
     ) -> Result<Placement, PlannerError> {
         let (mut p, deadline) = self.assign_before(budget.deadline)?;
         budget.deadline = deadline;
+        let spent = self.windows_exact(&mut p, opts, budget);
+        let times = self.model.operator_times();
+        self.greedy_after_windows(&mut p, &times, opts, deadline);
         for (mi, c) in self.model.memories.iter().enumerate() {
-            let (ks, bufs) = self.buffers_in(&p, mi, c.name);
-            if ks.is_empty() {
+            let Some((nodes, stopped)) = spent[mi] else {
                 continue;
-            }
-            let mut spent = (0u64, None);
-            // No window needs to go below the memory's lower bound.
+            };
+            let (_, bufs) = self.buffers_in(&p, mi, c.name);
             let enough = window::lower_bound(&bufs);
-            let offsets = window::plan(&bufs, &mut |wb, base, share| {
-                exact_window((wb, base, share), opts, budget, enough, &mut spent)
-            });
-            let (nodes, stopped) = spent;
-            budget.nodes = budget.nodes.saturating_sub(nodes);
-            let high_water = top(&bufs, offsets.iter().copied());
-            p.set(mi, &ks, offsets, high_water);
+            let high_water = p.high_water[mi];
             let optimal = high_water <= enough;
             outcomes.push(ExactOutcome {
                 memory: c.name,
@@ -645,6 +704,55 @@ impl Packer<'_> {
             });
         }
         Ok(p)
+    }
+
+    /// Every memory of `p` planned in windows ([`window::plan`]) by the
+    /// first third of the time left to `budget`'s deadline, each window's
+    /// items by greedy_by_size, hill_climb, then [`exact::minimize`], with
+    /// a share of the node budget and of that time as large as its share
+    /// of the items left, kept where lower; per memory with items, the
+    /// nodes spent (taken from `budget`) and what stopped a search first.
+    fn windows_exact(
+        &self,
+        p: &mut Placement,
+        opts: &PlannerOptions,
+        budget: &mut Budget,
+    ) -> Vec<Option<(u64, Option<Stop>)>> {
+        let mut first = *budget;
+        first.deadline = slice(budget.deadline, (1, 3));
+        let mut spent_in = vec![None; self.model.memories.len()];
+        for (mi, c) in self.model.memories.iter().enumerate() {
+            let (ks, bufs) = self.buffers_in(p, mi, c.name);
+            if ks.is_empty() {
+                continue;
+            }
+            let mut spent = (0u64, None);
+            // No window needs to go below the memory's lower bound.
+            let enough = window::lower_bound(&bufs);
+            let offsets = window::plan(&bufs, &mut |wb, base, share| {
+                exact_window((wb, base, share), opts, &first, enough, &mut spent)
+            });
+            let high_water = top(&bufs, offsets.iter().copied());
+            p.set_if_lower(mi, &ks, offsets, high_water);
+            first.nodes = first.nodes.saturating_sub(spent.0);
+            budget.nodes = budget.nodes.saturating_sub(spent.0);
+            spent_in[mi] = Some(spent);
+        }
+        spent_in
+    }
+
+    /// Where the windows left memories of `p` above their lower bound:
+    /// [`Self::seed_and_improve`], the greedy placements by half of the
+    /// time left to `deadline`, the iterated greedy by it.
+    fn greedy_after_windows(
+        &self,
+        p: &mut Placement,
+        times: &[u64],
+        opts: &PlannerOptions,
+        deadline: Instant,
+    ) {
+        let d = slice(deadline, (1, 2));
+        self.seed_and_improve(p, times, (d, deadline), Some(opts));
     }
 }
 

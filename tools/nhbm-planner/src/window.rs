@@ -23,6 +23,13 @@
 //! activations a training step keeps for its backward pass), the busiest
 //! window is the one where they peak and wastes little.
 //!
+//! Where long-lived buffers cross every cut (a compiler's trace of a
+//! whole graph, the activations of a training step or of a pipeline's
+//! micro-batches), the crossing buffers, planned first and on their own,
+//! are fixed early and badly: the planner also places every memory
+//! greedily ([`crate::portfolio`], [`crate::improve`]) and keeps the
+//! lower of the two.
+//!
 //! Everything here is linear or `n log n` in the buffers, but for the
 //! per-window packer, which sees at most [`DIRECT_MAX`] buffers at a time.
 

@@ -8,8 +8,9 @@ use anyhow::{anyhow, Context, Result};
 use nhbm::cli::DeviceArg;
 use nhbm_planner::planner::memory_lower_bounds;
 use nhbm_planner::{
-    lower, plan_with_progress, var_ids, ExactOutcome, LoweredPlan, MemoryPlan, MemoryPlannerType,
-    MemoryType, Model, PlanReport, PlannerError, PlannerOptions, Target,
+    lower, minimalloc, plan_with_progress, var_ids, ExactOutcome, LoweredPlan, MemoryPlan,
+    MemoryPlannerType, MemoryType, Model, ModelError, PlanReport, PlannerError, PlannerOptions,
+    Target,
 };
 use serde_json::{json, Value};
 
@@ -289,9 +290,10 @@ fn print_written(written: &[Written], format: PlanFormat, report: &PlanReport) {
     }
 }
 
-/// The model `a` names, a description (JSON) or an ONNX model (`*.onnx`),
-/// read and checked for `target`: its memories must be channels of that
-/// device, whether it comes from `--arch` or `-d`.
+/// The model `a` names, a description (JSON), an ONNX model (`*.onnx`) or
+/// an instance in MiniMalloc's CSV format, read and checked for `target`:
+/// its memories must be channels of that device, whether it comes from
+/// `--arch` or `-d`.
 pub fn load_model(a: &PlanArgs, target: Target) -> Result<Model> {
     let path: &Path = &a.model;
     // A file that cannot be read is not an invalid model.
@@ -317,9 +319,33 @@ pub fn load_model(a: &PlanArgs, target: Target) -> Result<Model> {
             None,
         )
         .into())
+    } else if first_line(path).is_some_and(|l| minimalloc::is_instance(&l)) {
+        load_instance(path, target)
     } else {
         Ok(Model::load_for(path, target)?)
     }
+}
+
+/// The first line of the file at `path`, if it can be read as text.
+fn first_line(path: &Path) -> Option<String> {
+    let mut line = String::new();
+    let f = std::fs::File::open(path).ok()?;
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(f), &mut line).ok()?;
+    Some(line)
+}
+
+/// The buffers of the MiniMalloc-format file at `path` as a model of one
+/// memory (`hbm0`) named after the file ([`minimalloc::read`]), for
+/// `target`.
+fn load_instance(path: &Path, target: Target) -> Result<Model> {
+    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    let name = path
+        .file_stem()
+        .map_or("model".into(), |s| s.to_string_lossy());
+    let m = minimalloc::read(&name, &text)
+        .and_then(|m| m.for_target(target).map_err(|e| e.0))
+        .map_err(|e| ModelError(format!("{}: {e}", path.display())))?;
+    Ok(m)
 }
 
 /// One planner's run on the model being planned.

@@ -1,0 +1,242 @@
+//! Greedy placement of one memory's buffers, one at a time in a given
+//! order, fast enough for memories of tens of thousands of buffers: the
+//! seeds of the large memories' plans ([`crate::improve`]).
+//!
+//! Each buffer goes into a gap between the buffers already placed that
+//! live at the same time as it: the lowest gap it fits in
+//! ([`Rule::Lowest`], first fit), or the smallest ([`Rule::Tightest`], best
+//! fit: the larger gaps are left to the buffers that need them), else on
+//! top of them. The buffers placed are kept sorted by offset, in blocks,
+//! so that a placement looks at them in one pass: first fit stops at the
+//! first gap that fits; best fit looks at every one. Both are quadratic in
+//! the buffers at worst; the clock is read every [`CLOCK_STEP`]
+//! placements, and a placement not finished by its deadline is dropped.
+
+use std::time::Instant;
+
+use crate::exact::Buffer;
+use crate::model::align_up;
+
+/// Placements between two looks at the clock.
+pub const CLOCK_STEP: usize = 256;
+
+/// Which gap a buffer goes into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// The lowest gap it fits in (first fit).
+    Lowest,
+    /// The smallest gap it fits in, the lowest of those (best fit).
+    Tightest,
+}
+
+/// Entries of a block before it is split in two.
+const BLOCK: usize = 128;
+
+/// Buffers placed, in blocks sorted by offset: each buffer's offset, end
+/// and lifetime, side by side.
+#[derive(Default)]
+struct Block {
+    offset: Vec<u64>,
+    end: Vec<u64>,
+    first: Vec<usize>,
+    last: Vec<usize>,
+}
+
+impl Block {
+    fn insert(&mut self, at: usize, b: &Buffer, offset: u64) {
+        self.offset.insert(at, offset);
+        self.end.insert(at, offset + b.size);
+        self.first.insert(at, b.first);
+        self.last.insert(at, b.last);
+    }
+
+    /// Its second half, taken out.
+    fn split(&mut self) -> Block {
+        let h = self.offset.len() / 2;
+        Block {
+            offset: self.offset.split_off(h),
+            end: self.end.split_off(h),
+            first: self.first.split_off(h),
+            last: self.last.split_off(h),
+        }
+    }
+}
+
+/// The buffers placed so far.
+#[derive(Default)]
+struct Placed {
+    blocks: Vec<Block>,
+}
+
+impl Placed {
+    /// Adds `b` at `offset`.
+    fn add(&mut self, b: &Buffer, offset: u64) {
+        if self.blocks.is_empty() {
+            self.blocks.push(Block::default());
+        }
+        let k = self
+            .blocks
+            .partition_point(|x| x.offset.first().is_some_and(|&o| o <= offset))
+            .saturating_sub(1);
+        let at = self.blocks[k].offset.partition_point(|&o| o <= offset);
+        self.blocks[k].insert(at, b, offset);
+        if self.blocks[k].offset.len() >= BLOCK {
+            let tail = self.blocks[k].split();
+            self.blocks.insert(k + 1, tail);
+        }
+    }
+
+    /// The lowest aligned offset where `b` overlaps nothing placed.
+    fn lowest(&self, b: &Buffer) -> u64 {
+        let align = b.align.max(1);
+        let mut at = 0u64;
+        for x in &self.blocks {
+            for i in 0..x.offset.len() {
+                if x.offset[i] >= at + b.size {
+                    return at;
+                }
+                if x.first[i] <= b.last && b.first <= x.last[i] {
+                    at = at.max(align_up(x.end[i], align));
+                }
+            }
+        }
+        at
+    }
+
+    /// The aligned offset in the smallest gap `b` fits in between the
+    /// buffers placed that live at the same time (the lowest such gap),
+    /// else on top of them.
+    fn tightest(&self, b: &Buffer) -> u64 {
+        let align = b.align.max(1);
+        let (mut reach, mut best) = (0u64, None::<(u64, u64)>);
+        for x in &self.blocks {
+            for i in 0..x.offset.len() {
+                if x.first[i] > b.last || b.first > x.last[i] {
+                    continue;
+                }
+                let at = align_up(reach, align);
+                let gap = x.offset[i].saturating_sub(reach);
+                if at + b.size <= x.offset[i] && best.is_none_or(|(g, _)| gap < g) {
+                    best = Some((gap, at));
+                }
+                reach = reach.max(x.end[i]);
+            }
+        }
+        best.map_or(align_up(reach, align), |(_, at)| at)
+    }
+}
+
+/// The offsets of `bufs` placed one at a time in `order` by `rule`; none
+/// if `deadline` passes first.
+pub fn place(bufs: &[Buffer], order: &[usize], rule: Rule, deadline: Instant) -> Option<Vec<u64>> {
+    let mut offsets = vec![0u64; bufs.len()];
+    resume(bufs, (order, 0), rule, &mut offsets, deadline).then_some(offsets)
+}
+
+/// [`place`] from position `from` of `order` on: the buffers before it
+/// stay at their `offsets` (as a placement in `order` put them), the
+/// others are placed anew into `offsets`; false if `deadline` passes
+/// first (`offsets` is then part old, part new).
+pub fn resume(
+    bufs: &[Buffer],
+    (order, from): (&[usize], usize),
+    rule: Rule,
+    offsets: &mut [u64],
+    deadline: Instant,
+) -> bool {
+    let mut placed = Placed::default();
+    for &k in &order[..from] {
+        placed.add(&bufs[k], offsets[k]);
+    }
+    for (n, &k) in order[from..].iter().enumerate() {
+        if n % CLOCK_STEP == CLOCK_STEP - 1 && Instant::now() >= deadline {
+            return false;
+        }
+        let b = &bufs[k];
+        offsets[k] = match rule {
+            Rule::Lowest => placed.lowest(b),
+            Rule::Tightest => placed.tightest(b),
+        };
+        placed.add(b, offsets[k]);
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exact::random_buffers;
+    use crate::rng::SplitMix64;
+    use crate::window;
+    use std::time::Duration;
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
+    #[test]
+    fn every_order_and_rule_gives_a_packing() {
+        let mut rng = SplitMix64(7);
+        for n in [1, 10, 300, 1000] {
+            let bufs = random_buffers(&mut rng, n, (200, 60), 5000, 4);
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_by_key(|&k| std::cmp::Reverse(bufs[k].size));
+            for rule in [Rule::Lowest, Rule::Tightest] {
+                let o = place(&bufs, &order, rule, far()).unwrap();
+                assert!(window::is_packing(&bufs, &o), "{n} {rule:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn best_fit_takes_the_smallest_gap_first_fit_the_lowest() {
+        let b = |first, last, size| Buffer {
+            first,
+            last,
+            size,
+            align: 1,
+        };
+        // Stacked while all live (0..=4): 0..30 and 35..45 end at 4, 30..35
+        // and 45..65 live on. Over 5..=9 the gaps are 0..30, 35..45 and
+        // the top, 65.
+        let bufs = [
+            b(0, 4, 30),
+            b(0, 9, 5),
+            b(0, 4, 10),
+            b(0, 9, 20),
+            b(5, 9, 8),
+        ];
+        let order = [0, 1, 2, 3, 4];
+        for rule in [Rule::Lowest, Rule::Tightest] {
+            let o = place(&bufs, &order, rule, far()).unwrap();
+            assert_eq!(o[..4], [0, 30, 35, 45], "{rule:?}");
+            let want = if rule == Rule::Lowest { 0 } else { 35 };
+            assert_eq!(o[4], want, "{rule:?}");
+        }
+    }
+
+    #[test]
+    fn a_placement_resumed_from_its_prefix_is_the_same() {
+        let mut rng = SplitMix64(13);
+        let bufs = random_buffers(&mut rng, 500, (200, 50), 3000, 2);
+        let order: Vec<usize> = (0..bufs.len()).rev().collect();
+        for rule in [Rule::Lowest, Rule::Tightest] {
+            let whole = place(&bufs, &order, rule, far()).unwrap();
+            let mut part = whole.clone();
+            // What follows the prefix is placed anew, whatever it held.
+            for &k in &order[200..] {
+                part[k] = 7;
+            }
+            assert!(resume(&bufs, (&order, 200), rule, &mut part, far()));
+            assert_eq!(part, whole, "{rule:?}");
+        }
+    }
+
+    #[test]
+    fn a_deadline_past_drops_the_placement() {
+        let mut rng = SplitMix64(3);
+        let bufs = random_buffers(&mut rng, 2 * CLOCK_STEP, (100, 30), 100, 1);
+        let order: Vec<usize> = (0..bufs.len()).collect();
+        assert!(place(&bufs, &order, Rule::Lowest, Instant::now()).is_none());
+    }
+}

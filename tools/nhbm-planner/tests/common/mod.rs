@@ -1,0 +1,18 @@
+//! What the planner's tests compare plans with.
+
+use std::time::{Duration, Instant};
+
+use nhbm_planner::bestfit::{self, Rule};
+use nhbm_planner::exact::Buffer;
+use nhbm_planner::portfolio;
+
+/// The peak of best fit as an allocator runs it: the buffers in the order
+/// they become live (ties: their order in `bufs`), each in the smallest
+/// gap between the ones live with it that it fits in, else on top.
+pub fn online_best_fit(bufs: &[Buffer]) -> u64 {
+    let mut order: Vec<usize> = (0..bufs.len()).collect();
+    order.sort_by_key(|&k| (bufs[k].first, k));
+    let far = Instant::now() + Duration::from_secs(600);
+    let offsets = bestfit::place(bufs, &order, Rule::Tightest, far).unwrap();
+    portfolio::high_water(bufs, &offsets)
+}
