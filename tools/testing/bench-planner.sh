@@ -56,7 +56,8 @@ minimalloc() {
 		return 1
 	fi
 	local root
-	if ! root=$("$TOOLS/debian13-root.sh" g++ cmake libabsl-dev); then
+	# The peer's build script edits its CMakeLists.txt with python3.
+	if ! root=$("$TOOLS/debian13-root.sh" g++ cmake libabsl-dev python3); then
 		WHY="no Debian 13 root to build MiniMalloc in (tools/debian13-root.sh)"
 		return 1
 	fi
