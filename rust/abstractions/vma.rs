@@ -163,9 +163,10 @@ impl Space {
 
 impl Drop for Space {
     fn drop(&mut self) {
-        // SAFETY: owned (invariant), given back once; its file is closed or
-        // closing (the open file and the device's list hold the `Space`),
-        // so no mapping of it is left.
+        // SAFETY: owned (invariant), given back once. No mapping of its
+        // file is left: each mapping holds the file, whose open file holds
+        // the `Space`, so the last holder goes once the file is released
+        // (or its open failed, before anything could map it).
         unsafe { helpers::nhbm_space_put(self.space.as_ptr()) };
     }
 }
