@@ -568,17 +568,20 @@ pub fn minimize(bufs: &[Buffer], known: Option<&[u64]>, budget: &Budget) -> Solu
     minimize_in(Instance::new(bufs), known, budget)
 }
 
+/// The top of `bufs` at `offsets`: the highest end of a buffer, 0 for none.
+pub fn high_water(bufs: &[Buffer], offsets: &[u64]) -> u64 {
+    bufs.iter()
+        .zip(offsets)
+        .map(|(b, o)| o + b.size)
+        .max()
+        .unwrap_or(0)
+}
+
 /// [`minimize`] of the buffers of `inst` (made with [`Instance::new`],
 /// maybe [`Instance::timed`]).
 pub fn minimize_in(mut inst: Instance, known: Option<&[u64]>, budget: &Budget) -> Solution {
     let bufs = inst.bufs.clone();
-    let height = |o: &[u64]| {
-        o.iter()
-            .zip(&bufs)
-            .map(|(&o, b)| o + b.size)
-            .max()
-            .unwrap_or(0)
-    };
+    let height = |o: &[u64]| high_water(&bufs, o);
     let mut nodes = 0;
     let mut stopped = None;
     let mut best = match known {

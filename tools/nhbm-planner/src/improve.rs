@@ -19,8 +19,8 @@
 use std::time::Instant;
 
 use crate::bestfit;
-use crate::exact::Buffer;
-use crate::portfolio::{high_water, Seed};
+use crate::exact::{high_water, Buffer};
+use crate::portfolio::Seed;
 use crate::rng::SplitMix64;
 
 /// The high-water mark of `offsets`, and how many buffers reach it.

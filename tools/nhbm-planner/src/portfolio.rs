@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use crate::bestfit::{self, Rule};
-use crate::exact::Buffer;
+use crate::exact::{high_water, Buffer};
 use crate::orders::{Key, Weights};
 
 /// The placements tried, in order: first fit is fast (a placement stops
@@ -77,15 +77,6 @@ pub fn best(
         }
     }
     best
-}
-
-/// The top of `bufs` at `offsets`.
-pub fn high_water(bufs: &[Buffer], offsets: &[u64]) -> u64 {
-    bufs.iter()
-        .zip(offsets)
-        .map(|(b, o)| o + b.size)
-        .max()
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -3,8 +3,7 @@
 use std::time::{Duration, Instant};
 
 use nhbm_planner::bestfit::{self, Rule};
-use nhbm_planner::exact::Buffer;
-use nhbm_planner::portfolio;
+use nhbm_planner::exact::{self, Buffer};
 
 /// The peak of best fit as an allocator runs it: the buffers in the order
 /// they become live (ties: their order in `bufs`), each in the smallest
@@ -14,5 +13,5 @@ pub fn online_best_fit(bufs: &[Buffer]) -> u64 {
     order.sort_by_key(|&k| (bufs[k].first, k));
     let far = Instant::now() + Duration::from_secs(600);
     let offsets = bestfit::place(bufs, &order, Rule::Tightest, far).unwrap();
-    portfolio::high_water(bufs, &offsets)
+    exact::high_water(bufs, &offsets)
 }
