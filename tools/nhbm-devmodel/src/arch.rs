@@ -38,6 +38,27 @@ pub struct Arch {
     /// What a TPB reset of NeuronCore `i` covers: entry `i` holds the bits
     /// of RESET_TPB_MAP that stand for the core and the engines it owns.
     pub tpb_units: &'static [u32],
+    /// BAR0 offsets of the UDMA units the host-to-device queues live in.
+    pub udma_units: &'static [u64],
+    /// How an engine tells a host address from a device one.
+    pub host_window: HostWindow,
+}
+
+/// The bits of a DMA address that say "host memory", as the reference ORs
+/// `pci_host_base` into every host address it gives an engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostWindow {
+    /// The bits compared.
+    pub mask: u64,
+    /// Their value for host memory.
+    pub value: u64,
+}
+
+impl HostWindow {
+    /// The guest address behind DMA address `addr`, `None` for a device one.
+    pub fn host_address(&self, addr: u64) -> Option<u64> {
+        (addr & self.mask == self.value).then_some(addr & !self.mask)
+    }
 }
 
 /// V2's two cores, each with its three top SPs (`V2_TS_PER_DEVICE` 6 over
@@ -81,6 +102,20 @@ pub static V2: Arch = Arch {
         },
     ],
     tpb_units: &V2_TPB_UNITS,
+    // NeuronCore 0's host-to-device engine is 32 (`V2_D2H_IDX`), core 1's
+    // is 33 (`V2_H2D_IDX`), `ndmar_get_h2t_eng_id_v2` (v2/neuron_dhal_v2.c:
+    // 528-531); their UDMA units at APB 0xffff0600000 and 0xffff0d00000
+    // (v2/address_map.h:170-171) are BAR0 0x30000000 + (APB -
+    // 0xffff0000000) (v2/address_map.h:79, 87; v2/neuron_dhal_v2.c:
+    // 1405-1420).
+    udma_units: &[0x3060_0000, 0x30d0_0000],
+    // `V2_PCIE_A0_BASE` 1 << 44, "Host memory access" (v2/address_map.h:
+    // 88), told apart by `V2_PCIE_ALL_RT_MASK` bits 48:44
+    // (v2/address_map.h:17; v2/neuron_dhal_v2.c:1349-1357).
+    host_window: HostWindow {
+        mask: 0x1f << 44,
+        value: 1 << 44,
+    },
 };
 
 /// Device-physical bases of the four HBM stacks of V3 and V4
@@ -89,6 +124,15 @@ const V3_BASES: [u64; 4] = [0, 0x40_0000_0000, 0x8000_0000_0000, 0x8040_0000_000
 /// Each stack's window in BAR4 is `V3_HBM_SIZE` (64 GiB) after the previous
 /// one (`V3_PCIE_BAR4_HBM_n_OFFSET`, v3/address_map.h:132-135).
 const V3_BAR4_STRIDE: u64 = 64 * GIB;
+/// V3's host-to-device engines 128-131 (one per pair of cores,
+/// `ndmar_get_h2t_eng_id_v3`, v3/neuron_dhal_v3.c:734-756) as `ndma_init_v3`
+/// maps them into BAR0 (v3/neuron_dhal_v3.c, v3/address_map.h:174-177).
+const V3_UDMA_UNITS: [u64; 4] = [0x0680_0000, 0x0690_0000, 0x4680_0000, 0x4690_0000];
+/// `V3_PCIE_A0_BASE` 1 << 46 (v3/address_map.h:9): host if the bit is set.
+const V3_HOST_WINDOW: HostWindow = HostWindow {
+    mask: 1 << 46,
+    value: 1 << 46,
+};
 /// `V3_MMAP_BAR0_APB_IO_0_MISC_RAM_OFFSET` (v3/address_map.h:211), kept by V4.
 const V3_MISC_RAM: u64 = 0x680_0000 + 0x48_4000;
 
@@ -120,6 +164,8 @@ pub static V3: Arch = Arch {
     misc_ram: V3_MISC_RAM,
     stacks: &V3_STACKS,
     tpb_units: &V3_TPB_UNITS,
+    udma_units: &V3_UDMA_UNITS,
+    host_window: V3_HOST_WINDOW,
 };
 
 /// Trn3: V3's map with 36 GiB stacks (`V4_HBM_ACTIVE_SIZE`,
@@ -133,6 +179,12 @@ pub static V4: Arch = Arch {
     misc_ram: V3_MISC_RAM,
     stacks: &V4_STACKS,
     tpb_units: &V3_TPB_UNITS,
+    // 2.24.7.0 has no V4 DMA setup of its own; the later
+    // v4/neuron_dhal_v4.c "only overrides the functions and constants that
+    // are different from v3" and overrides neither the engines nor
+    // `pci_host_base`, so V4 keeps V3's.
+    udma_units: &V3_UDMA_UNITS,
+    host_window: V3_HOST_WINDOW,
 };
 
 impl Arch {

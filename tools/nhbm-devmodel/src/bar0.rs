@@ -114,6 +114,19 @@ pub mod ctrl {
     /// MISC RAM reads answered all ones by the window since the last take
     /// (read-only).
     pub const ONES_READS: u64 = 0x50;
+    /// 1 = every DMA engine stalls: doorbells are taken, nothing moves.
+    pub const DMA_STALL: u64 = 0x54;
+    /// Descriptor pairs the engines completed (read-only).
+    pub const DMA_PAIRS: u64 = 0x58;
+    /// Queues stopped on a fault (read-only).
+    pub const DMA_FAULTS: u64 = 0x5c;
+    /// Pairs in flight that a reset dropped (read-only).
+    pub const DMA_DROPPED: u64 = 0x60;
+    /// Writing `n` makes the pair after the next `n` fault as a bad
+    /// address does.
+    pub const DMA_FAIL_AFTER: u64 = 0x64;
+    /// MiB of guest memory the client shared for DMA (read-only).
+    pub const DMA_MAPPED_MIB: u64 = 0x68;
 }
 
 /// "Never" / "forever" for the delays and counts of the control port.
@@ -187,6 +200,7 @@ pub struct Firmware {
     tpb_map_taken: u32,
     tpb_map_errors: u32,
     ones_reads: u32,
+    device_resets: u32,
 }
 
 /// RESET_REQUEST of a TPB reset (`FW_IO_RESET_TYPE_TPB`, neuron_fw_io.h).
@@ -213,6 +227,7 @@ impl Firmware {
             tpb_map_taken: 0,
             tpb_map_errors: 0,
             ones_reads: 0,
+            device_resets: 0,
         }
     }
 
@@ -239,6 +254,8 @@ impl Firmware {
                 if !self.map_is_the_references(self.tpb_map) {
                     self.tpb_map_errors = self.tpb_map_errors.saturating_add(1);
                 }
+            } else {
+                self.device_resets = self.device_resets.wrapping_add(1);
             }
             self.ones_reads = 0;
             self.request = 0;
@@ -247,6 +264,11 @@ impl Firmware {
             self.status_reads = 0;
             self.bad_seen = 0;
         }
+    }
+
+    /// Device resets taken so far: each one resets the DMA engines.
+    pub fn device_resets(&self) -> u32 {
+        self.device_resets
     }
 
     fn booting(&self, now: Instant) -> bool {

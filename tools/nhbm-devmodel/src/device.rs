@@ -1,15 +1,19 @@
 //! One Neuron PCI function served over vfio-user: configuration space, BAR0
-//! (trapped: every access is a message to the model) and BAR4 (a sparse
-//! memfd the client maps straight into the guest).
+//! (trapped: every access is a message to the model, the UDMA engines'
+//! registers among them), BAR4 (a sparse memfd the client maps straight
+//! into the guest) and the guest memory the client shares for DMA.
 
 use crate::arch::Arch;
-use crate::bar0::{Bar0, Behaviour, Firmware, Hbm};
+use crate::bar0::{ctrl, Bar0, Behaviour, Firmware, Hbm};
 use crate::config::{ConfigSpace, CONFIG_SIZE};
+use crate::guest_mem::GuestMemory;
+use crate::udma::Udma;
 use std::fs::File;
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
+use std::sync::{Arc, RwLock};
 use std::time::Instant;
 use vfio_bindings::bindings::vfio::{
     vfio_region_info, vfio_region_sparse_mmap_area, VFIO_PCI_BAR0_REGION_INDEX,
@@ -93,11 +97,20 @@ pub struct NeuronFunction {
     bar4: Bar4,
     /// The firmware the model was started with (restored on device reset).
     how: Behaviour,
+    /// The guest memory the client shared.
+    guest: Arc<RwLock<GuestMemory>>,
+    /// The DMA engines.
+    udma: Udma,
+    /// Device resets the engines have seen.
+    device_resets: u32,
 }
 
 impl NeuronFunction {
     /// A function of `arch` whose firmware behaves as `how` says.
     pub fn new(arch: &'static Arch, how: Behaviour) -> io::Result<Self> {
+        let bar4 = Bar4::new(arch)?;
+        let guest = Arc::new(RwLock::new(GuestMemory::default()));
+        let udma = Udma::new(arch, bar4.file().try_clone()?, Arc::clone(&guest));
         Ok(NeuronFunction {
             arch,
             config: ConfigSpace::new(arch),
@@ -106,9 +119,22 @@ impl NeuronFunction {
                 arch.misc_ram,
                 Firmware::new(how, arch.tpb_units),
             ),
-            bar4: Bar4::new(arch)?,
+            bar4,
             how,
+            guest,
+            udma,
+            device_resets: 0,
         })
+    }
+
+    /// The DMA engines.
+    pub fn udma(&self) -> &Udma {
+        &self.udma
+    }
+
+    /// The guest memory the client shared.
+    pub fn guest(&self) -> &RwLock<GuestMemory> {
+        &self.guest
     }
 
     /// BAR4.
@@ -163,9 +189,69 @@ impl NeuronFunction {
             .collect()
     }
 
+    /// Resets the engines once for each device reset the firmware took.
+    fn follow_firmware(&mut self) {
+        let n = self.bar0.fw.device_resets();
+        if n != self.device_resets {
+            self.device_resets = n;
+            self.udma.reset();
+        }
+    }
+
+    /// The control port's DMA registers, read.
+    fn dma_ctrl_read(&self, reg: u64) -> Option<u32> {
+        let s = self.udma.stats();
+        Some(match reg {
+            ctrl::DMA_STALL => u32::from(self.udma.stalled()),
+            ctrl::DMA_PAIRS => s.pairs,
+            ctrl::DMA_FAULTS => s.faults,
+            ctrl::DMA_DROPPED => s.dropped,
+            ctrl::DMA_MAPPED_MIB => {
+                let g = self.guest.read().unwrap_or_else(|e| e.into_inner());
+                u32::try_from(g.mapped_bytes() >> 20).unwrap_or(u32::MAX)
+            }
+            _ => return None,
+        })
+    }
+
+    /// The control port's DMA registers, written; false for another.
+    fn dma_ctrl_write(&self, reg: u64, value: u32) -> bool {
+        match reg {
+            ctrl::DMA_STALL => self.udma.set_stalled(value != 0),
+            ctrl::DMA_FAIL_AFTER => self.udma.fail_after(value),
+            _ => return false,
+        }
+        true
+    }
+
+    fn read32(&mut self, off: u64) -> u32 {
+        let ctrl_reg = off.checked_sub(self.bar0.ctrl_base());
+        if let Some(v) = ctrl_reg.and_then(|r| self.dma_ctrl_read(r)) {
+            return v;
+        }
+        let v = match self.udma.read(off) {
+            Some(_) if self.bar0.removed() => u32::MAX,
+            Some(v) => v,
+            None => self.bar0.read32(off, Instant::now(), &self.bar4),
+        };
+        self.follow_firmware();
+        v
+    }
+
+    fn write32(&mut self, off: u64, value: u32) {
+        let ctrl_reg = off.checked_sub(self.bar0.ctrl_base());
+        if ctrl_reg.is_some_and(|r| self.dma_ctrl_write(r, value)) {
+            return;
+        }
+        if self.bar0.removed() || !self.udma.write(off, value) {
+            self.bar0.write32(off, value, Instant::now(), &self.bar4);
+        }
+        self.follow_firmware();
+    }
+
     fn bar0_read(&mut self, off: u64, data: &mut [u8]) {
-        if data.len() == 4 {
-            let v = self.bar0.read32(off, Instant::now(), &self.bar4);
+        if data.len() == 4 && off % 4 == 0 {
+            let v = self.read32(off);
             data.copy_from_slice(&v.to_le_bytes());
         } else {
             data.fill(0xff);
@@ -174,8 +260,7 @@ impl NeuronFunction {
 
     fn bar0_write(&mut self, off: u64, data: &[u8]) {
         if let Ok(b) = <[u8; 4]>::try_from(data) {
-            self.bar0
-                .write32(off, u32::from_le_bytes(b), Instant::now(), &self.bar4);
+            self.write32(off, u32::from_le_bytes(b));
         }
     }
 }
@@ -207,25 +292,39 @@ impl ServerBackend for NeuronFunction {
         Ok(())
     }
 
-    // The function never masters DMA: guest memory is announced and ignored.
+    /// Guest memory the engines may reach; a region without a file cannot
+    /// be mapped, so DMA to it faults.
     fn dma_map(
         &mut self,
-        _flags: DmaMapFlags,
-        _offset: u64,
-        _address: u64,
-        _size: u64,
-        _fd: Option<File>,
+        flags: DmaMapFlags,
+        offset: u64,
+        address: u64,
+        size: u64,
+        fd: Option<File>,
     ) -> io::Result<()> {
-        Ok(())
+        let Some(fd) = fd else {
+            return Ok(());
+        };
+        let writable = flags.contains(DmaMapFlags::WRITE);
+        let mut g = self.guest.write().unwrap_or_else(|e| e.into_inner());
+        g.map(address, size, &fd, offset, writable)
     }
 
-    fn dma_unmap(&mut self, _flags: DmaUnmapFlags, _address: u64, _size: u64) -> io::Result<()> {
-        Ok(())
+    /// Waits out a transfer that reads or writes the region (the engines
+    /// hold the guest memory shared while they copy), then unmaps it.
+    fn dma_unmap(&mut self, flags: DmaUnmapFlags, address: u64, size: u64) -> io::Result<()> {
+        let mut g = self.guest.write().unwrap_or_else(|e| e.into_inner());
+        let all = flags.contains(DmaUnmapFlags::UNMAP_ALL);
+        // A region announced without a file was never mapped.
+        g.unmap(address, size, all).or(Ok(()))
     }
 
-    /// A function-level reset: configuration and firmware state start over;
-    /// HBM keeps its contents, as device memory does across a reset.
+    /// A function-level reset: configuration, firmware and engine state
+    /// start over (what the engines had in flight is dropped); HBM keeps
+    /// its contents, as device memory does across a reset.
     fn reset(&mut self) -> io::Result<()> {
+        self.udma.reset();
+        self.device_resets = 0;
         self.config = ConfigSpace::new(self.arch);
         self.bar0 = Bar0::new(
             self.arch.bar0_size,

@@ -54,6 +54,8 @@ pub const TPB_MAP_TAKEN: usize = 0x48;
 pub const TPB_MAP_ERRORS: usize = 0x4c;
 /// Mailbox reads answered all ones by that window since the last take.
 pub const ONES_READS: usize = 0x50;
+/// MiB of guest memory the client shared with the function for DMA.
+pub const DMA_MAPPED_MIB: usize = 0x68;
 /// "Never" / "forever".
 pub const NEVER: u32 = u32::MAX;
 

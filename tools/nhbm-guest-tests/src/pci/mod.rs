@@ -65,6 +65,28 @@ pub fn functions_are_bound_to_neuron_hbm() -> TestResult {
     Ok(())
 }
 
+/// The guest's memory reaches the function's DMA engines: QEMU's
+/// vfio-user client shares it (a memfd, `share=on`) and the model maps
+/// every region, as a device's DMA reaches host memory.
+pub fn guest_memory_is_shared_for_dma() -> TestResult {
+    let mib = u64::from(control()?.read(DMA_MAPPED_MIB));
+    let ram = mem_total_mib().ctx("/proc/meminfo")?;
+    ensure(mib >= ram, || {
+        format!("{mib} MiB shared with the engines, the guest has {ram} MiB")
+    })
+}
+
+/// MiB of memory the guest's kernel manages (`MemTotal`), a little less
+/// than the RAM QEMU gives it.
+fn mem_total_mib() -> io::Result<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo")?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb >> 10)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no MemTotal"))
+}
+
 /// The function under test has its arch's BARs: 1 GiB BAR0 and 32 GiB BAR4
 /// on V2, 4 GiB and 256 GiB (four stacks 64 GiB apart) on V3 and V4, and
 /// no BAR2.
