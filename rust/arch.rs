@@ -129,6 +129,20 @@ pub(crate) struct ArchInfo {
     pub(crate) reset: ResetTiming,
     /// What a TPB reset stops beside each core.
     pub(crate) tpb_engines: TpbEngines,
+    /// The DMA queue this module moves bytes with.
+    pub(crate) dma: DmaEngine,
+}
+
+/// Where the host-to-device DMA queue of NeuronCore 0 is (queue 0 of its
+/// UDMA unit), and how its descriptors name host memory.
+#[derive(Debug)]
+pub(crate) struct DmaEngine {
+    /// BAR0 offset of the UDMA unit.
+    pub(crate) unit: u64,
+    /// ORed into every host DMA address (the reference's `pci_host_base`).
+    pub(crate) host_base: u64,
+    /// Address bits below `host_base`: the DMA mask of the function.
+    pub(crate) host_bits: u32,
 }
 
 /// Trn1 / Inf2 (v2/address_map.h unless noted).
@@ -170,6 +184,17 @@ pub(crate) static V2: ArchInfo = ArchInfo {
         initiate_max_ms: 120_000,
     },
     tpb_engines: TpbEngines::TopSp { per_core: 3 },
+    // Core 0's host-to-device engine is 32 (`V2_D2H_IDX`), queue 0
+    // (`ndmar_get_h2t_eng_id_v2`, `ndmar_get_h2t_qid_v2`,
+    // v2/neuron_dhal_v2.c:528-541), its UDMA unit at APB 0xffff0600000
+    // (v2/address_map.h:170), BAR0 0x30000000 + (APB - 0xffff0000000)
+    // (v2/address_map.h:79, 87); host addresses carry `V2_PCIE_A0_BASE`
+    // (v2/address_map.h:88, release 2.24.7.0).
+    dma: DmaEngine {
+        unit: 0x3060_0000,
+        host_base: 1 << 44,
+        host_bits: 44,
+    },
 };
 
 /// `V3_NR_RESET_POLL_INTERVAL` and `V3_NR_RESET_INIT_MAX_TOTAL_WAIT_TIME_MS`
@@ -205,6 +230,18 @@ const V3_BAR4_STRIDE: u64 = 64 * GIB;
 /// (v3/address_map.h; read by `nr_wait_for_reset_completion_v3`).
 const V3_BAR0_MISC_RAM: u64 = 0x680_0000 + 0x48_4000;
 
+/// Core 0's host-to-device engine on V3 is 128, queue 0
+/// (`ndmar_get_h2t_eng_id_v3`, v3/neuron_dhal_v3.c:734-756), at BAR0
+/// 0x8006800000 - `V3_APB_IO_0_BASE` (v3/address_map.h:174-177); host
+/// addresses carry `V3_PCIE_A0_BASE` (v3/address_map.h:9, release
+/// 2.24.7.0). A later release's v4/neuron_dhal_v4.c overrides neither, so
+/// V4 keeps them.
+const V3_DMA: DmaEngine = DmaEngine {
+    unit: 0x680_0000,
+    host_base: 1 << 46,
+    host_bits: 46,
+};
+
 /// Trn2: four channels, two per die (v3/address_map.h unless noted).
 pub(crate) static V3: ArchInfo = ArchInfo {
     arch: Arch::V3,
@@ -225,6 +262,7 @@ pub(crate) static V3: ArchInfo = ArchInfo {
     carveout: FW_CARVEOUT,
     reset: V3_RESET,
     tpb_engines: TpbEngines::SdmaAndTopSp,
+    dma: V3_DMA,
 };
 
 /// Trn3: 36 GiB channels (seed 001 §2; `V4_HBM_ACTIVE_SIZE`,
@@ -250,6 +288,7 @@ pub(crate) static V4: ArchInfo = ArchInfo {
     carveout: FW_CARVEOUT,
     reset: V3_RESET,
     tpb_engines: TpbEngines::SdmaAndTopSp,
+    dma: V3_DMA,
 };
 
 /// Every arch, oldest first.

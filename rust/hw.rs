@@ -7,3 +7,4 @@ pub(crate) mod bar4;
 pub(crate) mod fw;
 pub(crate) mod io;
 pub(crate) mod regs;
+pub(crate) mod udma;

@@ -70,6 +70,10 @@ module! {
             default: true,
             description: "Reset each device when it is bound, as the reference driver does",
         },
+        dma: bool {
+            default: true,
+            description: "Move bytes on PCI devices with their DMA engine (false: CPU copies through BAR4)",
+        },
     },
 }
 
@@ -77,6 +81,12 @@ module! {
 /// on real devices.
 pub(crate) fn fault_injection_asked() -> bool {
     module_parameters::fault_injection.value()
+}
+
+/// Whether PCI devices move bytes with their DMA engine (`dma`), not with
+/// CPU copies through BAR4.
+pub(crate) fn use_dma() -> bool {
+    module_parameters::dma.value()
 }
 
 /// Whether the driver binds every Neuron function (`claim_all`), not only

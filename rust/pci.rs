@@ -165,5 +165,8 @@ impl pci::Driver for PciDriver {
         // process keeps a page of the BAR, which is released after this.
         this.io.set_gone();
         this.dev.revoke_mappings();
+        // No transfer runs any more (the revocation waited them out): the
+        // DMA queue's memory goes while the function is still bound.
+        this.io.release_dma();
     }
 }

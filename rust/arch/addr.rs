@@ -58,6 +58,21 @@ pub(crate) fn bar4_run(info: &ArchInfo, pa: u64) -> Result<(u64, u64)> {
     Err(EINVAL)
 }
 
+/// Device PA behind BAR4 offset `off`: the inverse of [`bar4_run`]
+/// (`EINVAL` where BAR4 shows no channel).
+pub(crate) fn bar4_to_pa(info: &ArchInfo, off: u64) -> Result<u64> {
+    let stride = match info.bar4 {
+        Bar4Layout::Packed => info.channel_size,
+        Bar4Layout::Strided(stride) => stride,
+    };
+    let i = usize::try_from(off / stride)?;
+    let rel = off % stride;
+    if i >= info.nr_channels || rel >= info.channel_size {
+        return Err(EINVAL);
+    }
+    Ok(info.channel_base[i] + rel)
+}
+
 /// SBUF window `[base, base + SBUF_SIZE)` of NeuronCore `nc` in the device
 /// address map: the start of the core's TPB tile.
 pub(crate) fn sbuf_window(info: &ArchInfo, nc: usize) -> Option<(u64, u64)> {
@@ -94,6 +109,24 @@ pub(crate) fn range_touches_sbuf(info: &ArchInfo, pa: u64, len: u64) -> bool {
 mod tests {
     use super::*;
     use crate::arch::{GIB, V2, V3, V4};
+
+    #[test]
+    fn bar4_offsets_map_back_to_their_device_address() {
+        for info in [&V2, &V3, &V4] {
+            for &base in &info.channel_base[..info.nr_channels] {
+                for pa in [base, base + 0x1234, base + info.channel_size - 8] {
+                    let off = bar4_offset(info, pa, 8).unwrap_or(u64::MAX);
+                    assert_eq!(bar4_to_pa(info, off), Ok(pa));
+                }
+            }
+        }
+        // V3's 40 GiB between a channel's end and the next window, and
+        // past the last window.
+        assert_eq!(bar4_to_pa(&V3, 24 * GIB), Err(EINVAL));
+        assert_eq!(bar4_to_pa(&V3, 256 * GIB), Err(EINVAL));
+        assert_eq!(bar4_to_pa(&V2, 32 * GIB), Err(EINVAL));
+        assert_eq!(bar4_to_pa(&V2, 16 * GIB), Ok(0x10_0000_0000));
+    }
 
     #[test]
     fn apb_maps_into_bar0() {

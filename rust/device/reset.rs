@@ -55,6 +55,9 @@ impl WorkItem for ResetJob {
         let clock = RealClock::new(&stop);
         let timer = trace::reset_begin(dev.index, job.kind as u32, job.map);
         let (res, report) = fw::reset(dev.io(), &dev.info.reset, &clock, job.kind, job.map);
+        if job.kind == ResetKind::Device {
+            dev.io().engines_reset();
+        }
         let counts = ResetCounts {
             polls: report.polls,
             resends: report.sends.saturating_sub(1),

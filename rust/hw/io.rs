@@ -96,6 +96,11 @@ pub(crate) trait DeviceIo: Send + Sync {
         0
     }
 
+    /// A device reset returned the device's DMA engines to their reset
+    /// state: the backend sets its queues up again before it next uses
+    /// them. No transfer runs meanwhile (the reset gate holds them off).
+    fn engines_reset(&self) {}
+
     /// What backs the pages [`DeviceIo::bar4_map_page`] gives.
     fn bar4_backing(&self) -> Backing;
 

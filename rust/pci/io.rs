@@ -5,31 +5,37 @@
 //! arch and never touched.
 //!
 //! BAR0 is mapped uncached (registers); BAR4 write-combining ([`WcBar`]),
-//! as the reference driver maps its HBM window. Bulk transfers use 64-bit
-//! MMIO accesses in a loop without calls ([`bar4::write_words`]); only the
-//! unaligned bytes at their ends go one at a time.
+//! as the reference driver maps its HBM window, for processes' mappings.
+//! Bytes move through the function's DMA engine ([`H2tQueue`]), as the
+//! reference moves every upload, copy and scrub; with the `dma` module
+//! parameter off, through BAR4 with 64-bit MMIO accesses in a loop without
+//! calls ([`bar4::write_words`]), only the unaligned bytes at the ends one
+//! at a time.
 
 use crate::{
+    abstractions::dma_mask,
     abstractions::io_view::mmio_window,
     abstractions::pci_presence,
     abstractions::vma::Backing,
     abstractions::wc_bar::WcBar,
-    arch::ArchInfo,
+    arch::{addr, ArchInfo},
     hw::bar4,
     hw::io::{check_range, DeviceIo},
     hw::regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
+    hw::udma::{End, H2tQueue, BATCH, DESC_MAX},
 };
 use kernel::{
     device::Core,
     devres::Devres,
     io::{Io, IoBase, IoSysMap},
+    new_mutex,
     page::{PAGE_SHIFT, PAGE_SIZE},
     pci::{self, Bar, DevresBar},
     prelude::*,
     sync::{
         aref::ARef,
         atomic::{Atomic, Relaxed},
-        Arc,
+        Arc, Mutex,
     },
 };
 
@@ -53,8 +59,10 @@ fn aligned_part(off: usize, len: usize) -> (usize, usize) {
     (head, (len - head) / WIDE * WIDE)
 }
 
-/// BAR0 and BAR4 of one bound PCI function.
+/// BAR0 and BAR4 of one bound PCI function, and its DMA queue.
+#[pin_data]
 pub(crate) struct PciIo {
+    info: &'static ArchInfo,
     /// The function, for its configuration space.
     pdev: ARef<pci::Device>,
     bar0: DevresBar,
@@ -65,27 +73,45 @@ pub(crate) struct PciIo {
     misc_ram: usize,
     bar4_size: u64,
     present: Atomic<bool>,
+    /// The DMA queue, one transfer at a time; `None` with the `dma`
+    /// parameter off, and once the function is unbound.
+    #[pin]
+    dma: Mutex<Option<H2tQueue>>,
 }
 
 impl PciIo {
-    /// Maps BAR0 uncached and BAR4 write-combining.
+    /// Maps BAR0 uncached and BAR4 write-combining and, unless the `dma`
+    /// parameter is off, sets the function's DMA mask and allocates its
+    /// queue's memory.
     pub(super) fn map(
         pdev: &pci::Device<Core<'_>>,
         info: &'static ArchInfo,
         bar4_size: u64,
     ) -> Result<Arc<Self>> {
-        Ok(Arc::new(
-            Self {
+        let queue = if crate::use_dma() {
+            dma_mask::set_at_probe(pdev, info.dma.host_bits)?;
+            Some(H2tQueue::new(pdev.as_ref(), &info.dma)?)
+        } else {
+            None
+        };
+        let bar0 = pdev.iomap_region(BAR_APB, c"neuron_hbm")?.into_devres()?;
+        let bar4 = WcBar::map(pdev, BAR_DRAM, c"neuron_hbm")?;
+        let bar4_start = pdev.resource_start(BAR_DRAM)?;
+        let misc_ram = usize::try_from(info.bar0_misc_ram)?;
+        Arc::pin_init(
+            try_pin_init!(Self {
+                info,
                 pdev: pdev.into(),
-                bar0: pdev.iomap_region(BAR_APB, c"neuron_hbm")?.into_devres()?,
-                bar4: WcBar::map(pdev, BAR_DRAM, c"neuron_hbm")?,
-                bar4_start: pdev.resource_start(BAR_DRAM)?,
-                misc_ram: usize::try_from(info.bar0_misc_ram)?,
+                bar0,
+                bar4,
+                bar4_start,
+                misc_ram,
                 bar4_size,
                 present: Atomic::new(true),
-            },
+                dma <- new_mutex!(queue),
+            }),
             GFP_KERNEL,
-        )?)
+        )
     }
 
     fn with_bar0<R>(&self, f: impl FnOnce(&Bar<'_>) -> Result<R>) -> Result<R> {
@@ -109,6 +135,79 @@ impl PciIo {
     pub(super) fn set_gone(&self) {
         self.present.store(false, Relaxed);
     }
+
+    /// Frees the DMA queue's memory while the function is still bound,
+    /// once no transfer runs any more (unbind waits them out first).
+    pub(super) fn release_dma(&self) {
+        self.dma.lock().take();
+    }
+
+    /// Runs `pairs` (at most [`BATCH`]) through `queue` and waits for
+    /// them: `ETIMEDOUT` once a batch outlives its time (the queue is
+    /// stopped and set up again at the next batch), `ENODEV` when the
+    /// function is gone meanwhile.
+    fn dma_batch(&self, queue: &mut H2tQueue, pairs: &[(End, End, usize)]) -> Result {
+        self.with_bar0(|b| queue.post(b.as_view(), pairs))?;
+        // A function removed by surprise completes nothing: its
+        // configuration space reads all ones.
+        queue.wait(&|| !self.config_present()).map_err(|e| {
+            // Stopped even if BAR0 is gone: the next batch starts over.
+            let _ = self.with_bar0(|b| queue.stop(b.as_view()));
+            // Marks a function that is gone as such, as a transfer's end
+            // does (`ENODEV` from then on).
+            match self.confirm_present() {
+                Ok(()) => e,
+                Err(gone) => gone,
+            }
+        })
+    }
+
+    /// Writes `src` to device address `pa` by DMA, through the bounce
+    /// buffer one descriptor at a time.
+    fn dma_write(&self, queue: &mut H2tQueue, pa: u64, src: &[u8]) -> Result {
+        for (i, piece) in src.chunks(DESC_MAX).enumerate() {
+            queue.copy_in(piece)?;
+            let dst = End::Device(pa + (i * DESC_MAX) as u64);
+            self.dma_batch(queue, &[(End::Bounce(0), dst, piece.len())])?;
+        }
+        Ok(())
+    }
+
+    /// Reads device address `pa` into `dst` by DMA, through the bounce
+    /// buffer.
+    fn dma_read(&self, queue: &mut H2tQueue, pa: u64, dst: &mut [u8]) -> Result {
+        for (i, piece) in dst.chunks_mut(DESC_MAX).enumerate() {
+            let src = End::Device(pa + (i * DESC_MAX) as u64);
+            self.dma_batch(queue, &[(src, End::Bounce(0), piece.len())])?;
+            queue.copy_out(piece)?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes `len` bytes at device address `pa` by DMA from the queue's
+    /// zero page, [`BATCH`] descriptors a doorbell.
+    fn dma_zero(&self, queue: &mut H2tQueue, pa: u64, len: u64) -> Result {
+        let mut pairs = KVec::with_capacity(BATCH, GFP_KERNEL)?;
+        let mut done = 0u64;
+        while done < len {
+            pairs.clear();
+            while done < len && pairs.len() < BATCH {
+                let n = (len - done).min(DESC_MAX as u64) as usize;
+                pairs.push((End::Zeros, End::Device(pa + done), n), GFP_KERNEL)?;
+                done += n as u64;
+            }
+            self.dma_batch(queue, &pairs)?;
+        }
+        Ok(())
+    }
+
+    /// Runs `op` with the DMA queue and the device address of BAR4 offset
+    /// `off`; `None` when bytes go through BAR4 instead.
+    fn with_dma(&self, off: u64, op: impl FnOnce(&mut H2tQueue, u64) -> Result) -> Option<Result> {
+        let mut guard = self.dma.lock();
+        let queue = Option::as_mut(&mut *guard)?;
+        Some(addr::bar4_to_pa(self.info, off).and_then(|pa| op(queue, pa)))
+    }
 }
 
 impl DeviceIo for PciIo {
@@ -123,6 +222,9 @@ impl DeviceIo for PciIo {
 
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result {
         check_range(off, src.len() as u64, self.bar4_size)?;
+        if let Some(r) = self.with_dma(off, |q, pa| self.dma_write(q, pa, src)) {
+            return r;
+        }
         let off = off as usize;
         let (head, len) = aligned_part(off, src.len());
         self.with_bar4(|b| {
@@ -137,6 +239,9 @@ impl DeviceIo for PciIo {
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {
         check_range(off, dst.len() as u64, self.bar4_size)?;
+        if let Some(r) = self.with_dma(off, |q, pa| self.dma_read(q, pa, dst)) {
+            return r;
+        }
         let off = off as usize;
         let (head, len) = aligned_part(off, dst.len());
         self.with_bar4(|b| {
@@ -152,6 +257,9 @@ impl DeviceIo for PciIo {
 
     fn bar4_zero(&self, off: u64, len: u64) -> Result {
         check_range(off, len, self.bar4_size)?;
+        if let Some(r) = self.with_dma(off, |q, pa| self.dma_zero(q, pa, len)) {
+            return r;
+        }
         let (off, total) = (off as usize, len as usize);
         let (head, len) = aligned_part(off, total);
         // Zeros straight from a register: no buffer to allocate or fill.
@@ -163,6 +271,12 @@ impl DeviceIo for PciIo {
             }
             (head + len..total).try_for_each(narrow)
         })
+    }
+
+    fn engines_reset(&self) {
+        if let Some(queue) = Option::as_mut(&mut *self.dma.lock()) {
+            queue.forget();
+        }
     }
 
     fn bar4_backing(&self) -> Backing {

@@ -54,6 +54,14 @@ pub const TPB_MAP_TAKEN: usize = 0x48;
 pub const TPB_MAP_ERRORS: usize = 0x4c;
 /// Mailbox reads answered all ones by that window since the last take.
 pub const ONES_READS: usize = 0x50;
+/// 1 = every DMA engine stalls: doorbells are taken, nothing moves.
+pub const DMA_STALL: usize = 0x54;
+/// Descriptor pairs the engines completed.
+pub const DMA_PAIRS: usize = 0x58;
+/// Queues the engines stopped on a fault.
+pub const DMA_FAULTS: usize = 0x5c;
+/// Writing `n` makes the pair after the next `n` fault.
+pub const DMA_FAIL_AFTER: usize = 0x64;
 /// MiB of guest memory the client shared with the function for DMA.
 pub const DMA_MAPPED_MIB: usize = 0x68;
 /// "Never" / "forever".
@@ -222,6 +230,7 @@ impl Control {
         self.write(TAKE_DELAY_MS, 0);
         self.write(ALL_ONES_MS, 0);
         self.write(REMOVED, 0);
+        self.write(DMA_STALL, 0);
     }
 }
 

@@ -12,6 +12,7 @@
 //! `/dev/neuron_hbmN` is the N-th function in bus-address order. The cases
 //! are the `pub fn`s below (see the crate's documentation).
 
+mod dma;
 mod function;
 mod reset;
 

@@ -1,0 +1,285 @@
+// SPDX-License-Identifier: GPL-2.0-only
+
+//! A host-to-device UDMA queue, driven as the reference driver drives it
+//! (aws-neuron-driver 2.24.7.0, `neuron_dma.c`, `udma/udma_m2m.c`,
+//! `udma/udma_main.c`): two rings of 16-byte descriptors in coherent host
+//! memory, M2S descriptor `i` naming a source and S2M descriptor `i` its
+//! destination; a batch of pairs ends with one that copies the 0xabcdef01
+//! marker into a host word, the doorbells ring S2M first, and the driver
+//! polls the word. No register is read on the way (the reference calls CSR
+//! reads "very slow", udma_main.c:167-172) and no interrupt is used.
+//!
+//! Every address a descriptor carries is one of the queue's own coherent
+//! buffers (by DMA address from the DMA API, never `virt_to_phys`, with the
+//! arch's host window bit) or a device address the caller checked: user
+//! space never names one.
+
+pub(crate) mod regs;
+
+use crate::abstractions::io_view::mmio_window;
+use crate::arch::DmaEngine;
+use kernel::{
+    device::{Bound, Device},
+    dma::Coherent,
+    io::{io_project, io_read, io_write, Io, Mmio, Region},
+    prelude::*,
+    time::{delay::fsleep, Delta, Instant, Monotonic},
+};
+use regs::{
+    queue_block, Dir, QueueRegs, M2S_COMP_CFG, M2S_Q_SW_CTRL, QUEUE_BLOCK, Q_CFG, Q_DRBP_HIGH,
+    Q_DRBP_LOW, Q_DRL, Q_DRTP_INC, S2M_COMP_CFG, S2M_Q_SW_CTRL,
+};
+
+/// Most bytes one descriptor moves (`MAX_DMA_DESC_SIZE`, udma.h:428),
+/// written as length 0 (`ENCODE_64K`, udma_m2m.c:274-277).
+pub(crate) const DESC_MAX: usize = 64 * 1024;
+/// Descriptors of each ring: a power of two of at least 32 (udma.h:26,
+/// 318), so the ring's end stays 256-byte aligned (udma_main.c:381-386).
+const RING_LEN: usize = 64;
+/// Data pairs one doorbell posts at most: the ring less the marker pair
+/// and the reference's 16-descriptor gap (udma.h:312-324).
+pub(crate) const BATCH: usize = RING_LEN - 16 - 1;
+/// What the marker pair copies, and the driver waits to see
+/// (`DMA_COMPLETION_MARKER`, neuron_dma.c:146-147).
+const MARKER: u32 = 0xabcd_ef01;
+/// Longest a batch may take before the queue is stopped: the reference
+/// allows about 40 ms for a 64 KiB copy on hardware (v2/neuron_dhal_v2.c:
+/// 1309-1319); emulated engines share the host with the guest.
+const BATCH_TIMEOUT_MS: i64 = 2000;
+/// Pause between looks at the marker: the wait sleeps, leaving the CPU.
+const POLL_US: i64 = 20;
+/// How often a wait asks whether the function is still there.
+const PRESENCE_MS: i64 = 50;
+
+/// `len_ctrl` bits (udma.h:60-72): ring id (phase) 25:24, FIRST 26, LAST 27.
+const RING_ID_SHIFT: u32 = 24;
+const FIRST_LAST: u32 = 0b11 << 26;
+/// M2S `meta_ctrl` of a copy (udma_m2m.c:52-77) and with the write
+/// barrier the last data pair of a batch carries (udma_m2m.c:80-99,
+/// neuron_dma.c:336).
+const META_COPY: u32 = 0x0108_0003;
+const META_BARRIER: u32 = 0x0508_0003;
+
+/// One end of a copy.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum End {
+    /// The bounce buffer at this offset.
+    Bounce(usize),
+    /// The queue's zero page (as a source only): the reference's memset
+    /// fills one host buffer and copies it over and over
+    /// (neuron_dma.c:532-564).
+    Zeros,
+    /// Device physical address.
+    Device(u64),
+}
+
+/// One queue pair and the coherent memory it moves bytes through.
+pub(crate) struct H2tQueue {
+    /// BAR0 offset of the M2S and S2M queue blocks.
+    blocks: [usize; 2],
+    host_base: u64,
+    m2s: Coherent<[u32]>,
+    s2m: Coherent<[u32]>,
+    bounce: Coherent<[u8]>,
+    zeros: Coherent<[u8]>,
+    /// Word 0 the marker, word 1 where the marker pair copies it.
+    marker: Coherent<[u32]>,
+    next: usize,
+    phase: u32,
+    /// Whether the queues hold the rings since the last device reset or
+    /// stop.
+    ready: bool,
+}
+
+impl H2tQueue {
+    /// The queue of `engine` on `dev`, its memory allocated; the queues
+    /// are set up at first use.
+    pub(crate) fn new(dev: &Device<Bound>, engine: &DmaEngine) -> Result<Self> {
+        let words = RING_LEN * 4;
+        let block = |dir| usize::try_from(queue_block(engine.unit, dir, 0));
+        Ok(Self {
+            blocks: [block(Dir::M2s)?, block(Dir::S2m)?],
+            host_base: engine.host_base,
+            m2s: Coherent::zeroed_slice(dev, words, GFP_KERNEL)?,
+            s2m: Coherent::zeroed_slice(dev, words, GFP_KERNEL)?,
+            bounce: Coherent::zeroed_slice(dev, DESC_MAX, GFP_KERNEL)?,
+            zeros: Coherent::zeroed_slice(dev, DESC_MAX, GFP_KERNEL)?,
+            marker: Coherent::zeroed_slice(dev, 2, GFP_KERNEL)?,
+            next: 0,
+            phase: 1,
+            ready: false,
+        })
+    }
+
+    /// Copies `src` to the start of the bounce buffer.
+    pub(crate) fn copy_in(&self, src: &[u8]) -> Result {
+        io_project!(&self.bounce, [try: 0..src.len()]).copy_from_slice(src);
+        Ok(())
+    }
+
+    /// Copies the bounce buffer's first `dst.len()` bytes out.
+    pub(crate) fn copy_out(&self, dst: &mut [u8]) -> Result {
+        io_project!(&self.bounce, [try: 0..dst.len()]).copy_to_slice(dst);
+        Ok(())
+    }
+
+    fn block<'a>(&self, bar0: Mmio<'a, Region>, dir: Dir) -> Result<QueueRegs<'a>> {
+        let off = match dir {
+            Dir::M2s => self.blocks[0],
+            Dir::S2m => self.blocks[1],
+        };
+        mmio_window::<QUEUE_BLOCK>(bar0, off)
+    }
+
+    /// Sets both queues up as `udma_m2m_init_queue` does, M2S first: pause,
+    /// `RST_Q` (no wait), ring base and length, no completion ring, enable
+    /// (udma_main.c:406-470, udma_m2m.c:186-227).
+    fn init(&mut self, bar0: Mmio<'_, Region>) -> Result {
+        for dir in [Dir::M2s, Dir::S2m] {
+            let q = self.block(bar0, dir)?;
+            let ring = match dir {
+                Dir::M2s => self.m2s.dma_address(),
+                Dir::S2m => self.s2m.dma_address(),
+            } | self.host_base;
+            let cfg = Q_CFG::zeroed().with_const_reset_value::<3>();
+            q.write_reg(cfg);
+            match dir {
+                Dir::M2s => q.write_reg(M2S_Q_SW_CTRL::zeroed().with_rst_q(true)),
+                Dir::S2m => q.write_reg(S2M_Q_SW_CTRL::zeroed().with_rst_q(true)),
+            }
+            q.write_reg(Q_DRBP_LOW::zeroed().with_addr(ring as u32));
+            q.write_reg(Q_DRBP_HIGH::zeroed().with_addr((ring >> 32) as u32));
+            q.write_reg(Q_DRL::zeroed().try_with_descs(RING_LEN as u32)?);
+            match dir {
+                Dir::M2s => q.write_reg(M2S_COMP_CFG::zeroed()),
+                Dir::S2m => q.write_reg(S2M_COMP_CFG::zeroed()),
+            }
+            q.write_reg(cfg.with_const_enable::<3>());
+        }
+        self.next = 0;
+        self.phase = 1;
+        self.ready = true;
+        Ok(())
+    }
+
+    /// The DMA address of `end`, `EINVAL` for zeros as a destination.
+    fn address(&self, end: End, len: usize, to: bool) -> Result<u64> {
+        match end {
+            End::Bounce(off) if off.checked_add(len).is_some_and(|e| e <= DESC_MAX) => {
+                Ok((self.bounce.dma_address() + off as u64) | self.host_base)
+            }
+            End::Zeros if !to && len <= DESC_MAX => Ok(self.zeros.dma_address() | self.host_base),
+            End::Device(pa) => Ok(pa),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// Writes the pair at the next slot of both rings.
+    fn put(&mut self, src: u64, dst: u64, len: usize, meta: u32) -> Result {
+        if len == 0 || len > DESC_MAX {
+            return Err(EINVAL);
+        }
+        let len_ctrl = (len % DESC_MAX) as u32 | self.phase << RING_ID_SHIFT;
+        let at = self.next * 4;
+        for (ring, words) in [
+            (
+                &self.m2s,
+                [len_ctrl | FIRST_LAST, meta, src as u32, (src >> 32) as u32],
+            ),
+            (&self.s2m, [len_ctrl, 0, dst as u32, (dst >> 32) as u32]),
+        ] {
+            for (i, w) in words.into_iter().enumerate() {
+                io_write!(ring, [try: at + i], w);
+            }
+        }
+        self.next = (self.next + 1) % RING_LEN;
+        if self.next == 0 {
+            self.phase = (self.phase + 1) % 4;
+        }
+        Ok(())
+    }
+
+    /// Posts `pairs` (source, destination, bytes: at most [`DESC_MAX`]
+    /// each, at most [`BATCH`] of them) and the marker pair, and rings both
+    /// doorbells, S2M first (udma_m2m.c:413-444). Touches only BAR0 and
+    /// memory: never sleeps.
+    pub(crate) fn post(&mut self, bar0: Mmio<'_, Region>, pairs: &[(End, End, usize)]) -> Result {
+        if pairs.is_empty() || pairs.len() > BATCH {
+            return Err(EINVAL);
+        }
+        if !self.ready {
+            self.init(bar0)?;
+        }
+        io_write!(&self.marker, [try: 0], MARKER);
+        io_write!(&self.marker, [try: 1], 0);
+        for (i, &(src, dst, len)) in pairs.iter().enumerate() {
+            let meta = if i + 1 == pairs.len() {
+                META_BARRIER
+            } else {
+                META_COPY
+            };
+            let (s, d) = (
+                self.address(src, len, false)?,
+                self.address(dst, len, true)?,
+            );
+            self.put(s, d, len, meta)?;
+        }
+        let word = |i: u64| (self.marker.dma_address() + 4 * i) | self.host_base;
+        self.put(word(0), word(1), 4, META_COPY)?;
+        // The descriptors are in coherent memory; the MMIO write orders
+        // after them (`writel`).
+        let n = Q_DRTP_INC::zeroed().try_with_descs(pairs.len() as u32 + 1)?;
+        self.block(bar0, Dir::S2m)?.write_reg(n);
+        self.block(bar0, Dir::M2s)?.write_reg(n);
+        Ok(())
+    }
+
+    /// Waits, sleeping, until the marker lands: every pair posted before it
+    /// is done, the queue running in order (neuron_dma.c:256).
+    /// `ETIMEDOUT` after [`BATCH_TIMEOUT_MS`], `ENODEV` once `gone` (asked
+    /// every [`PRESENCE_MS`]) says the function left; the caller then stops
+    /// the queue ([`H2tQueue::stop`]). Not cut short by a signal: the
+    /// engine may write the bounce buffer until the batch ends, and a batch
+    /// is short.
+    pub(crate) fn wait(&self, gone: &dyn Fn() -> bool) -> Result {
+        let start = Instant::<Monotonic>::now();
+        let mut asked = Delta::ZERO;
+        loop {
+            if io_read!(&self.marker, [try: 1]) == MARKER {
+                return Ok(());
+            }
+            let waited = start.elapsed();
+            if waited > Delta::from_millis(BATCH_TIMEOUT_MS) {
+                return Err(ETIMEDOUT);
+            }
+            if waited - asked > Delta::from_millis(PRESENCE_MS) {
+                asked = waited;
+                if gone() {
+                    return Err(ENODEV);
+                }
+            }
+            fsleep(Delta::from_micros(POLL_US));
+        }
+    }
+
+    /// Stops both queues after a batch that did not end (pause, `RST_Q`);
+    /// the next batch sets them up again.
+    pub(crate) fn stop(&mut self, bar0: Mmio<'_, Region>) -> Result {
+        self.ready = false;
+        let paused = Q_CFG::zeroed().with_const_reset_value::<3>();
+        let m2s = self.block(bar0, Dir::M2s)?;
+        m2s.write_reg(paused);
+        m2s.write_reg(M2S_Q_SW_CTRL::zeroed().with_rst_q(true));
+        let s2m = self.block(bar0, Dir::S2m)?;
+        s2m.write_reg(paused);
+        s2m.write_reg(S2M_Q_SW_CTRL::zeroed().with_rst_q(true));
+        Ok(())
+    }
+
+    /// A device reset returned the queues to their reset state: the next
+    /// batch sets them up again (as the reference's reset thread does,
+    /// neuron_reset.c:133).
+    pub(crate) fn forget(&mut self) {
+        self.ready = false;
+    }
+}

@@ -1,0 +1,252 @@
+//! Bytes moved by the function's DMA engine, as the reference moves them:
+//! every transfer and scrub goes through the model's UDMA queue (its
+//! counters say so), lands at the device address, survives a stalled or
+//! faulting engine with a clear errno and nothing half-loaded, lets a
+//! killed reader die, sets the queue up again after a device reset, and
+//! keeps two tenants' bytes apart.
+
+use std::time::{Duration, Instant};
+
+use nhbm::uapi::*;
+use nhbm::Device;
+
+use super::control;
+use super::function::*;
+use crate::fixtures::{dev, one_buffer, pattern, KIB, MIB};
+use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
+
+/// Runs `f` with the engines as `script` leaves them, then lets them go.
+fn with_engines<T>(
+    script: impl FnOnce(&Control),
+    f: impl FnOnce(&Control) -> Result<T, Fail>,
+) -> Result<T, Fail> {
+    let c = control()?;
+    script(&c);
+    let r = f(&c);
+    c.write(DMA_STALL, 0);
+    r
+}
+
+/// MEM_WRITE with an unaligned head and tail across several 64 KiB
+/// pieces, and one of exactly 64 KiB (a descriptor of length 0): the
+/// engine moves every piece (its pair counter grows by a pair and a marker
+/// each), the model finds the bytes at the device address, MEM_READ brings
+/// them back, and a new buffer's scrub goes through the engine too.
+pub fn transfers_go_through_the_dma_engine() -> TestResult {
+    let d = dev()?;
+    let c = control()?;
+    let len = 4 * 64 * KIB;
+    let p = d
+        .plan_load(&one_buffer(1, len).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    let pa = d.resolve(p.plan_id, 1, 0, len).ctx("RESOLVE")?;
+    for (off, n) in [(3u64, 3 * 64 * KIB + 5), (64 * KIB, 64 * KIB)] {
+        let w = pattern(n, off as u32);
+        let before = c.read(DMA_PAIRS);
+        d.mem_write(p.plan_id, 1, off, &w).ctx("MEM_WRITE")?;
+        // Pieces end on 64 KiB device boundaries: 4 for the first write.
+        let pieces = (off + n).div_ceil(64 * KIB) - off / (64 * KIB);
+        ensure_eq(
+            &format!("pairs for {n} bytes at {off}"),
+            u64::from(c.read(DMA_PAIRS) - before),
+            2 * pieces,
+        )?;
+        for at in [
+            off.next_multiple_of(4),
+            (off + n / 2) & !3,
+            (off + n - 4) & !3,
+        ] {
+            let i = (at - off) as usize;
+            let want = u32::from_le_bytes(w[i..i + 4].try_into().unwrap_or_default());
+            ensure_eq(&format!("HBM at +{at}"), c.hbm_read(pa + at), want)?;
+        }
+        let mut back = vec![0u8; n as usize];
+        d.mem_read(p.plan_id, 1, off, &mut back).ctx("MEM_READ")?;
+        ensure(back == w, || {
+            format!("MEM_READ of {n} bytes at {off} differs")
+        })?;
+    }
+    let before = c.read(DMA_PAIRS);
+    let q = d
+        .plan_load(&one_buffer(1, MIB).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD of 1 MiB")?;
+    ensure(c.read(DMA_PAIRS) - before >= 16, || {
+        format!("a 1 MiB scrub moved {} pairs", c.read(DMA_PAIRS) - before)
+    })?;
+    d.plan_unload(q.plan_id).ctx("PLAN_UNLOAD")?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
+/// With the engine stalled, MEM_WRITE answers ETIMEDOUT within its bound
+/// (2 s a batch, well under 5 s), and once the engine runs again the same
+/// file's next transfer works: the driver stopped and set the queue up
+/// again.
+pub fn a_stalled_engine_times_out_and_the_next_transfer_works() -> TestResult {
+    let d = dev()?;
+    let p = d
+        .plan_load(&one_buffer(1, 64 * KIB).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    with_engines(
+        |c| c.write(DMA_STALL, 1),
+        |_| {
+            let t = Instant::now();
+            let r = d.mem_write(p.plan_id, 1, 0, b"stalled");
+            ensure_errno("MEM_WRITE on a stalled engine", r, libc::ETIMEDOUT)?;
+            ensure(t.elapsed() < Duration::from_secs(5), || {
+                format!("the timeout took {:?}", t.elapsed())
+            })
+        },
+    )?;
+    d.mem_write(p.plan_id, 1, 0, b"flowing")
+        .ctx("MEM_WRITE after")?;
+    let mut b = [0u8; 7];
+    d.mem_read(p.plan_id, 1, 0, &mut b).ctx("MEM_READ after")?;
+    ensure_eq("bytes after the stall", &b, b"flowing")?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
+/// A descriptor the engine rejects (a fault after two pairs) in the middle
+/// of a load's scrub fails the load and leaves nothing of it: no plan, no
+/// chunk, no byte of the pools; the next load works.
+pub fn an_engine_fault_leaves_no_partial_plan() -> TestResult {
+    let d = dev()?;
+    let blob = one_buffer(1, 2 * MIB).to_blob().ctx("build")?;
+    let before = d.mem_stats().ctx("MEM_STATS")?;
+    let faults = with_engines(
+        |c| c.write(DMA_FAIL_AFTER, 2),
+        |c| {
+            let f = c.read(DMA_FAULTS);
+            let r = d.plan_load(&blob, 0);
+            ensure_errno("PLAN_LOAD through a faulting engine", r, libc::ETIMEDOUT)?;
+            Ok(c.read(DMA_FAULTS) - f)
+        },
+    )?;
+    ensure_eq("queues the model stopped", faults, 1)?;
+    let after = d.mem_stats().ctx("MEM_STATS")?;
+    ensure_eq("own plans", after.own_plans, before.own_plans)?;
+    ensure_eq("own bytes", after.own_bytes, before.own_bytes)?;
+    ensure_eq(
+        "pool 0 in use",
+        after.pools[0][0].used,
+        before.pools[0][0].used,
+    )?;
+    let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD after the fault")?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
+/// A process SIGKILLed inside a 64 MiB MEM_READ dies within a second: the
+/// transfer stops at its next piece, whose batch is short.
+pub fn a_killed_reader_dies_at_its_next_piece() -> TestResult {
+    let len = 64 * MIB;
+    let d = dev()?;
+    let p = d
+        .plan_load(&one_buffer(1, len).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    let c = control()?;
+    let pairs = c.read(DMA_PAIRS);
+    // SAFETY: the case runs on the suite's only thread; the child reads
+    // through the inherited file and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return fail(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let mut buf = vec![0u8; len as usize];
+        let ok = d.mem_read(p.plan_id, 1, 0, &mut buf).is_ok();
+        // SAFETY: ends the child without the parent's destructors.
+        unsafe { libc::_exit(i32::from(!ok)) };
+    }
+    let started = wait_for(|| c.read(DMA_PAIRS) > pairs + 8);
+    // SAFETY: `pid` is our own child.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let t = Instant::now();
+    let mut status = 0;
+    // SAFETY: as above; `status` is a valid out pointer.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let died_in = t.elapsed();
+    ensure(started, || {
+        "the child's read never reached the engine".into()
+    })?;
+    ensure(libc::WIFSIGNALED(status), || {
+        format!("the reader finished before the kill (status {status:#x})")
+    })?;
+    ensure(died_in < Duration::from_secs(1), || {
+        format!("the killed reader took {died_in:?} to die")
+    })?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
+/// Polls `cond` every millisecond for up to 5 s.
+fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while !cond() {
+        if t.elapsed() > Duration::from_secs(5) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// After a device reset (which returns the engine's queues to their reset
+/// state), a new plan's transfers work and land: the driver set the queue
+/// up again before using it.
+pub fn a_device_reset_sets_the_queue_up_again() -> TestResult {
+    let d = dev()?;
+    let c = control()?;
+    let blob = one_buffer(1, 64 * KIB).to_blob().ctx("build")?;
+    let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
+    d.mem_write(p.plan_id, 1, 0, b"before").ctx("MEM_WRITE")?;
+    ensure_eq("RESET", d.reset(RESET_DEVICE, 0).ctx("RESET")?, 0)?;
+    let q = d.plan_load(&blob, 0).ctx("PLAN_LOAD after the reset")?;
+    let pa = d.resolve(q.plan_id, 1, 0, 8).ctx("RESOLVE")?;
+    d.mem_write(q.plan_id, 1, 0, b"afterall")
+        .ctx("MEM_WRITE after the reset")?;
+    ensure_eq(
+        "HBM after the reset",
+        c.hbm_read(pa + 4),
+        u32::from_le_bytes(*b"rall"),
+    )?;
+    d.plan_unload(q.plan_id).ctx("PLAN_UNLOAD")?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
+/// One tenant's rounds of write-then-read of its own pattern.
+fn tenant_rounds(d: &Device, plan_id: u32, seed: u32) -> Result<(), String> {
+    for round in 0..24u32 {
+        let w = pattern(200 * KIB, seed + round);
+        d.mem_write(plan_id, 1, 0, &w)
+            .map_err(|e| format!("MEM_WRITE: {e}"))?;
+        let mut back = vec![0u8; w.len()];
+        d.mem_read(plan_id, 1, 0, &mut back)
+            .map_err(|e| format!("MEM_READ: {e}"))?;
+        if back != w {
+            return Err(format!("tenant {seed}: round {round} read other bytes"));
+        }
+    }
+    Ok(())
+}
+
+/// Two tenants (two open files, two threads) writing and reading their own
+/// buffers at once through the one queue each get their own bytes back,
+/// every round.
+pub fn two_tenants_transferring_at_once_get_their_own_bytes() -> TestResult {
+    let blob = one_buffer(1, 200 * KIB).to_blob().ctx("build")?;
+    let (a, b) = (dev()?, dev()?);
+    let pa = a.plan_load(&blob, 0).ctx("PLAN_LOAD a")?;
+    let pb = b.plan_load(&blob, 0).ctx("PLAN_LOAD b")?;
+    let (ra, rb) = std::thread::scope(|s| {
+        let ta = s.spawn(|| tenant_rounds(&a, pa.plan_id, 100));
+        let rb = tenant_rounds(&b, pb.plan_id, 200);
+        (
+            ta.join()
+                .unwrap_or_else(|_| Err("tenant a panicked".into())),
+            rb,
+        )
+    });
+    if let Err(e) = ra.and(rb) {
+        return fail(e);
+    }
+    a.plan_unload(pa.plan_id).ctx("PLAN_UNLOAD a")?;
+    b.plan_unload(pb.plan_id).ctx("PLAN_UNLOAD b")
+}
