@@ -3,11 +3,14 @@
 # `make bench` second guest (QEMU 11): one simulated device and one emulated
 # Neuron PCI function side by side; MEM_WRITE into each, and the function's
 # transfers and scrub against a copy into its own BAR4, mapped through sysfs
-# (nhbm-bench finds the function's resource4_wc).
+# (nhbm-bench finds the function's resource4_wc). These figures price the
+# module's CPU path through BAR4 against the same loops run from user space,
+# so the module moves bytes with the CPU here (dma=0), not with the
+# function's DMA engine.
 . /common.sh
 
 hand_neuron_functions
-insmod /neuron_hbm.ko sim_devices=1 sim_arch=2
+insmod /neuron_hbm.ko sim_devices=1 sim_arch=2 dma=0
 settle_console
 sim= pci=
 for n in 0 1; do
