@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::fs;
 
-use super::DeviceCensus;
+use super::facts::DeviceCensus;
 
 /// Where each device's debugfs directory is.
 const DEBUGFS: &str = "/sys/kernel/debug";

@@ -9,7 +9,7 @@ use std::path::Path;
 use nhbm::uapi::MemStats;
 use nhbm::Device;
 
-use super::{Channel, DeviceCensus, DeviceState, Seen};
+use super::facts::{Channel, DeviceCensus, DeviceState, Seen};
 
 /// Where the misc class lists the nodes.
 const CLASS: &str = "/sys/class/misc";

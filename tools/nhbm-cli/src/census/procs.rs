@@ -8,7 +8,8 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
-use super::{fdinfo, DeviceCensus, Holder};
+use super::facts::{DeviceCensus, Holder};
+use super::fdinfo;
 
 /// What one pass over `/proc` found.
 pub struct Scan {

@@ -3,7 +3,30 @@
 
 use std::path::PathBuf;
 
-use super::{Census, Channel, DeviceCensus, DeviceState, Holder, Seen};
+use super::facts::{Census, Channel, DeviceCensus, DeviceState, Holder, Seen};
+
+/// A tenant of the first device, with one open file, in this pid namespace.
+fn tenant(
+    pid: u32,
+    command: &str,
+    uid: u32,
+    user: Option<&str>,
+    hbm: [u64; 2],
+    plans: u32,
+    mapped: u64,
+) -> Holder {
+    Holder {
+        pid,
+        command: command.to_string(),
+        uid,
+        user: user.map(str::to_string),
+        pid_namespace: None,
+        files: 1,
+        hbm_bytes: hbm.to_vec(),
+        plans: Some(plans),
+        mapped_bytes: mapped,
+    }
+}
 
 /// Two devices, two tenants on the first, three hidden processes.
 pub fn census() -> Census {
@@ -16,18 +39,6 @@ pub fn census() -> Census {
             })
             .collect()
     };
-    let tenant =
-        |pid, command: &str, uid, user: Option<&str>, hbm: [u64; 2], plans, mapped| Holder {
-            pid,
-            command: command.to_string(),
-            uid,
-            user: user.map(str::to_string),
-            pid_namespace: None,
-            files: 1,
-            hbm_bytes: hbm.to_vec(),
-            plans,
-            mapped_bytes: mapped,
-        };
     Census {
         timestamp: 1_800_000_000.5,
         devices: vec![
@@ -46,10 +57,10 @@ pub fn census() -> Census {
                         1000,
                         Some("alice"),
                         [32 << 20, 4 << 20],
-                        Some(2),
+                        2,
                         0,
                     ),
-                    tenant(4343, "tenant-b", 1001, None, [16 << 20, 0], Some(1), 8192),
+                    tenant(4343, "tenant-b", 1001, None, [16 << 20, 0], 1, 8192),
                 ],
             },
             DeviceCensus {
