@@ -178,6 +178,16 @@ pub struct MonitorArgs {
     /// empty line after each sample
     #[arg(long)]
     pub prometheus: bool,
+    /// Serve the Prometheus text at http://ADDR/metrics (a loopback
+    /// address: 127.0.0.1:9464, [::1]:9464; port 0 picks one), a fresh
+    /// sample per scrape, instead of printing
+    #[arg(
+        long,
+        value_name = "ADDR",
+        requires = "prometheus",
+        conflicts_with = "count"
+    )]
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// How `plan` writes its plans.
@@ -387,6 +397,20 @@ mod tests {
             panic!()
         };
         assert_eq!((m.interval, m.count, m.prometheus), (1.0, None, false));
+        let c = cli(&["monitor", "--prometheus", "--listen", "127.0.0.1:9464"]).unwrap();
+        let Cmd::Monitor(m) = c.cmd else { panic!() };
+        assert_eq!(m.listen, Some("127.0.0.1:9464".parse().unwrap()));
+        // Only Prometheus's text is served, and it is never counted.
+        assert!(cli(&["monitor", "--listen", "127.0.0.1:9464"]).is_err());
+        assert!(cli(&[
+            "monitor",
+            "--prometheus",
+            "--listen",
+            "[::1]:1",
+            "--count",
+            "1"
+        ])
+        .is_err());
         let c = cli(&["top", "--interval", "2"]).unwrap();
         assert!(matches!(c.cmd, Cmd::Top { interval } if interval == 2.0));
         for bad in ["0", "-1", "x", "1e9"] {

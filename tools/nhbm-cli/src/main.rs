@@ -16,6 +16,7 @@ mod cmd;
 mod device;
 mod error;
 mod fmt;
+mod metrics_server;
 mod progress;
 mod prometheus;
 mod sniff;

@@ -1,6 +1,6 @@
 //! `nhbm monitor`: the facts of `nhbm ls` every interval, as one JSON
 //! object a line or in Prometheus's text exposition format, for metric
-//! collectors.
+//! collectors (or served over HTTP, [`crate::metrics_server`]).
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -9,11 +9,15 @@ use anyhow::Result;
 
 use crate::args::MonitorArgs;
 use crate::census;
+use crate::metrics_server;
 use crate::prometheus;
 
 /// Prints a sample every `a.interval` seconds, `a.count` times or until
-/// stdout is closed.
+/// stdout is closed; or serves them with `--listen`.
 pub fn run(a: &MonitorArgs, only: Option<u32>) -> Result<()> {
+    if let Some(addr) = a.listen {
+        return metrics_server::serve(addr, only);
+    }
     let interval = Duration::from_secs_f64(a.interval);
     let mut out = std::io::stdout().lock();
     let mut next = Instant::now();
