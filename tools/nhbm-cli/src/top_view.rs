@@ -73,7 +73,7 @@ impl View<'_> {
         let (used, exact) = d.used_bytes();
         let state = match d.state {
             DeviceState::Ready => Color::Green,
-            DeviceState::Removed | DeviceState::NoAccess => Color::Red,
+            DeviceState::Removed | DeviceState::NoAccess | DeviceState::Unanswered => Color::Red,
         };
         out.push(Line::from(vec![
             Span::styled(

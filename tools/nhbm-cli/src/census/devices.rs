@@ -72,22 +72,38 @@ fn device(class: &Path, index: u32, device_usage: bool) -> DeviceCensus {
 
 /// Fills `d`'s state and channel figures from its node.
 fn ask(d: &mut DeviceCensus, device_usage: bool) {
-    let Ok(dev) = Device::open_path_unchecked(&d.node) else {
-        return;
+    let dev = match Device::open_path_unchecked(&d.node) {
+        Ok(dev) => dev,
+        Err(e) => {
+            if gone(e.raw_os_error()) {
+                d.state = DeviceState::Removed;
+            }
+            return;
+        }
     };
     let stats = match dev.device_info().and_then(|_| dev.mem_stats()) {
         Ok(s) => s,
-        Err(e) if e.raw_os_error() == Some(libc::ENODEV) => {
-            d.state = DeviceState::Removed;
+        Err(e) => {
+            d.state = if gone(e.raw_os_error()) {
+                DeviceState::Removed
+            } else {
+                DeviceState::Unanswered
+            };
             return;
         }
-        Err(_) => return,
     };
     d.state = DeviceState::Ready;
     for c in &mut d.channels {
         c.total_bytes = Some(channel_sum(&stats, c.channel, |p| p.total));
         c.used_bytes = device_usage.then(|| channel_sum(&stats, c.channel, |p| p.used));
     }
+}
+
+/// Whether `errno` says the device is gone: a removed device's node
+/// refuses new opens (ENODEV, or ENOENT and ENXIO once it is unregistered)
+/// and its files' ioctls answer ENODEV.
+fn gone(errno: Option<i32>) -> bool {
+    matches!(errno, Some(libc::ENODEV | libc::ENOENT | libc::ENXIO))
 }
 
 /// `f` of every present pool of channel `c`, added up.
@@ -109,4 +125,20 @@ fn has_sys_admin() -> bool {
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_errnos_of_a_removed_device_say_it_is_gone() {
+        for e in [libc::ENODEV, libc::ENOENT, libc::ENXIO] {
+            assert!(gone(Some(e)), "{e}");
+        }
+        for e in [libc::EACCES, libc::EPERM, libc::EIO, libc::EINVAL] {
+            assert!(!gone(Some(e)), "{e}");
+        }
+        assert!(!gone(None));
+    }
 }

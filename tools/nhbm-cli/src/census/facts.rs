@@ -60,6 +60,8 @@ pub enum DeviceState {
     Removed,
     /// The caller may not open the node (not in its group).
     NoAccess,
+    /// The node opened, but DEVICE_INFO or MEM_STATS failed otherwise.
+    Unanswered,
 }
 
 impl DeviceState {
@@ -69,6 +71,7 @@ impl DeviceState {
             DeviceState::Ready => "ready",
             DeviceState::Removed => "removed",
             DeviceState::NoAccess => "no_access",
+            DeviceState::Unanswered => "unanswered",
         }
     }
 }
