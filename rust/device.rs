@@ -111,7 +111,7 @@ struct Gate {
 pub(crate) struct PlanSummary {
     /// Unique for the device's lifetime.
     pub(crate) serial: u64,
-    /// Process that loaded it.
+    /// The process that loaded it, as the initial pid namespace numbers it.
     pub(crate) pid: i32,
     /// Its id in the loading file.
     pub(crate) plan_id: u32,

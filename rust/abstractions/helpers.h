@@ -23,6 +23,7 @@ void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
 /* Scheduler macros and inlines as real symbols (sched.c). */
 void nhbm_cond_resched(void);
 bool nhbm_fatal_signal_pending(void);
+pid_t nhbm_current_tgid(void);
 
 /*
  * The module's reset workqueue (sched.c): alloc_workqueue() is a variadic

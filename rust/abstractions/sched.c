@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * cond_resched() and fatal_signal_pending() are macros or static inlines,
- * and alloc_workqueue() a variadic macro, out of reach of Rust: these
- * wrappers make them callable.
+ * cond_resched(), fatal_signal_pending() and task_tgid_nr() are macros or
+ * static inlines, and alloc_workqueue() a variadic macro, out of reach of
+ * Rust: these wrappers make them callable.
  */
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
@@ -18,6 +18,12 @@ void nhbm_cond_resched(void)
 bool nhbm_fatal_signal_pending(void)
 {
 	return fatal_signal_pending(current);
+}
+
+/* The calling task's process, as the initial pid namespace numbers it. */
+pid_t nhbm_current_tgid(void)
+{
+	return task_tgid_nr(current);
 }
 
 struct workqueue_struct *nhbm_reset_wq_alloc(void)

@@ -5,7 +5,8 @@
 //! - `pools`: per channel x region `ch region start end total used peak live`,
 //!   then the small pool's `start end free` (`- - -` when the region has none)
 //!   (the numbers of `NHBM_IOC_MEM_STATS`);
-//! - `plans`: per live plan `pid plan_id vars bytes kmem`;
+//! - `plans`: per live plan `pid plan_id vars bytes kmem` (`pid`: the
+//!   loading process, as the initial pid namespace numbers it);
 //! - `chunks`: every live chunk `ch region pa size`;
 //! - `kmem`: `plans <n> vars <n> bytes <n>`, kernel memory of plan bookkeeping;
 //! - `fail_nth` (rw), `fail_points` (ro): fault injection, see [`crate::device::fault`];

@@ -13,7 +13,7 @@ use super::{
     Plan, Remotes, Var,
 };
 use crate::{
-    abstractions::resched,
+    abstractions::{current, resched},
     arch::addr::sbuf_window,
     device::{Device, PlanSummary},
     pool::{mempool::Chunk, Grid},
@@ -144,7 +144,7 @@ impl Plan {
     fn register(&mut self, dev: &Device, plan_id: u32) -> Result {
         let summary = PlanSummary {
             serial: NEXT_SERIAL.fetch_add(1, Relaxed),
-            pid: kernel::current!().pid(),
+            pid: current::tgid(),
             plan_id,
             vars: self.vars.len() as u32,
             bytes: self.bytes,

@@ -18,7 +18,7 @@ REPO="$(cd "$HERE/../.." && pwd)"
 TOOLS="$REPO/tools"
 OUT="$REPO/build/userspace"
 TARGET=x86_64-unknown-linux-gnu
-BINS=(nhbm-uapi-test nhbm nhbm-onnx-gen nhbm-bench nhbm-fuzz-test nhbm-stress-test nhbm-unplug-test nhbm-pci-test)
+BINS=(nhbm-uapi-test nhbm nhbm-onnx-gen nhbm-bench nhbm-fuzz-test nhbm-stress-test nhbm-unplug-test nhbm-pci-test nhbm-monitor-test)
 
 t0=$SECONDS
 

@@ -39,6 +39,19 @@ pub enum Cmd {
     Info,
     /// Pool usage per channel x region, with bars
     Stats,
+    /// Every device node: address, arch, state, HBM size and use, and the
+    /// processes holding it (-d N: that device only)
+    Ls,
+    /// The facts of `ls` every INTERVAL, as JSON lines or Prometheus's
+    /// text format
+    Monitor(MonitorArgs),
+    /// A live view of the devices and the processes holding them, most HBM
+    /// first; q quits
+    Top {
+        /// Seconds between refreshes
+        #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = interval)]
+        interval: f64,
+    },
     /// Plan a model: arenas, high-water mark vs the liveness lower bound;
     /// writes PREFIX.hbmN.plan (or .plan.json), one per memory, for device
     /// -d N's channels and pools or an arch's module defaults (default v2)
@@ -152,6 +165,31 @@ pub struct PlanArgs {
     pub arch: Option<String>,
 }
 
+/// The options of `monitor`.
+#[derive(clap::Args, Debug)]
+pub struct MonitorArgs {
+    /// Seconds between samples
+    #[arg(long, value_name = "SECONDS", default_value = "1", value_parser = interval)]
+    pub interval: f64,
+    /// Stop after N samples [default: never]
+    #[arg(long, value_name = "N", value_parser = num::<u64>)]
+    pub count: Option<u64>,
+    /// Print Prometheus's text exposition format instead of JSON lines, an
+    /// empty line after each sample
+    #[arg(long)]
+    pub prometheus: bool,
+    /// Serve the Prometheus text at http://ADDR/metrics (a loopback
+    /// address: 127.0.0.1:9464, [::1]:9464; port 0 picks one), a fresh
+    /// sample per scrape, instead of printing
+    #[arg(
+        long,
+        value_name = "ADDR",
+        requires = "prometheus",
+        conflicts_with = "count"
+    )]
+    pub listen: Option<std::net::SocketAddr>,
+}
+
 /// How `plan` writes its plans.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PlanFormat {
@@ -199,6 +237,14 @@ impl VarArgs {
     /// The operands after VAR.
     pub fn rest_args(&self) -> Vec<&str> {
         self.rest.iter().map(String::as_str).collect()
+    }
+}
+
+/// A positive number of seconds, at most a day.
+fn interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 86400.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds in (0, 86400]")),
     }
 }
 
@@ -331,6 +377,45 @@ mod tests {
             Cmd::Completions { .. }
         ));
         assert!(cli(&["completions", "tcsh"]).is_err());
+    }
+
+    #[test]
+    fn the_watching_commands_parse() {
+        assert!(matches!(cli(&["ls", "--json"]).unwrap().cmd, Cmd::Ls));
+        let c = cli(&[
+            "monitor",
+            "--interval",
+            "0.5",
+            "--count",
+            "3",
+            "--prometheus",
+        ])
+        .unwrap();
+        let Cmd::Monitor(m) = c.cmd else { panic!() };
+        assert_eq!((m.interval, m.count, m.prometheus), (0.5, Some(3), true));
+        let Cmd::Monitor(m) = cli(&["monitor"]).unwrap().cmd else {
+            panic!()
+        };
+        assert_eq!((m.interval, m.count, m.prometheus), (1.0, None, false));
+        let c = cli(&["monitor", "--prometheus", "--listen", "127.0.0.1:9464"]).unwrap();
+        let Cmd::Monitor(m) = c.cmd else { panic!() };
+        assert_eq!(m.listen, Some("127.0.0.1:9464".parse().unwrap()));
+        // Only Prometheus's text is served, and it is never counted.
+        assert!(cli(&["monitor", "--listen", "127.0.0.1:9464"]).is_err());
+        assert!(cli(&[
+            "monitor",
+            "--prometheus",
+            "--listen",
+            "[::1]:1",
+            "--count",
+            "1"
+        ])
+        .is_err());
+        let c = cli(&["top", "--interval", "2"]).unwrap();
+        assert!(matches!(c.cmd, Cmd::Top { interval } if interval == 2.0));
+        for bad in ["0", "-1", "x", "1e9"] {
+            assert!(cli(&["monitor", "--interval", bad]).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -11,13 +11,17 @@
 #![warn(clippy::too_many_lines)]
 
 mod args;
+mod census;
 mod cmd;
 mod device;
 mod error;
 mod fmt;
+mod metrics_server;
 mod progress;
+mod prometheus;
 mod sniff;
 mod svg;
+mod top_view;
 
 use std::process::ExitCode;
 
@@ -40,8 +44,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs the subcommand `cli` names; all but `plan`, `validate` and the
-/// generators on the device, opened first.
+/// Runs the subcommand `cli` names; all but `plan`, `validate`, the
+/// generators and the host-wide views (`ls`, `monitor`, `top`) on the
+/// device, opened first.
 fn run(cli: Cli) -> Result<()> {
     let json = cli.json;
     let mut s = match &cli.cmd {
@@ -51,6 +56,13 @@ fn run(cli: Cli) -> Result<()> {
             return cmd::generate::completions(*shell, &mut std::io::stdout())
         }
         Cmd::Manpage => return cmd::generate::manpage(&mut std::io::stdout()),
+        Cmd::Ls => return cmd::ls::run(cli.device.device.as_ref().and_then(|d| d.index), json),
+        Cmd::Monitor(m) => {
+            return cmd::monitor::run(m, cli.device.device.as_ref().and_then(|d| d.index))
+        }
+        Cmd::Top { interval } => {
+            return cmd::top::run(*interval, cli.device.device.as_ref().and_then(|d| d.index))
+        }
         // `demo DEVICE` names the device positionally.
         Cmd::Demo {
             device: Some(d), ..
@@ -72,7 +84,13 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Write(w) => cmd::write::run(&mut s, &w),
         Cmd::Session { file } => cmd::session::run(&mut s, file.as_deref()),
         Cmd::Demo { model_dir, .. } => cmd::demo::run(&mut s, model_dir.as_deref()),
-        Cmd::Plan(_) | Cmd::Validate { .. } | Cmd::Completions { .. } | Cmd::Manpage => {
+        Cmd::Plan(_)
+        | Cmd::Validate { .. }
+        | Cmd::Completions { .. }
+        | Cmd::Manpage
+        | Cmd::Ls
+        | Cmd::Monitor(_)
+        | Cmd::Top { .. } => {
             unreachable!("handled above")
         }
     }

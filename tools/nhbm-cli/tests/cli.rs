@@ -2,7 +2,8 @@
 //! statuses, errors in text and JSON, `plan` (one planner or all, for an
 //! arch, with a picture, of an ONNX model with input shapes, of buffers in
 //! MiniMalloc's CSV format), plan files
-//! that are not plans, and the generated completions and manual page.
+//! that are not plans, the generated completions and manual page, and
+//! `monitor --listen` serving Prometheus's text over HTTP.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -328,4 +329,72 @@ fn completions_and_manpage_are_generated() {
     assert!(o.status.success());
     let man = stdout(&o);
     assert!(man.contains(".TH nhbm 1") && man.contains("plan") && man.contains("Exit status"));
+}
+
+/// `GET path` from the server at `addr`: the status line and the body.
+fn http_get(addr: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+#[test]
+fn monitor_serves_prometheus_text_on_loopback_only() {
+    use std::io::BufRead;
+    let d = Dir::new("listen");
+    // Refused at once, not served.
+    let mut wild = Command::new(env!("CARGO_BIN_EXE_nhbm"))
+        .args(["monitor", "--prometheus", "--listen", "0.0.0.0:0"])
+        .current_dir(&d.0)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let refused = (0..50).find_map(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        wild.try_wait().unwrap()
+    });
+    if refused.is_none() {
+        wild.kill().unwrap();
+    }
+    let o = wild.wait_with_output().unwrap();
+    assert_eq!(refused.and_then(|s| s.code()), Some(1));
+    assert!(
+        stderr(&o).contains("not a loopback address"),
+        "{}",
+        stderr(&o)
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nhbm"))
+        .args(["monitor", "--prometheus", "--listen", "127.0.0.1:0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("nhbm: serving http://")
+        .and_then(|a| a.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    let (status, body) = http_get(&addr, "/metrics");
+    let (missing, _) = http_get(&addr, "/");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(status.contains(" 200"), "{status}");
+    assert!(missing.contains(" 404"), "{missing}");
+    // Every host has the count of processes it could not look at.
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap();
+    assert!(
+        scrape
+            .samples
+            .iter()
+            .any(|s| s.metric == "nhbm_hidden_processes"),
+        "{body}"
+    );
 }

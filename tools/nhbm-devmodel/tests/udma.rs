@@ -229,7 +229,11 @@ fn rings_wrap_with_their_phase_and_a_stale_slot_stops_the_queue() {
         assert!(r.copy(&pairs), "round {round}");
         assert_eq!(r.hbm(round * 96, 96), pattern(96, round as u8));
     }
-    assert_eq!(r.r(r.m2s(q::DRHP)), 1 | 3 << 30, "65 pairs: head 1, phase 3");
+    assert_eq!(
+        r.r(r.m2s(q::DRHP)),
+        1 | 3 << 30,
+        "65 pairs: head 1, phase 3"
+    );
     assert_eq!(r.r(r.unit + regs::STATE), 0, "idle");
     // A slot written in the previous pass's phase: the engine stops there.
     r.phase = (r.phase + 3) % 4;

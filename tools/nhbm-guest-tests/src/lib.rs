@@ -11,6 +11,8 @@
 //! - `nhbm-stress-test` (suite `nhbm_stress`, [`stress`]): isolation between
 //!   open files, fault injection through debugfs `fail_nth`, processes and
 //!   threads on both devices at once;
+//! - `nhbm-monitor-test` (suite `nhbm_monitor`, [`monitor`]): `nhbm ls`,
+//!   `monitor` and `top` while two tenant processes hold plans;
 //! - `nhbm-unplug-test` (suite `nhbm_unplug`, [`unplug`]): surprise removal
 //!   of `/dev/neuron_hbm1`, irreversible until the module is reloaded, so it
 //!   runs last.
@@ -42,10 +44,13 @@
 //! - [`loaded`]: the checks every loaded plan must pass;
 //! - [`kinds`]: the kind numbers of the real format, the one literal table;
 //! - [`mem`], [`sys`]: mappings with chosen protections, faulting pointers;
-//! - [`debugfs`], [`rng`]: the module's debugfs files, a seeded generator.
+//! - [`debugfs`], [`rng`]: the module's debugfs files, a seeded generator;
+//! - [`tenant`], [`pty`], [`as_user`]: a child process holding a plan, a
+//!   pseudo-terminal, a program run as another user.
 
 #![deny(missing_docs)]
 
+pub mod as_user;
 pub mod debugfs;
 pub mod fixtures;
 pub mod fuzz;
@@ -53,10 +58,13 @@ pub mod kinds;
 pub mod ktap;
 pub mod loaded;
 pub mod mem;
+pub mod monitor;
 pub mod pci;
+pub mod pty;
 pub mod rng;
 pub mod stress;
 pub mod suite;
 pub mod sys;
+pub mod tenant;
 pub mod uapi;
 pub mod unplug;

@@ -5,6 +5,8 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug
+# Pseudo-terminals, for the programs tested on one (nhbm top).
+mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
 # cgroup2, where the kernel has it (memory and dmem controller tests).
 [ -d /sys/fs/cgroup ] && mount -t cgroup2 cgroup2 /sys/fs/cgroup
 mkdir -p /tmp

@@ -33,7 +33,17 @@ mod tests {
             let mut out = Vec::new();
             completions(shell, &mut out).unwrap();
             let text = String::from_utf8(out).unwrap();
-            for word in ["nhbm", "plan", "validate", "load", "budget", "svg"] {
+            for word in [
+                "nhbm",
+                "plan",
+                "validate",
+                "load",
+                "budget",
+                "svg",
+                "monitor",
+                "prometheus",
+                "top",
+            ] {
                 assert!(text.contains(word), "{shell}: {word} missing");
             }
         }
@@ -48,7 +58,15 @@ mod tests {
             text.starts_with(".ie") || text.contains(".TH nhbm 1"),
             "{text}"
         );
-        for word in ["plan", "validate", "stats", "Exit status"] {
+        for word in [
+            "plan",
+            "validate",
+            "stats",
+            "Exit status",
+            "nhbm\\-ls",
+            "nhbm\\-monitor",
+            "nhbm\\-top",
+        ] {
             assert!(text.contains(word), "{word} missing");
         }
     }
