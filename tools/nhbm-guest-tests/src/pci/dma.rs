@@ -211,6 +211,45 @@ pub fn a_device_reset_sets_the_queue_up_again() -> TestResult {
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
 
+/// A device reset in the middle of a 32 MiB MEM_WRITE: the write ends
+/// with EIO (its plan's HBM is gone) or, had it finished first, 0; the
+/// engine is left with nothing half-done, and a new plan's bytes land.
+pub fn a_device_reset_in_the_middle_of_a_large_upload() -> TestResult {
+    let len = 32 * MIB;
+    let d = dev()?;
+    let c = control()?;
+    let blob = one_buffer(1, len).to_blob().ctx("build")?;
+    let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
+    let w = pattern(len, 9);
+    let pairs = c.read(DMA_PAIRS);
+    let (write, reset) = std::thread::scope(|s| {
+        let t = s.spawn(|| d.mem_write(p.plan_id, 1, 0, &w));
+        let started = wait_for(|| c.read(DMA_PAIRS) > pairs + 16);
+        let reset = started.then(|| d.reset(RESET_DEVICE, 0));
+        (t.join().ok(), reset)
+    });
+    match reset {
+        Some(r) => ensure_eq("RESET", r.ctx("RESET")?, 0)?,
+        None => return fail("the upload never reached the engine"),
+    }
+    match write {
+        Some(Ok(())) => {}
+        Some(r) => ensure_errno("MEM_WRITE cut by the reset", r, libc::EIO)?,
+        None => return fail("the writer panicked"),
+    }
+    let q = d.plan_load(&blob, 0).ctx("PLAN_LOAD after the reset")?;
+    let pa = d.resolve(q.plan_id, 1, 0, len).ctx("RESOLVE")?;
+    d.mem_write(q.plan_id, 1, len - 8, b"landed!!")
+        .ctx("MEM_WRITE after")?;
+    ensure_eq(
+        "HBM after the reset",
+        c.hbm_read(pa + len - 4),
+        u32::from_le_bytes(*b"ed!!"),
+    )?;
+    d.plan_unload(q.plan_id).ctx("PLAN_UNLOAD")?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
 /// One tenant's rounds of write-then-read of its own pattern.
 fn tenant_rounds(d: &Device, plan_id: u32, seed: u32) -> Result<(), String> {
     for round in 0..24u32 {
