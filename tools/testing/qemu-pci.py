@@ -60,6 +60,7 @@ def main():
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--append", default="")
     ap.add_argument("--cpu", default="max,-erms,-fsrm")
+    ap.add_argument("--machine", default="pc", help="QEMU machine type (q35 for an emulated IOMMU)")
     ap.add_argument("--qemu-args", default="", help="more QEMU arguments (firmware), split at spaces")
     a = ap.parse_args()
     if "phys-bits" not in a.cpu:
@@ -101,7 +102,7 @@ def main():
             "-m", str(a.mem), "-smp", "2", "-nographic", "-no-reboot", "-cpu", a.cpu,
             # Guest memory is shared with the device models (vfio-user DMA).
             "-object", f"memory-backend-memfd,id=mem,size={a.mem}M,share=on",
-            "-machine", "pc,memory-backend=mem",
+            "-machine", f"{a.machine},memory-backend=mem",
             "-kernel", f"{inside}/bzImage", "-initrd", f"{inside}/initrd",
             # pci=nocrs: the firmware's 64-bit window is sized to what it
             # placed itself and leaves no room to align a V2 function's

@@ -15,7 +15,9 @@
 # Mode distro is the check guest on another kernel: NHBM_KERNEL_IMAGE names its
 # image and NHBM_KO the module built for it; NHBM_GUEST_EXTRA names a
 # directory whose contents join the guest's root (the kernel's module tree,
-# modprobe), and NHBM_QEMU_ARGS adds QEMU arguments (firmware).
+# modprobe), and NHBM_QEMU_ARGS adds QEMU arguments (firmware);
+# NHBM_QEMU_MACHINE names the *-pci modes' machine type (pc; q35 for an
+# emulated IOMMU).
 # Mode distro-host boots that kernel as a Neuron host with two emulated V2
 # functions (guest/init-distro-host.sh; NHBM_GUEST_EXTRA brings udev, the
 # rules and the neuron stand-in).
@@ -82,7 +84,8 @@ case "$MODE" in
 	python3 "$HERE/qemu-pci.py" --root "$D13" --devmodel "${NHBM_DEVMODEL:?}" \
 		--kernel "$KERNEL_IMAGE" --initrd "$BUILD/initramfs-$MODE.cpio.gz" \
 		--log "$LOG" --mem "$MEM" --timeout "$TIMEOUT" --cpu "$QEMU_CPU" \
-		--functions "$functions" --append "${NHBM_QEMU_APPEND:-}" --qemu-args "${NHBM_QEMU_ARGS:-}"
+		--functions "$functions" --append "${NHBM_QEMU_APPEND:-}" --qemu-args "${NHBM_QEMU_ARGS:-}" \
+		--machine "${NHBM_QEMU_MACHINE:-pc}"
 	;;
 *)
 	timeout --foreground -k 10 "$TIMEOUT" qemu-system-x86_64 -m "$MEM" -smp 2 \

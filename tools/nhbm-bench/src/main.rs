@@ -3,10 +3,12 @@
 //! ```text
 //! nhbm-bench [DEVICE] [--models DIR] [--no-device] [--no-planner]
 //! nhbm-bench DEVICE --pci-write PCI_DEVICE [--bar4 FILE]
+//! nhbm-bench --pci-dma PCI_DEVICE [--bar4 FILE]
 //! ```
 //!
 //! With `--pci-write` only the figures of 9 run, DEVICE being a simulated
-//! device and PCI_DEVICE an emulated PCI function.
+//! device and PCI_DEVICE an emulated PCI function; with `--pci-dma` only
+//! those of 11.
 //!
 //! DEVICE defaults to `/dev/neuron_hbm0`, DIR (the model descriptions) to
 //! `/tests`. Every figure is a ratio of two things measured in the same run,
@@ -134,6 +136,13 @@
 //!     the simulated device mapped through the module against a memcpy
 //!     between two buffers, 9 repetitions in ABBA order after one untimed
 //!     pass of each, target >= 0.6.
+//! 11. In the same guest, the module loaded again with its DMA engine on
+//!     (src/dma.rs): `pci_dma_write_vs_bar_copy` / `pci_dma_read_vs_bar_copy`
+//!     (MEM_WRITE / MEM_READ of 64 MiB, which the function's engine moves,
+//!     against a libc memcpy into / out of the same bytes of the sysfs
+//!     mapping, 5 repetitions each in ABBA order, target >= 2.0) and
+//!     `pci_dma_cpu_per_byte` (the CPU time this process spent in those
+//!     MEM_WRITEs / in those memcpys, target <= 0.25).
 //!
 //! Diagnostics (`#` lines) that locate a cost without being figures: a
 //! 1-entry RESOLVE_BATCH (fixed against per-entry cost); a 10,000-variable
@@ -152,6 +161,7 @@ mod adversarial;
 mod bar;
 mod copies;
 mod device;
+mod dma;
 mod mapped;
 mod measure;
 mod planner;
@@ -204,6 +214,10 @@ struct Args {
     /// DEVICE and against its own BAR4 mapping
     #[arg(long, value_name = "PCI_DEVICE")]
     pci_write: Option<PathBuf>,
+    /// Only the DMA figures: this emulated PCI function, the module moving
+    /// its bytes with the DMA engine, against its own BAR4 mapping
+    #[arg(long, value_name = "PCI_DEVICE", conflicts_with = "pci_write")]
+    pci_dma: Option<PathBuf>,
     /// The PCI function's BAR4 resource file in sysfs (default: resource4_wc,
     /// else resource4, of the one function bound to neuron_hbm)
     #[arg(long, value_name = "FILE")]
@@ -315,6 +329,24 @@ fn device_figures(path: &Path, out: &mut Out) {
             out.figure(&i);
         }
         Err(e) => out.error(&["pointer_chain", "crafted_ids"], &e),
+    }
+}
+
+fn pci_dma_figures(pci: &Path, bar4: Option<&Path>, out: &mut Out) {
+    let names = [
+        "pci_dma_write_vs_bar_copy",
+        "pci_dma_read_vs_bar_copy",
+        "pci_dma_cpu_per_byte",
+    ];
+    let figs = Device::open_path(pci)
+        .map_err(std::io::Error::from)
+        .and_then(|p| {
+            let file = bar4.map_or_else(bar::find_bar4, |f| Ok(f.to_path_buf()))?;
+            dma::pci_dma_figures(&p, &file)
+        });
+    match figs {
+        Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
+        Err(e) => out.error(&names, &e),
     }
 }
 
@@ -604,6 +636,9 @@ fn main() -> ExitCode {
     let (_, ns) = measure::time_ns(|| {
         if let Some(pci) = &args.pci_write {
             return pci_figures(&device, pci, args.bar4.as_deref(), &mut out);
+        }
+        if let Some(pci) = &args.pci_dma {
+            return pci_dma_figures(pci, args.bar4.as_deref(), &mut out);
         }
         if !args.no_device {
             device_figures(&device, &mut out);

@@ -151,7 +151,7 @@ mod tests {
     use std::os::fd::FromRawFd;
     use std::os::unix::fs::FileExt;
 
-    pub(crate) fn memfd(len: u64) -> File {
+    fn memfd(len: u64) -> File {
         // SAFETY: a NUL-terminated name and valid flags.
         let fd = unsafe { libc::memfd_create(c"guest".as_ptr(), libc::MFD_CLOEXEC) };
         assert!(fd >= 0);
