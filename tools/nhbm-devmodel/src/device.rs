@@ -303,6 +303,10 @@ impl ServerBackend for NeuronFunction {
         fd: Option<File>,
     ) -> io::Result<()> {
         let Some(fd) = fd else {
+            eprintln!(
+                "nhbm-devmodel: DMA_MAP of {address:#x}+{size:#x} without a file: \
+                 out of the engines' reach"
+            );
             return Ok(());
         };
         let writable = flags.contains(DmaMapFlags::WRITE);
