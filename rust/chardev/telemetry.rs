@@ -10,7 +10,9 @@
 //! - `chunks`: every live chunk `ch region pa size`;
 //! - `kmem`: `plans <n> vars <n> bytes <n>`, kernel memory of plan bookkeeping;
 //! - `fail_nth` (rw), `fail_points` (ro): fault injection, see [`crate::device::fault`];
-//! - `unplug` (wo): writing 1 simulates surprise removal of a simulated device.
+//! - `unplug` (wo): writing 1 simulates surprise removal of a simulated device;
+//! - `state`: `ready`, `resetting`, `unknown` (the last device reset
+//!   failed) or `removed`.
 
 use crate::{device::Device, pool::tree_batch::walk};
 use core::fmt::{self, Formatter};
@@ -38,6 +40,8 @@ pub(crate) struct Telemetry {
     fail_points: File<Arc<Device>>,
     #[pin]
     unplug: File<Arc<Device>>,
+    #[pin]
+    state: File<Arc<Device>>,
     dir: Dir,
 }
 
@@ -58,6 +62,7 @@ impl Telemetry {
             ),
             fail_points <- dir.read_callback_file(c"fail_points", dev.clone(), &show_fail_points),
             unplug <- dir.write_callback_file(c"unplug", dev.clone(), &set_unplug),
+            state <- dir.read_callback_file(c"state", dev.clone(), &show_state),
             dir,
         })
     }
@@ -117,6 +122,10 @@ fn show_kmem(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
         },
     )?;
     writeln!(f, "plans {} vars {} bytes {}", count, vars, bytes)
+}
+
+fn show_state(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
+    writeln!(f, "{}", dev.reset_state())
 }
 
 fn show_fail_nth(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {

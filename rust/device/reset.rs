@@ -81,6 +81,23 @@ impl WorkItem for ResetJob {
 }
 
 impl Device {
+    /// The device's state as an administrator reads it (debugfs `state`):
+    /// `removed` once it is gone, `resetting` while a reset runs, `unknown`
+    /// after a device reset that failed (until one succeeds), else `ready`.
+    pub(crate) fn reset_state(&self) -> &'static str {
+        if !self.io().is_present() {
+            return "removed";
+        }
+        let g = self.gate.lock();
+        if g.resetting {
+            "resetting"
+        } else if g.unknown {
+            "unknown"
+        } else {
+            "ready"
+        }
+    }
+
     /// The reset epoch a plan staged now records: waits (`EINTR` on a
     /// signal) for a device reset under way to end; `EIO` in "reset state
     /// unknown".
@@ -390,6 +407,7 @@ mod tests {
     fn failed_device_reset_leaves_the_state_unknown() -> Result {
         let dev = Device::new_test_sim(1)?;
         let staged = dev.ready_epoch()?;
+        assert_eq!(dev.reset_state(), "ready");
         let sim = dev.sim().ok_or(EINVAL)?;
         sim.set_fw_script(FwScript {
             ready_on_poll: 0,
@@ -399,6 +417,7 @@ mod tests {
             Device::reset(&dev, ResetKind::Device, 0, false).err(),
             Some(ETIMEDOUT)
         );
+        assert_eq!(dev.reset_state(), "unknown");
         // Every plan and every new load answers EIO ...
         assert_eq!(dev.check_epoch(staged), Err(EIO));
         assert_eq!(dev.ready_epoch(), Err(EIO));
@@ -408,6 +427,7 @@ mod tests {
         assert_eq!(dev.ready_epoch(), Err(EIO));
         // ... a device reset that succeeds does.
         Device::reset(&dev, ResetKind::Device, 0, false)?;
+        assert_eq!(dev.reset_state(), "ready");
         let now = dev.ready_epoch()?;
         assert!(dev.write(now, GIB, b"x").is_ok());
         assert_eq!(dev.check_epoch(staged), Err(EIO));

@@ -73,7 +73,11 @@ impl View<'_> {
         let (used, exact) = d.used_bytes();
         let state = match d.state {
             DeviceState::Ready => Color::Green,
-            DeviceState::Removed | DeviceState::NoAccess | DeviceState::Unanswered => Color::Red,
+            DeviceState::Resetting => Color::Yellow,
+            DeviceState::Removed
+            | DeviceState::NoAccess
+            | DeviceState::Unanswered
+            | DeviceState::ResetStateUnknown => Color::Red,
         };
         out.push(Line::from(vec![
             Span::styled(

@@ -1,6 +1,6 @@
 //! The live plans of each device by the process that loaded them, from
-//! debugfs's `plans` (`pid plan_id vars bytes kmem` a line), which only
-//! root may read.
+//! debugfs's `plans` (`pid plan_id vars bytes kmem` a line), and its reset
+//! state, from `state`: files only root may read.
 
 use std::collections::HashMap;
 use std::fs;
@@ -34,6 +34,13 @@ pub fn plans_by_pid(devices: &[DeviceCensus]) -> Option<Plans> {
         }
     }
     Some(Plans(out))
+}
+
+/// Device `name`'s state as debugfs's `state` says, `None` where it cannot
+/// be read (not root, no debugfs).
+pub fn state(name: &str) -> Option<super::facts::DeviceState> {
+    let text = fs::read_to_string(format!("{DEBUGFS}/{name}/state")).ok()?;
+    super::facts::DeviceState::from_debugfs(&text)
 }
 
 /// The process of task `pid` (the loader may have been any of its

@@ -92,7 +92,7 @@ fn ask(d: &mut DeviceCensus, device_usage: bool) {
             return;
         }
     };
-    d.state = DeviceState::Ready;
+    d.state = super::debugfs::state(&d.name()).unwrap_or(DeviceState::Ready);
     for c in &mut d.channels {
         c.total_bytes = Some(channel_sum(&stats, c.channel, |p| p.total));
         c.used_bytes = device_usage.then(|| channel_sum(&stats, c.channel, |p| p.used));

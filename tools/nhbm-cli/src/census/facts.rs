@@ -55,6 +55,11 @@ pub struct DeviceCensus {
 pub enum DeviceState {
     /// DEVICE_INFO answered.
     Ready,
+    /// A reset runs (root's debugfs `state` says so).
+    Resetting,
+    /// The last device reset failed: no plan's HBM can be trusted until a
+    /// device reset succeeds (root's debugfs `state` says so).
+    ResetStateUnknown,
     /// The device was removed (ENODEV); its node stays until every file of
     /// it is closed.
     Removed,
@@ -65,10 +70,24 @@ pub enum DeviceState {
 }
 
 impl DeviceState {
+    /// The state debugfs's `state` file names, for a device whose node
+    /// answered; `None` for a word it does not know.
+    pub fn from_debugfs(word: &str) -> Option<DeviceState> {
+        Some(match word.trim() {
+            "ready" => DeviceState::Ready,
+            "resetting" => DeviceState::Resetting,
+            "unknown" => DeviceState::ResetStateUnknown,
+            "removed" => DeviceState::Removed,
+            _ => return None,
+        })
+    }
+
     /// The state as JSON, Prometheus's labels and the screen name it.
     pub fn as_str(self) -> &'static str {
         match self {
             DeviceState::Ready => "ready",
+            DeviceState::Resetting => "resetting",
+            DeviceState::ResetStateUnknown => "reset_state_unknown",
             DeviceState::Removed => "removed",
             DeviceState::NoAccess => "no_access",
             DeviceState::Unanswered => "unanswered",
@@ -193,5 +212,33 @@ impl Census {
             self.devices.retain(|d| d.index == i);
         }
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DeviceState;
+
+    #[test]
+    fn debugfs_states_name_the_reset_states() {
+        assert_eq!(
+            DeviceState::from_debugfs("ready\n"),
+            Some(DeviceState::Ready)
+        );
+        assert_eq!(
+            DeviceState::from_debugfs("resetting\n"),
+            Some(DeviceState::Resetting)
+        );
+        let unknown = DeviceState::from_debugfs("unknown\n");
+        assert_eq!(unknown, Some(DeviceState::ResetStateUnknown));
+        assert_eq!(
+            unknown.map(DeviceState::as_str),
+            Some("reset_state_unknown")
+        );
+        assert_eq!(
+            DeviceState::from_debugfs("removed"),
+            Some(DeviceState::Removed)
+        );
+        assert_eq!(DeviceState::from_debugfs("sleeping"), None);
     }
 }
