@@ -15,6 +15,7 @@ use std::fmt;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
+use crate::bestfit::Limit;
 use crate::desc::{Io, Model, Tensor};
 use crate::exact::{self, Budget, Buffer, Stop};
 use crate::improve;
@@ -22,6 +23,19 @@ use crate::model::*;
 use crate::portfolio;
 use crate::search;
 use crate::window;
+
+/// Placed buffers the greedy placements and the iterated greedy of one
+/// memory may look at together ([`Limit::looks`]), per buffer of it: their
+/// work, and so their time, linear in the buffers (about 0.1 s per 1,000
+/// buffers on this project's host), and their plan the same on a busy
+/// machine as on an idle one.
+pub const LOOKS_PER_BUFFER: u64 = 50_000;
+
+/// Buffers per node of the searches of exact's windows together: a node
+/// costs time in proportion to its window's buffers, so this keeps their
+/// work linear in the buffers (0.2 s at 10,000 buffers on this project's
+/// host, where the default node budget took 3 s).
+pub const WINDOW_BUFFERS_PER_NODE: u64 = 5;
 
 /// A plan that cannot be made within the constraints.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -610,10 +624,21 @@ impl Packer<'_> {
             if p.high_water[mi] <= enough {
                 continue;
             }
-            if let Some(mut s) = portfolio::best(&bufs, Some(times), enough, deadlines.0) {
+            // Half the looks for the greedy placements, the rest (at least
+            // half) for the iterated greedy.
+            let looks = LOOKS_PER_BUFFER * ks.len() as u64;
+            let mut first = Limit {
+                deadline: deadlines.0,
+                looks: looks / 2,
+            };
+            if let Some(mut s) = portfolio::best(&bufs, Some(times), enough, &mut first) {
                 if let Some(o) = opts {
                     let moves = (moves(o, ks.len()).0, o.max_stall_iterations.into(), o.seed);
-                    s = improve::improve(&bufs, s, moves, (enough, deadlines.1));
+                    let mut rest = Limit {
+                        deadline: deadlines.1,
+                        looks: looks / 2 + first.looks,
+                    };
+                    s = improve::improve(&bufs, s, moves, (enough, &mut rest));
                 }
                 p.set_if_lower(mi, &ks, s.offsets, s.high_water);
             }
@@ -720,6 +745,9 @@ impl Packer<'_> {
     ) -> Vec<Option<(u64, Option<Stop>)>> {
         let mut first = *budget;
         first.deadline = slice(budget.deadline, (1, 3));
+        first.nodes = first
+            .nodes
+            .min(self.items.len() as u64 / WINDOW_BUFFERS_PER_NODE);
         let mut spent_in = vec![None; self.model.memories.len()];
         for (mi, c) in self.model.memories.iter().enumerate() {
             let (ks, bufs) = self.buffers_in(p, mi, c.name);
@@ -787,7 +815,14 @@ fn exact_window(
     spent: &mut (u64, Option<Stop>),
 ) -> Vec<u64> {
     let (wb, base, share) = window;
-    let (start, d) = climb_window(window, opts, budget.deadline, enough);
+    // Straight from greedy_by_size to the search: hill_climb in every
+    // window took longer than the search and lowered no window of the
+    // traces, pipeline schedules or hard instances.
+    let greedy = PlannerOptions {
+        iterations: 0,
+        ..*opts
+    };
+    let (start, d) = climb_window(window, &greedy, budget.deadline, enough);
     let height = top(wb, start.iter().copied());
     // exact packs the window on a flat floor, the highest: worth it only
     // where that can still come out lower.
