@@ -606,7 +606,9 @@ impl Packer<'_> {
     /// [`Self::seed`] by `deadlines.0`, each seed then improved by
     /// [`improve::improve`] until `deadlines.1` with `opts`'s moves (per
     /// 100 items), moves without gain (`max_stall_iterations`, not per 100
-    /// items) and seed, where `opts` is given.
+    /// items) and seed, where `opts` is given. Per memory, the greedy
+    /// placements may look at half of [`LOOKS_PER_BUFFER`] per item, the
+    /// iterated greedy at what they leave of it.
     fn seed_and_improve(
         &self,
         p: &mut Placement,
@@ -733,9 +735,10 @@ impl Packer<'_> {
 
     /// Every memory of `p` planned in windows ([`window::plan`]) by the
     /// first third of the time left to `budget`'s deadline, each window's
-    /// items by greedy_by_size, hill_climb, then [`exact::minimize`], with
-    /// a share of the node budget and of that time as large as its share
-    /// of the items left, kept where lower; per memory with items, the
+    /// items by greedy_by_size then [`exact::minimize`], with a share of
+    /// the node budget (at most a node per [`WINDOW_BUFFERS_PER_NODE`]
+    /// items) and of that time as large as its share of the items left,
+    /// kept where lower; per memory with items, the
     /// nodes spent (taken from `budget`) and what stopped a search first.
     fn windows_exact(
         &self,
@@ -803,8 +806,9 @@ fn climb_window(
     (climb(wb, g, opts, (d, enough), base), d)
 }
 
-/// One window of exact's plan in windows: [`climb_window`], then
-/// [`exact::minimize`] on a flat floor, within the window's share of
+/// One window of exact's plan in windows: [`climb_window`] without
+/// hill_climb's moves (greedy_by_size), then [`exact::minimize`] on a
+/// flat floor, within the window's share of
 /// `budget`'s nodes (`spent` counts the nodes used on, and keeps what
 /// stopped a search first).
 fn exact_window(
