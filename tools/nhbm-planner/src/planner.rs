@@ -31,6 +31,13 @@ use crate::window;
 /// machine as on an idle one.
 pub const LOOKS_PER_BUFFER: u64 = 50_000;
 
+/// Buffers hill_climb over a whole memory may decode, over all its moves
+/// (a move decodes every buffer): at most this over the memory's buffers
+/// moves, the options' moves up to 316 buffers. Over that, the default
+/// moves took the whole 10 s limit on 1,000 buffers and left the search
+/// that follows 64 nodes.
+pub const CLIMB_WORK: u64 = 1_000_000;
+
 /// Buffers per node of the searches of exact's windows together: a node
 /// costs time in proportion to its window's buffers, so this keeps their
 /// work linear in the buffers (0.2 s at 10,000 buffers on this project's
@@ -584,15 +591,17 @@ impl Packer<'_> {
     }
 
     /// Each memory of `p` repacked by [`search::pack`] by `deadline`,
-    /// where that is lower.
+    /// where that is lower, within [`CLIMB_WORK`] buffers decoded.
     fn climb_each(&self, p: &mut Placement, opts: &PlannerOptions, deadline: Instant) {
         for (mi, c) in self.model.memories.iter().enumerate() {
             let (ks, bufs) = self.buffers_in(p, mi, c.name);
             if ks.len() < 2 || opts.iterations == 0 {
                 continue;
             }
-            let (hwm, offsets) =
-                search::pack(&bufs, moves(opts, ks.len()), opts.seed, (deadline, 0), None);
+            let cap = CLIMB_WORK / ks.len() as u64;
+            let (m, stall) = moves(opts, ks.len());
+            let moves = (m.min(cap), stall.min(cap));
+            let (hwm, offsets) = search::pack(&bufs, moves, opts.seed, (deadline, 0), None);
             p.set_if_lower(mi, &ks, offsets, hwm);
         }
     }
