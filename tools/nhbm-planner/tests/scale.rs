@@ -102,7 +102,7 @@ fn ten_thousand_tensors_of_any_shape_plan_the_same_whatever_the_limit() {
             let mp = plan(m, MemoryPlannerType::Exact, &opts).unwrap();
             let took = t.elapsed();
             println!("{}: {took:?} under a {limit} ms limit", m.name());
-            // Five times the idle host's time: still far from the limit.
+            // Five times the time measured here: still far from the limit.
             assert!(took < Duration::from_secs(8), "{}: {took:?}", m.name());
             packings.push(planner::scratch_packing(m, &mp, MemoryType::Hbm(0)));
         }
