@@ -26,10 +26,10 @@ use crate::window;
 
 /// Placed buffers the greedy placements and the iterated greedy of one
 /// memory may look at together ([`Limit::looks`]), per buffer of it: their
-/// work, and so their time, linear in the buffers (about 0.1 s per 1,000
+/// work, and so their time, linear in the buffers (about 0.05 s per 1,000
 /// buffers on this project's host), and their plan the same on a busy
 /// machine as on an idle one.
-pub const LOOKS_PER_BUFFER: u64 = 50_000;
+pub const LOOKS_PER_BUFFER: u64 = 25_000;
 
 /// hill_climb over a whole memory before exact's search makes at most
 /// this over the memory's buffers moves (the options' moves up to 316

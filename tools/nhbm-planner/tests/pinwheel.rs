@@ -5,7 +5,7 @@
 //! best fit as an allocator runs it. Timed, so in release builds only
 //! (`host-tests.sh` runs this crate's tests in one).
 //!
-//! Measured on this project's host: 1.1427 and 1.2973 of the optimum,
+//! Measured on this project's host: 1.1427 and 1.2975 of the optimum,
 //! where best fit is at 1.6397 and 1.8128; both end by themselves, the
 //! 1,000 by exact's node budget (hill_climb before the search is bounded
 //! by [`planner::CLIMB_WORK`]: with the options' moves alone it took the
