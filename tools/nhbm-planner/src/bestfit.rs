@@ -86,30 +86,34 @@ impl Placed {
         }
     }
 
-    /// The lowest aligned offset where `b` overlaps nothing placed.
-    fn lowest(&self, b: &Buffer) -> u64 {
+    /// The lowest aligned offset where `b` overlaps nothing placed, and
+    /// how many placed buffers that looked at.
+    fn lowest(&self, b: &Buffer) -> (u64, u64) {
         let align = b.align.max(1);
-        let mut at = 0u64;
+        let (mut at, mut looked) = (0u64, 0u64);
         for x in &self.blocks {
             for i in 0..x.offset.len() {
                 if x.offset[i] >= at + b.size {
-                    return at;
+                    return (at, looked + i as u64 + 1);
                 }
                 if x.first[i] <= b.last && b.first <= x.last[i] {
                     at = at.max(align_up(x.end[i], align));
                 }
             }
+            looked += x.offset.len() as u64;
         }
-        at
+        (at, looked)
     }
 
     /// The aligned offset in the smallest gap `b` fits in between the
     /// buffers placed that live at the same time (the lowest such gap),
-    /// else on top of them.
-    fn tightest(&self, b: &Buffer) -> u64 {
+    /// else on top of them; and how many placed buffers that looked at
+    /// (all of them).
+    fn tightest(&self, b: &Buffer) -> (u64, u64) {
         let align = b.align.max(1);
-        let (mut reach, mut best) = (0u64, None::<(u64, u64)>);
+        let (mut reach, mut best, mut looked) = (0u64, None::<(u64, u64)>, 0u64);
         for x in &self.blocks {
+            looked += x.offset.len() as u64;
             for i in 0..x.offset.len() {
                 if x.first[i] > b.last || b.first > x.last[i] {
                     continue;
@@ -122,41 +126,70 @@ impl Placed {
                 reach = reach.max(x.end[i]);
             }
         }
-        best.map_or(align_up(reach, align), |(_, at)| at)
+        (best.map_or(align_up(reach, align), |(_, at)| at), looked)
+    }
+}
+
+/// What a placement may spend: it stops at `deadline` (read every
+/// [`CLOCK_STEP`] placements) or once its placements have looked at
+/// `looks` placed buffers, a count that is the same on every machine and
+/// at any load, and that the time a placement takes is proportional to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// When to stop, whatever is left of `looks`.
+    pub deadline: Instant,
+    /// Placed buffers the placements may still look at.
+    pub looks: u64,
+}
+
+impl Limit {
+    /// `deadline` alone.
+    pub fn until(deadline: Instant) -> Limit {
+        Limit {
+            deadline,
+            looks: u64::MAX,
+        }
     }
 }
 
 /// The offsets of `bufs` placed one at a time in `order` by `rule`; none
-/// if `deadline` passes first.
-pub fn place(bufs: &[Buffer], order: &[usize], rule: Rule, deadline: Instant) -> Option<Vec<u64>> {
+/// if `limit` is reached first (what was spent is taken from it).
+pub fn place(bufs: &[Buffer], order: &[usize], rule: Rule, limit: &mut Limit) -> Option<Vec<u64>> {
     let mut offsets = vec![0u64; bufs.len()];
-    resume(bufs, (order, 0), rule, &mut offsets, deadline).then_some(offsets)
+    resume(bufs, (order, 0), rule, &mut offsets, limit).then_some(offsets)
 }
 
 /// [`place`] from position `from` of `order` on: the buffers before it
 /// stay at their `offsets` (as a placement in `order` put them), the
-/// others are placed anew into `offsets`; false if `deadline` passes
-/// first (`offsets` is then part old, part new).
+/// others are placed anew into `offsets`; false if `limit` is reached
+/// first (`offsets` is then part old, part new). What was spent is taken
+/// from `limit`.
 pub fn resume(
     bufs: &[Buffer],
     (order, from): (&[usize], usize),
     rule: Rule,
     offsets: &mut [u64],
-    deadline: Instant,
+    limit: &mut Limit,
 ) -> bool {
     let mut placed = Placed::default();
     for &k in &order[..from] {
         placed.add(&bufs[k], offsets[k]);
     }
     for (n, &k) in order[from..].iter().enumerate() {
-        if n % CLOCK_STEP == CLOCK_STEP - 1 && Instant::now() >= deadline {
+        if n % CLOCK_STEP == CLOCK_STEP - 1 && Instant::now() >= limit.deadline {
             return false;
         }
         let b = &bufs[k];
-        offsets[k] = match rule {
+        let (at, looked) = match rule {
             Rule::Lowest => placed.lowest(b),
             Rule::Tightest => placed.tightest(b),
         };
+        if looked > limit.looks {
+            limit.looks = 0;
+            return false;
+        }
+        limit.looks -= looked;
+        offsets[k] = at;
         placed.add(b, offsets[k]);
     }
     true
@@ -170,8 +203,8 @@ mod tests {
     use crate::window;
     use std::time::Duration;
 
-    fn far() -> Instant {
-        Instant::now() + Duration::from_secs(60)
+    fn far() -> Limit {
+        Limit::until(Instant::now() + Duration::from_secs(60))
     }
 
     #[test]
@@ -182,7 +215,7 @@ mod tests {
             let mut order: Vec<usize> = (0..n).collect();
             order.sort_by_key(|&k| std::cmp::Reverse(bufs[k].size));
             for rule in [Rule::Lowest, Rule::Tightest] {
-                let o = place(&bufs, &order, rule, far()).unwrap();
+                let o = place(&bufs, &order, rule, &mut far()).unwrap();
                 assert!(window::is_packing(&bufs, &o), "{n} {rule:?}");
             }
         }
@@ -208,7 +241,7 @@ mod tests {
         ];
         let order = [0, 1, 2, 3, 4];
         for rule in [Rule::Lowest, Rule::Tightest] {
-            let o = place(&bufs, &order, rule, far()).unwrap();
+            let o = place(&bufs, &order, rule, &mut far()).unwrap();
             assert_eq!(o[..4], [0, 30, 35, 45], "{rule:?}");
             let want = if rule == Rule::Lowest { 0 } else { 35 };
             assert_eq!(o[4], want, "{rule:?}");
@@ -221,13 +254,13 @@ mod tests {
         let bufs = random_buffers(&mut rng, 500, (200, 50), 3000, 2);
         let order: Vec<usize> = (0..bufs.len()).rev().collect();
         for rule in [Rule::Lowest, Rule::Tightest] {
-            let whole = place(&bufs, &order, rule, far()).unwrap();
+            let whole = place(&bufs, &order, rule, &mut far()).unwrap();
             let mut part = whole.clone();
             // What follows the prefix is placed anew, whatever it held.
             for &k in &order[200..] {
                 part[k] = 7;
             }
-            assert!(resume(&bufs, (&order, 200), rule, &mut part, far()));
+            assert!(resume(&bufs, (&order, 200), rule, &mut part, &mut far()));
             assert_eq!(part, whole, "{rule:?}");
         }
     }
@@ -237,6 +270,32 @@ mod tests {
         let mut rng = SplitMix64(3);
         let bufs = random_buffers(&mut rng, 2 * CLOCK_STEP, (100, 30), 100, 1);
         let order: Vec<usize> = (0..bufs.len()).collect();
-        assert!(place(&bufs, &order, Rule::Lowest, Instant::now()).is_none());
+        let now = Limit::until(Instant::now());
+        assert!(place(&bufs, &order, Rule::Lowest, &mut now.clone()).is_none());
+    }
+
+    #[test]
+    fn a_placement_stops_where_its_looks_run_out() {
+        let mut rng = SplitMix64(5);
+        let bufs = random_buffers(&mut rng, 400, (100, 30), 1000, 1);
+        let order: Vec<usize> = (0..bufs.len()).collect();
+        for rule in [Rule::Lowest, Rule::Tightest] {
+            let mut limit = far();
+            let whole = place(&bufs, &order, rule, &mut limit).unwrap();
+            let spent = u64::MAX - limit.looks;
+            assert!(spent > 0, "{rule:?}");
+            // The same count every time: exactly enough, then one short.
+            let mut just = Limit {
+                looks: spent,
+                ..far()
+            };
+            assert_eq!(place(&bufs, &order, rule, &mut just), Some(whole));
+            assert_eq!(just.looks, 0, "{rule:?}");
+            let mut short = Limit {
+                looks: spent - 1,
+                ..far()
+            };
+            assert!(place(&bufs, &order, rule, &mut short).is_none(), "{rule:?}");
+        }
     }
 }

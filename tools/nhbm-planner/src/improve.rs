@@ -18,7 +18,7 @@
 
 use std::time::Instant;
 
-use crate::bestfit;
+use crate::bestfit::{self, Limit};
 use crate::exact::{high_water, Buffer};
 use crate::portfolio::Seed;
 use crate::rng::SplitMix64;
@@ -45,13 +45,14 @@ fn earlier(rng: &mut SplitMix64, i: usize, n: usize) -> usize {
 }
 
 /// `start` improved as the module comment says, within `moves` moves,
-/// `stall` of them in a row without a lower cost, and by `deadline`,
+/// `stall` of them in a row without a lower cost, and `limit` (a move cut
+/// short by it is dropped; what the moves spent is taken from it),
 /// stopping at `enough` bytes; never higher than `start`.
 pub fn improve(
     bufs: &[Buffer],
     start: Seed,
     (moves, stall, seed): (u64, u64, u64),
-    (enough, deadline): (u64, Instant),
+    (enough, limit): (u64, &mut Limit),
 ) -> Seed {
     let mut rng = SplitMix64(seed);
     let mut cur = start;
@@ -59,7 +60,7 @@ pub fn improve(
     let mut offsets = cur.offsets.clone();
     let mut stalled = 0;
     for _ in 0..moves {
-        if cur.high_water <= enough || stalled >= stall || Instant::now() >= deadline {
+        if cur.high_water <= enough || stalled >= stall || Instant::now() >= limit.deadline {
             break;
         }
         stalled += 1;
@@ -79,7 +80,7 @@ pub fn improve(
         let mut order = cur.order.clone();
         order[j..=i].rotate_right(1);
         offsets.copy_from_slice(&cur.offsets);
-        if !bestfit::resume(bufs, (&order, j), cur.rule, &mut offsets, deadline) {
+        if !bestfit::resume(bufs, (&order, j), cur.rule, &mut offsets, limit) {
             break;
         }
         let c = cost(bufs, &offsets);
@@ -107,22 +108,23 @@ mod tests {
     #[test]
     fn moves_never_raise_the_arena_and_can_lower_it() {
         let mut rng = SplitMix64(17);
-        let far = Instant::now() + Duration::from_secs(60);
+        let far = Limit::until(Instant::now() + Duration::from_secs(60));
         let mut lowered = 0;
         for _ in 0..5 {
             let bufs = random_buffers(&mut rng, 300, (200, 60), 5000, 1);
-            let start = portfolio::best(&bufs, None, 0, far).unwrap();
-            let better = improve(&bufs, start.clone(), (500, 500, 1), (0, far));
+            let start = portfolio::best(&bufs, None, 0, &mut far.clone()).unwrap();
+            let better = improve(&bufs, start.clone(), (500, 500, 1), (0, &mut far.clone()));
             assert!(window::is_packing(&bufs, &better.offsets));
             assert_eq!(better.high_water, high_water(&bufs, &better.offsets));
-            let again = bestfit::place(&bufs, &better.order, better.rule, far).unwrap();
+            let again =
+                bestfit::place(&bufs, &better.order, better.rule, &mut far.clone()).unwrap();
             assert_eq!(
                 again, better.offsets,
                 "the order kept makes the packing kept"
             );
             assert!(better.high_water <= start.high_water);
             lowered += usize::from(better.high_water < start.high_water);
-            let same = improve(&bufs, start.clone(), (500, 500, 1), (0, far));
+            let same = improve(&bufs, start.clone(), (500, 500, 1), (0, &mut far.clone()));
             assert_eq!(same, better, "seeded: the same packing");
         }
         assert!(lowered >= 3, "{lowered} of 5 lowered");

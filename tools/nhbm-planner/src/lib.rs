@@ -12,7 +12,7 @@
 //! ([`exact`]) from hill_climb's packing; above that, a plan in windows
 //! of time ([`window`]) and, where it is above the lower bound, iterated
 //! greedy over the best greedy order ([`improve`]). MiniMalloc-format instances ([`minimalloc`]) and
-//! generated ones ([`hard`], [`llm`], [`schedules`]) test it.
+//! generated ones ([`hard`], [`pinwheel`], [`llm`], [`schedules`]) test it.
 
 pub mod bestfit;
 pub mod desc;
@@ -24,6 +24,7 @@ pub mod lower;
 pub mod minimalloc;
 pub mod model;
 pub mod orders;
+pub mod pinwheel;
 pub mod planner;
 pub mod portfolio;
 pub mod rng;

@@ -15,6 +15,7 @@ use std::fmt;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
+use crate::bestfit::Limit;
 use crate::desc::{Io, Model, Tensor};
 use crate::exact::{self, Budget, Buffer, Stop};
 use crate::improve;
@@ -22,6 +23,27 @@ use crate::model::*;
 use crate::portfolio;
 use crate::search;
 use crate::window;
+
+/// Placed buffers the greedy placements and the iterated greedy of one
+/// memory may look at together ([`Limit::looks`]), per buffer of it: their
+/// work, and so their time, linear in the buffers (about 0.05 s per 1,000
+/// buffers on this project's host), and their plan the same on a busy
+/// machine as on an idle one.
+pub const LOOKS_PER_BUFFER: u64 = 25_000;
+
+/// hill_climb over a whole memory before exact's search makes at most
+/// this over the memory's buffers moves (the options' moves up to 316
+/// buffers): a move decodes every buffer, and its four rounds take half
+/// the moves each, so it decodes at most twice this many buffers (3.7 s
+/// on this project's loaded host). Over that, the default moves took the
+/// whole 10 s limit on 1,000 buffers and left the search 64 nodes.
+pub const CLIMB_WORK: u64 = 1_000_000;
+
+/// Buffers per node of the searches of exact's windows together: a node
+/// costs time in proportion to its window's buffers, so this keeps their
+/// work linear in the buffers (0.2 s at 10,000 buffers on this project's
+/// host, where the default node budget took 3 s).
+pub const WINDOW_BUFFERS_PER_NODE: u64 = 5;
 
 /// A plan that cannot be made within the constraints.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -570,15 +592,17 @@ impl Packer<'_> {
     }
 
     /// Each memory of `p` repacked by [`search::pack`] by `deadline`,
-    /// where that is lower.
+    /// where that is lower, within [`CLIMB_WORK`] buffers decoded.
     fn climb_each(&self, p: &mut Placement, opts: &PlannerOptions, deadline: Instant) {
         for (mi, c) in self.model.memories.iter().enumerate() {
             let (ks, bufs) = self.buffers_in(p, mi, c.name);
             if ks.len() < 2 || opts.iterations == 0 {
                 continue;
             }
-            let (hwm, offsets) =
-                search::pack(&bufs, moves(opts, ks.len()), opts.seed, (deadline, 0), None);
+            let cap = CLIMB_WORK / ks.len() as u64;
+            let (m, stall) = moves(opts, ks.len());
+            let moves = (m.min(cap), stall.min(cap));
+            let (hwm, offsets) = search::pack(&bufs, moves, opts.seed, (deadline, 0), None);
             p.set_if_lower(mi, &ks, offsets, hwm);
         }
     }
@@ -592,7 +616,9 @@ impl Packer<'_> {
     /// [`Self::seed`] by `deadlines.0`, each seed then improved by
     /// [`improve::improve`] until `deadlines.1` with `opts`'s moves (per
     /// 100 items), moves without gain (`max_stall_iterations`, not per 100
-    /// items) and seed, where `opts` is given.
+    /// items) and seed, where `opts` is given. Per memory, the greedy
+    /// placements may look at half of [`LOOKS_PER_BUFFER`] per item, the
+    /// iterated greedy at what they leave of it.
     fn seed_and_improve(
         &self,
         p: &mut Placement,
@@ -610,10 +636,21 @@ impl Packer<'_> {
             if p.high_water[mi] <= enough {
                 continue;
             }
-            if let Some(mut s) = portfolio::best(&bufs, Some(times), enough, deadlines.0) {
+            // Half the looks for the greedy placements, the rest (at least
+            // half) for the iterated greedy.
+            let looks = LOOKS_PER_BUFFER * ks.len() as u64;
+            let mut first = Limit {
+                deadline: deadlines.0,
+                looks: looks / 2,
+            };
+            if let Some(mut s) = portfolio::best(&bufs, Some(times), enough, &mut first) {
                 if let Some(o) = opts {
                     let moves = (moves(o, ks.len()).0, o.max_stall_iterations.into(), o.seed);
-                    s = improve::improve(&bufs, s, moves, (enough, deadlines.1));
+                    let mut rest = Limit {
+                        deadline: deadlines.1,
+                        looks: looks / 2 + first.looks,
+                    };
+                    s = improve::improve(&bufs, s, moves, (enough, &mut rest));
                 }
                 p.set_if_lower(mi, &ks, s.offsets, s.high_water);
             }
@@ -708,9 +745,10 @@ impl Packer<'_> {
 
     /// Every memory of `p` planned in windows ([`window::plan`]) by the
     /// first third of the time left to `budget`'s deadline, each window's
-    /// items by greedy_by_size, hill_climb, then [`exact::minimize`], with
-    /// a share of the node budget and of that time as large as its share
-    /// of the items left, kept where lower; per memory with items, the
+    /// items by greedy_by_size then [`exact::minimize`], with a share of
+    /// the node budget (at most a node per [`WINDOW_BUFFERS_PER_NODE`]
+    /// items) and of that time as large as its share of the items left,
+    /// kept where lower; per memory with items, the
     /// nodes spent (taken from `budget`) and what stopped a search first.
     fn windows_exact(
         &self,
@@ -720,6 +758,9 @@ impl Packer<'_> {
     ) -> Vec<Option<(u64, Option<Stop>)>> {
         let mut first = *budget;
         first.deadline = slice(budget.deadline, (1, 3));
+        first.nodes = first
+            .nodes
+            .min(self.items.len() as u64 / WINDOW_BUFFERS_PER_NODE);
         let mut spent_in = vec![None; self.model.memories.len()];
         for (mi, c) in self.model.memories.iter().enumerate() {
             let (ks, bufs) = self.buffers_in(p, mi, c.name);
@@ -775,8 +816,9 @@ fn climb_window(
     (climb(wb, g, opts, (d, enough), base), d)
 }
 
-/// One window of exact's plan in windows: [`climb_window`], then
-/// [`exact::minimize`] on a flat floor, within the window's share of
+/// One window of exact's plan in windows: [`climb_window`] without
+/// hill_climb's moves (greedy_by_size), then [`exact::minimize`] on a
+/// flat floor, within the window's share of
 /// `budget`'s nodes (`spent` counts the nodes used on, and keeps what
 /// stopped a search first).
 fn exact_window(
@@ -787,7 +829,14 @@ fn exact_window(
     spent: &mut (u64, Option<Stop>),
 ) -> Vec<u64> {
     let (wb, base, share) = window;
-    let (start, d) = climb_window(window, opts, budget.deadline, enough);
+    // Straight from greedy_by_size to the search: hill_climb in every
+    // window took longer than the search and lowered no window of the
+    // traces, pipeline schedules or hard instances.
+    let greedy = PlannerOptions {
+        iterations: 0,
+        ..*opts
+    };
+    let (start, d) = climb_window(window, &greedy, budget.deadline, enough);
     let height = top(wb, start.iter().copied());
     // exact packs the window on a flat floor, the highest: worth it only
     // where that can still come out lower.

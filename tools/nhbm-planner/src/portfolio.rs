@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use crate::bestfit::{self, Rule};
+use crate::bestfit::{self, Limit, Rule};
 use crate::exact::{high_water, Buffer};
 use crate::orders::{Key, Weights};
 
@@ -47,23 +47,25 @@ pub struct Seed {
     pub rule: Rule,
 }
 
-/// The lowest of the placements of `bufs` made by `deadline` (see the
-/// module comment; `times` as [`Weights::new`] takes them), stopping at
-/// `enough` bytes; none if not one was made in time.
+/// The lowest of the placements of `bufs` made within `limit` (see the
+/// module comment; `times` as [`Weights::new`] takes them; what they spent
+/// is taken from `limit`), stopping at `enough` bytes; none if not one
+/// was made within it. A placement cut short by the limit ends the tries.
 pub fn best(
     bufs: &[Buffer],
     times: Option<&[u64]>,
     enough: u64,
-    deadline: Instant,
+    limit: &mut Limit,
 ) -> Option<Seed> {
     let weights = Weights::new(bufs, times);
     let mut best: Option<Seed> = None;
     for (key, rule) in TRIES {
-        if Instant::now() >= deadline || best.as_ref().is_some_and(|b| b.high_water <= enough) {
+        if Instant::now() >= limit.deadline || best.as_ref().is_some_and(|b| b.high_water <= enough)
+        {
             break;
         }
         let order = weights.order(key);
-        let Some(offsets) = bestfit::place(bufs, &order, rule, deadline) else {
+        let Some(offsets) = bestfit::place(bufs, &order, rule, limit) else {
             break;
         };
         let high_water = high_water(bufs, &offsets);
@@ -91,22 +93,25 @@ mod tests {
     fn the_best_is_a_packing_no_higher_than_any_one_try() {
         let mut rng = SplitMix64(11);
         let bufs = random_buffers(&mut rng, 400, (300, 80), 4000, 3);
-        let far = Instant::now() + Duration::from_secs(60);
+        let far = Limit::until(Instant::now() + Duration::from_secs(60));
         let Seed {
             high_water: top,
             offsets,
             order,
             rule,
-        } = best(&bufs, None, 0, far).unwrap();
+        } = best(&bufs, None, 0, &mut far.clone()).unwrap();
         // The order and rule named are the ones that made it.
-        assert_eq!(bestfit::place(&bufs, &order, rule, far).unwrap(), offsets);
+        assert_eq!(
+            bestfit::place(&bufs, &order, rule, &mut far.clone()).unwrap(),
+            offsets
+        );
         assert!(window::is_packing(&bufs, &offsets));
         assert_eq!(top, high_water(&bufs, &offsets));
         let w = Weights::new(&bufs, None);
         for (key, rule) in TRIES {
-            let o = bestfit::place(&bufs, &w.order(key), rule, far).unwrap();
+            let o = bestfit::place(&bufs, &w.order(key), rule, &mut far.clone()).unwrap();
             assert!(top <= high_water(&bufs, &o), "{key:?} {rule:?}");
         }
-        assert!(best(&bufs, None, 0, Instant::now()).is_none());
+        assert!(best(&bufs, None, 0, &mut Limit::until(Instant::now())).is_none());
     }
 }

@@ -1,7 +1,8 @@
 //! LLM-sized graphs ([`nhbm_planner::llm`]): memories of more than
 //! `window::DIRECT_MAX` scratch tensors are planned in windows; the plans
 //! must be packings, near the liveness lower bound on decoder stacks, and
-//! made within the time limit.
+//! made within the time limit; at 10,000 tensors of any shape the default
+//! planner ends by itself, its plan the same whatever the limit.
 
 use std::time::{Duration, Instant};
 
@@ -73,4 +74,38 @@ fn a_100k_tensor_model_is_planned_within_a_2s_limit() {
     assert!(took < Duration::from_secs(4), "{took:?}");
     let (bufs, offsets) = planner::scratch_packing(&m, &mp, MemoryType::Hbm(0));
     assert!(window::is_packing(&bufs, &offsets));
+}
+
+/// 10,000 tensors of each shape (the hard generator's guillotine pieces,
+/// an interleaved pipeline schedule, a traced decoder stack), none of
+/// which the planner packs at the bound: the default planner's work is
+/// counted, not timed, so it ends by itself (on this project's host
+/// in 1.6 s at most, the hard instance; the target is 1 s), long before
+/// the default 10 s limit, and makes the same plan under a limit of 60 s,
+/// as it does on a busy machine. Timed, so in release builds only.
+#[test]
+#[cfg_attr(debug_assertions, ignore = "timed: release builds only")]
+fn ten_thousand_tensors_of_any_shape_plan_the_same_whatever_the_limit() {
+    let models = [
+        hard::instance(10_000, 1).0,
+        schedules::pipeline(10_000, 1),
+        llm::traced(400, 4, 1),
+    ];
+    for m in &models {
+        let mut packings = Vec::new();
+        for limit in [10_000, 60_000] {
+            let opts = PlannerOptions {
+                time_budget_ms: limit,
+                ..Default::default()
+            };
+            let t = Instant::now();
+            let mp = plan(m, MemoryPlannerType::Exact, &opts).unwrap();
+            let took = t.elapsed();
+            println!("{}: {took:?} under a {limit} ms limit", m.name());
+            // Five times the time measured here: still far from the limit.
+            assert!(took < Duration::from_secs(8), "{}: {took:?}", m.name());
+            packings.push(planner::scratch_packing(m, &mp, MemoryType::Hbm(0)));
+        }
+        assert!(packings[0] == packings[1], "{}", m.name());
+    }
 }

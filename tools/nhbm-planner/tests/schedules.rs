@@ -8,7 +8,7 @@
 //! Training steps pack at the bound. The pipeline schedules have no
 //! packing known at it: omnimalloc 1.0.0's SuperMalloc (10 s, one thread)
 //! packed the same two in 1.0995 and 1.1067 of it, its best fit in 1.3633
-//! and 1.4365, where the planner is at 1.062 and 1.101.
+//! and 1.4365, where the planner is at 1.063 and 1.101.
 
 mod common;
 

@@ -88,8 +88,10 @@ fn check(name: &str) {
     let mp = plan_model(&m).unwrap();
     let took = start.elapsed();
     let limit = Duration::from_millis(opts.time_budget_ms);
-    // The limit, and what lowering the plan takes on a loaded host.
-    assert!(took < limit + Duration::from_secs(3), "{name}: {took:?}");
+    // The planner's work is counted: it ends by itself, on this host in
+    // 2.2 s at most (S_1, beside the other traces), well before the limit
+    // even on a busy one.
+    assert!(took < limit, "{name}: {took:?}");
     let (bufs, offsets) = planner::scratch_packing(&m, &mp, MemoryType::Hbm(0));
     assert!(window::is_packing(&bufs, &offsets), "{name}");
     let (peak, bound) = (mp.scratch_high_water_mark(), m.liveness_lower_bound());

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use nhbm_planner::bestfit::{self, Rule};
+use nhbm_planner::bestfit::{self, Limit, Rule};
 use nhbm_planner::exact::{self, Buffer};
 
 /// The peak of best fit as an allocator runs it: the buffers in the order
@@ -11,7 +11,7 @@ use nhbm_planner::exact::{self, Buffer};
 pub fn online_best_fit(bufs: &[Buffer]) -> u64 {
     let mut order: Vec<usize> = (0..bufs.len()).collect();
     order.sort_by_key(|&k| (bufs[k].first, k));
-    let far = Instant::now() + Duration::from_secs(600);
-    let offsets = bestfit::place(bufs, &order, Rule::Tightest, far).unwrap();
+    let mut far = Limit::until(Instant::now() + Duration::from_secs(600));
+    let offsets = bestfit::place(bufs, &order, Rule::Tightest, &mut far).unwrap();
     exact::high_water(bufs, &offsets)
 }
