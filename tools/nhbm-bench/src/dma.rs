@@ -73,6 +73,38 @@ fn compare(
     Ok((p, dma_cpu, cpu_cpu))
 }
 
+/// What the write and read comparisons measured: the write pairs, the CPU
+/// time of the DMA writes and of the `memcpy`s, and the read pairs.
+type Measured = (Pairs, f64, f64, Pairs);
+
+/// MEM_WRITE and MEM_READ of variable 1 of plan `id` against a `memcpy`
+/// into and out of `map`, after one checked, untimed pass.
+fn measure(pci: &Device, id: u32, map: &BarMap) -> io::Result<Measured> {
+    let src = pattern(XFER);
+    let mut back = vec![0u8; XFER];
+    pci.mem_write(id, 1, 0, &src)?;
+    pci.mem_read(id, 1, 0, &mut back)?;
+    if back != src {
+        return Err(io::Error::other("MEM_READ differs from MEM_WRITE"));
+    }
+    let (w, w_dma_cpu, w_cpu_cpu) = compare(
+        || pci.mem_write(id, 1, 0, &src),
+        || {
+            map.copy_from(&src);
+            Ok(())
+        },
+    )?;
+    let mut other = vec![0u8; XFER];
+    let (rd, _, _) = compare(
+        || pci.mem_read(id, 1, 0, &mut back),
+        || {
+            map.copy_to(&mut other);
+            Ok(())
+        },
+    )?;
+    Ok((w, w_dma_cpu, w_cpu_cpu, rd))
+}
+
 /// `pci_dma_write_vs_bar_copy`, `pci_dma_read_vs_bar_copy` and
 /// `pci_dma_cpu_per_byte` on the V2 function `pci`, whose BAR4 this
 /// process maps through `bar4`.
@@ -87,36 +119,10 @@ pub fn pci_dma_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
             ),
         ));
     }
-    let blob = buffers_blob(1, XFER as u64);
-    let loaded = pci.plan_load(&blob, CHANNEL)?;
-    let id = loaded.plan_id;
-    let r = (|| {
-        let map = BarMap::open(bar4, loaded.addrs[0], XFER)?;
-        let src = pattern(XFER);
-        let mut back = vec![0u8; XFER];
-        pci.mem_write(id, 1, 0, &src)?;
-        pci.mem_read(id, 1, 0, &mut back)?;
-        if back != src {
-            return Err(io::Error::other("MEM_READ differs from MEM_WRITE"));
-        }
-        let (w, w_dma_cpu, w_cpu_cpu) = compare(
-            || pci.mem_write(id, 1, 0, &src),
-            || {
-                map.copy_from(&src);
-                Ok(())
-            },
-        )?;
-        let mut other = vec![0u8; XFER];
-        let (rd, _, _) = compare(
-            || pci.mem_read(id, 1, 0, &mut back),
-            || {
-                map.copy_to(&mut other);
-                Ok(())
-            },
-        )?;
-        Ok((w, w_dma_cpu, w_cpu_cpu, rd))
-    })();
-    pci.plan_unload(id)?;
+    let loaded = pci.plan_load(&buffers_blob(1, XFER as u64), CHANNEL)?;
+    let r = BarMap::open(bar4, loaded.addrs[0], XFER)
+        .and_then(|map| measure(pci, loaded.plan_id, &map));
+    pci.plan_unload(loaded.plan_id)?;
     let (w, w_dma_cpu, w_cpu_cpu, rd) = r?;
     let (file, mib) = (bar_file_name(bar4), XFER >> 20);
     let per_byte = |ns: f64| format!("{:.4}", ns / (REPS * XFER) as f64);
