@@ -87,20 +87,32 @@ pub fn instance(n: usize, seed: u64) -> (Model, u64) {
         pieces[k] = lo;
         pieces.push(hi);
     }
-    let tensors: Vec<TensorDesc> = pieces
-        .iter()
+    let tiles = pieces.iter().map(|p| (p.t0, p.t1, p.height()));
+    let model = tiled_model(format!("hard{n}_s{seed}"), width, tiles);
+    (model, height * UNIT)
+}
+
+/// A scratch-only model of `width` operators with one tensor per tile
+/// `(t0, t1, height)`: `height` units, live from operator `t0` to `t1 - 1`.
+/// The generators of packings with a known optimum build their models so.
+pub(crate) fn tiled_model(
+    name: String,
+    width: usize,
+    tiles: impl Iterator<Item = (usize, usize, u64)> + Clone,
+) -> Model {
+    let tensors: Vec<TensorDesc> = tiles
+        .clone()
         .enumerate()
-        .map(|(i, p)| TensorDesc::scratch(format!("b{i}"), p.height() * UNIT))
+        .map(|(i, (_, _, h))| TensorDesc::scratch(format!("b{i}"), h * UNIT))
         .collect();
     let mut operators: Vec<OperatorDesc> = (0..width)
         .map(|t| OperatorDesc::new(format!("op{t}"), Vec::new(), Vec::new()))
         .collect();
-    for (i, p) in pieces.iter().enumerate() {
-        live_over(&mut operators, &format!("b{i}"), p.t0, p.t1 - 1);
+    for (i, (t0, t1, _)) in tiles.enumerate() {
+        live_over(&mut operators, &format!("b{i}"), t0, t1 - 1);
     }
-    let desc = ModelDesc::scratch_only(format!("hard{n}_s{seed}"), UNIT, tensors, operators);
-    let model = Model::new(desc, PathBuf::from(".")).expect("generated instances are well formed");
-    (model, height * UNIT)
+    let desc = ModelDesc::scratch_only(name, UNIT, tensors, operators);
+    Model::new(desc, PathBuf::from(".")).expect("generated instances are well formed")
 }
 
 #[cfg(test)]

@@ -12,9 +12,7 @@
 //! The pieces tile the rectangle, so every operator's column is full: the
 //! capacity is both the liveness lower bound and the optimum.
 
-use std::path::PathBuf;
-
-use crate::desc::{live_over, ModelDesc, OperatorDesc, TensorDesc};
+use crate::hard::tiled_model;
 use crate::rng::SplitMix64;
 use crate::Model;
 
@@ -133,24 +131,10 @@ pub fn instance(n: usize, seed: u64) -> (Model, u64) {
             tiles.push(t);
         }
     }
-    let tensors: Vec<TensorDesc> = tiles
+    let spans = tiles
         .iter()
-        .enumerate()
-        .map(|(i, t)| TensorDesc::scratch(format!("b{i}"), t.height() * UNIT))
-        .collect();
-    let mut operators: Vec<OperatorDesc> = (0..width)
-        .map(|t| OperatorDesc::new(format!("op{t}"), Vec::new(), Vec::new()))
-        .collect();
-    for (i, t) in tiles.iter().enumerate() {
-        live_over(
-            &mut operators,
-            &format!("b{i}"),
-            t.t0 as usize,
-            t.t1 as usize - 1,
-        );
-    }
-    let desc = ModelDesc::scratch_only(format!("pinwheel{n}_s{seed}"), UNIT, tensors, operators);
-    let model = Model::new(desc, PathBuf::from(".")).expect("generated instances are well formed");
+        .map(|t| (t.t0 as usize, t.t1 as usize, t.height()));
+    let model = tiled_model(format!("pinwheel{n}_s{seed}"), width as usize, spans);
     (model, height * UNIT)
 }
 
