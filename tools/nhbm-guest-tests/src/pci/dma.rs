@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use nhbm::uapi::*;
 use nhbm::Device;
 
-use super::control;
 use super::function::*;
+use super::{control, kill_and_reap, wait_until};
 use crate::fixtures::{dev, one_buffer, pattern, KIB, MIB};
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
 
@@ -156,14 +156,8 @@ pub fn a_killed_reader_dies_at_its_next_piece() -> TestResult {
         // SAFETY: ends the child without the parent's destructors.
         unsafe { libc::_exit(i32::from(!ok)) };
     }
-    let started = wait_for(|| c.read(DMA_PAIRS) > pairs + 8);
-    // SAFETY: `pid` is our own child.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
-    let t = Instant::now();
-    let mut status = 0;
-    // SAFETY: as above; `status` is a valid out pointer.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    let died_in = t.elapsed();
+    let started = wait_until(Duration::from_secs(5), || c.read(DMA_PAIRS) > pairs + 8);
+    let (status, died_in) = kill_and_reap(pid);
     ensure(started, || {
         "the child's read never reached the engine".into()
     })?;
@@ -174,18 +168,6 @@ pub fn a_killed_reader_dies_at_its_next_piece() -> TestResult {
         format!("the killed reader took {died_in:?} to die")
     })?;
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
-}
-
-/// Polls `cond` every millisecond for up to 5 s.
-fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while !cond() {
-        if t.elapsed() > Duration::from_secs(5) {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    true
 }
 
 /// After a device reset (which returns the engine's queues to their reset
@@ -224,7 +206,7 @@ pub fn a_device_reset_in_the_middle_of_a_large_upload() -> TestResult {
     let pairs = c.read(DMA_PAIRS);
     let (write, reset) = std::thread::scope(|s| {
         let t = s.spawn(|| d.mem_write(p.plan_id, 1, 0, &w));
-        let started = wait_for(|| c.read(DMA_PAIRS) > pairs + 16);
+        let started = wait_until(Duration::from_secs(5), || c.read(DMA_PAIRS) > pairs + 16);
         let reset = started.then(|| d.reset(RESET_DEVICE, 0));
         (t.join().ok(), reset)
     });

@@ -482,6 +482,30 @@ pub fn surprise_removal_reads_all_ones() -> TestResult {
 }
 
 /// The device node under function `f` in sysfs.
+/// Waits up to `limit` for `cond`, polling every 5 ms.
+fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while !cond() {
+        if t.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+/// SIGKILLs our child `pid` and reaps it: its wait status, and how long it
+/// took to die.
+fn kill_and_reap(pid: libc::pid_t) -> (i32, Duration) {
+    // SAFETY: `pid` is our own child.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let killed_at = Instant::now();
+    let mut status = 0;
+    // SAFETY: as above; `status` is a valid out pointer.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    (status, killed_at.elapsed())
+}
+
 fn node_of(f: &Function) -> Result<u32, Fail> {
     for i in 0..16u32 {
         let link = std::fs::read_link(format!("/sys/class/misc/neuron_hbm{i}/device"));

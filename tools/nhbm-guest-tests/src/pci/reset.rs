@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use nhbm::uapi::*;
 
 use super::function::*;
-use super::{control, function, rebind, timed_reset, with_firmware};
+use super::{control, function, kill_and_reap, rebind, timed_reset, wait_until, with_firmware};
 use crate::fixtures::{dev, one_buffer, KIB};
 use crate::ktap::{ensure, ensure_eq, fail, Ctx, TestResult};
 
@@ -96,18 +96,6 @@ fn fork_resetter() -> Result<libc::pid_t, crate::ktap::Fail> {
     Ok(pid)
 }
 
-/// Waits up to `limit` for `cond`, polling every 5 ms.
-fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let t = Instant::now();
-    while !cond() {
-        if t.elapsed() > limit {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    true
-}
-
 /// A resetter killed (SIGKILL) while its device reset waits for a take 2 s
 /// away dies at once; the reset runs to its end without it, once, and the
 /// next tenant finds the device reset and usable: its load succeeds (no
@@ -121,13 +109,7 @@ pub fn killed_resetter_leaves_a_clean_device() -> TestResult {
             let pid = fork_resetter()?;
             let asked = wait_until(Duration::from_secs(5), || c.read(DOORBELLS) > rung);
             std::thread::sleep(Duration::from_millis(200));
-            // SAFETY: `pid` is our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            let killed_at = Instant::now();
-            let mut status = 0;
-            // SAFETY: as above; `status` is a valid out pointer.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            let died_in = killed_at.elapsed();
+            let (status, died_in) = kill_and_reap(pid);
             ensure(asked, || {
                 "the child's request never reached the mailbox".into()
             })?;
