@@ -141,12 +141,7 @@ impl H2tQueue {
                 Dir::M2s => self.m2s.dma_address(),
                 Dir::S2m => self.s2m.dma_address(),
             } | self.host_base;
-            let cfg = Q_CFG::zeroed().with_const_reset_value::<3>();
-            q.write_reg(cfg);
-            match dir {
-                Dir::M2s => q.write_reg(M2S_Q_SW_CTRL::zeroed().with_rst_q(true)),
-                Dir::S2m => q.write_reg(S2M_Q_SW_CTRL::zeroed().with_rst_q(true)),
-            }
+            let cfg = pause_and_reset(&q, dir);
             q.write_reg(Q_DRBP_LOW::zeroed().with_addr(ring as u32));
             q.write_reg(Q_DRBP_HIGH::zeroed().with_addr((ring >> 32) as u32));
             q.write_reg(Q_DRL::zeroed().try_with_descs(RING_LEN as u32)?);
@@ -266,13 +261,9 @@ impl H2tQueue {
     /// the next batch sets them up again.
     pub(crate) fn stop(&mut self, bar0: Mmio<'_, Region>) -> Result {
         self.ready = false;
-        let paused = Q_CFG::zeroed().with_const_reset_value::<3>();
-        let m2s = self.block(bar0, Dir::M2s)?;
-        m2s.write_reg(paused);
-        m2s.write_reg(M2S_Q_SW_CTRL::zeroed().with_rst_q(true));
-        let s2m = self.block(bar0, Dir::S2m)?;
-        s2m.write_reg(paused);
-        s2m.write_reg(S2M_Q_SW_CTRL::zeroed().with_rst_q(true));
+        for dir in [Dir::M2s, Dir::S2m] {
+            pause_and_reset(&self.block(bar0, dir)?, dir);
+        }
         Ok(())
     }
 
@@ -282,4 +273,17 @@ impl H2tQueue {
     pub(crate) fn forget(&mut self) {
         self.ready = false;
     }
+}
+
+/// Pauses queue `q` of direction `dir` and clears its pointers (`RST_Q`,
+/// no wait), as `udma_q_reset` does (udma_main.c:406-423); the paused
+/// `cfg`, which enabling extends.
+fn pause_and_reset(q: &QueueRegs<'_>, dir: Dir) -> Q_CFG {
+    let paused = Q_CFG::zeroed().with_const_reset_value::<3>();
+    q.write_reg(paused);
+    match dir {
+        Dir::M2s => q.write_reg(M2S_Q_SW_CTRL::zeroed().with_rst_q(true)),
+        Dir::S2m => q.write_reg(S2M_Q_SW_CTRL::zeroed().with_rst_q(true)),
+    }
+    paused
 }
