@@ -22,6 +22,7 @@ pub(crate) mod resched;
 pub(crate) mod reset_queue;
 pub(crate) mod trace;
 pub(crate) mod uapi_types;
+pub(crate) mod user_dma;
 pub(crate) mod user_source;
 pub(crate) mod vma;
 pub(crate) mod wc_bar;

@@ -22,7 +22,7 @@ use crate::{
     abstractions::miscdev::{AttrValues, MiscNode, NodeFile},
     abstractions::resched,
     abstractions::trace,
-    abstractions::user_source::UserSource,
+    abstractions::user_source::{UserSink, UserSource},
     abstractions::vma::{Backing, Fault, NewMapping, Space},
     arch::{MAX_CHANNELS, MAX_REGIONS, SBUF_SIZE},
     chardev::mapping::FileMaps,
@@ -485,8 +485,8 @@ impl OpenFile {
             self.dev
                 .write_from_user(staged_at, pa, &mut UserSource::new(at, n), req.len)
         } else {
-            let mut dst = UserSlice::new(at, n).writer();
-            self.dev.read_to_user(staged_at, pa, &mut dst, req.len)
+            self.dev
+                .read_to_user(staged_at, pa, &mut UserSink::new(at, n), req.len)
         }
     }
 

@@ -1,33 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0-only
 
-//! User memory read front to back, as the kernel's `UserSliceReader` reads
-//! it, with one more way to copy: with non-temporal stores, for bytes that
-//! no CPU reads back soon (a simulated device's memory). The kernel crate
-//! has no such read; every ordinary copy still goes through its reader.
+//! User memory read front to back ([`UserSource`]), as the kernel's
+//! `UserSliceReader` reads it, or written front to back ([`UserSink`]), with
+//! two more ways to move it: with non-temporal stores, for bytes that no
+//! CPU reads back soon (a simulated device's memory), and in place by a
+//! device's DMA engine, its pages pinned ([`UserPages`]). The kernel crate
+//! has neither; every ordinary copy still goes through its reader or
+//! writer.
 
 use core::mem::MaybeUninit;
 
 use crate::abstractions::helpers::nhbm_copy_from_user_nontemporal;
+use crate::abstractions::user_dma::UserPages;
 use kernel::{
     prelude::*,
     uaccess::{UserPtr, UserSlice},
 };
 
-/// The unread rest of a range of user memory.
-pub(crate) struct UserSource {
+/// The rest of a range of user memory, taken front to back.
+struct Cursor {
     ptr: UserPtr,
     len: usize,
 }
 
-impl UserSource {
-    /// The `len` bytes at user address `ptr`. Nothing is checked until a
-    /// read: each read faults (`EFAULT`) where the memory does.
-    pub(crate) fn new(ptr: UserPtr, len: usize) -> Self {
-        Self { ptr, len }
-    }
-
+impl Cursor {
     /// Takes the next `n` bytes: `EFAULT` past the end, as the kernel's
-    /// reader answers it.
+    /// reader and writer answer it.
     fn take(&mut self, n: usize) -> Result<UserPtr> {
         if n > self.len {
             return Err(EFAULT);
@@ -38,9 +36,37 @@ impl UserSource {
         Ok(at)
     }
 
+    /// Pins the next `n` bytes (`n` > 0), taking them only if they are
+    /// pinned: the caller copies them otherwise.
+    fn pin_next(&mut self, n: usize, device_writes: bool) -> Result<UserPages> {
+        if n > self.len {
+            return Err(EFAULT);
+        }
+        let pages = UserPages::pin(self.ptr, n, device_writes)?;
+        self.take(n)?;
+        Ok(pages)
+    }
+}
+
+/// The unread rest of a range of user memory.
+pub(crate) struct UserSource(Cursor);
+
+impl UserSource {
+    /// The `len` bytes at user address `ptr`. Nothing is checked until a
+    /// read: each read faults (`EFAULT`) where the memory does.
+    pub(crate) fn new(ptr: UserPtr, len: usize) -> Self {
+        Self(Cursor { ptr, len })
+    }
+
+    /// Pins the next `n` bytes for a device to read in place; `EFAULT`
+    /// (nothing taken) where they cannot be pinned.
+    pub(crate) fn pin_next(&mut self, n: usize) -> Result<UserPages> {
+        self.0.pin_next(n, false)
+    }
+
     /// Copies the next `out.len()` bytes into `out`.
     pub(crate) fn read_slice(&mut self, out: &mut [u8]) -> Result {
-        let at = self.take(out.len())?;
+        let at = self.0.take(out.len())?;
         UserSlice::new(at, out.len()).reader().read_slice(out)
     }
 
@@ -49,7 +75,7 @@ impl UserSource {
     /// `EFAULT` if any byte faulted: `out` then holds an unknown prefix.
     pub(crate) fn read_raw_nontemporal(&mut self, out: &mut [MaybeUninit<u8>]) -> Result {
         let n = out.len();
-        let at = self.take(n)?;
+        let at = self.0.take(n)?;
         // SAFETY: `out` is valid for writes of `n` bytes, and any byte value
         // is a valid `MaybeUninit<u8>`; the helper reads user memory only
         // through the kernel's fault-handling user copy.
@@ -61,5 +87,27 @@ impl UserSource {
         } else {
             Err(EFAULT)
         }
+    }
+}
+
+/// The unwritten rest of a range of user memory.
+pub(crate) struct UserSink(Cursor);
+
+impl UserSink {
+    /// The `len` bytes at user address `ptr`, checked at each write.
+    pub(crate) fn new(ptr: UserPtr, len: usize) -> Self {
+        Self(Cursor { ptr, len })
+    }
+
+    /// Pins the next `n` bytes for a device to write in place; `EFAULT`
+    /// (nothing taken) where they cannot be pinned.
+    pub(crate) fn pin_next(&mut self, n: usize) -> Result<UserPages> {
+        self.0.pin_next(n, true)
+    }
+
+    /// Copies `data` to the next `data.len()` bytes.
+    pub(crate) fn write_slice(&mut self, data: &[u8]) -> Result {
+        let at = self.0.take(data.len())?;
+        UserSlice::new(at, data.len()).writer().write_slice(data)
     }
 }

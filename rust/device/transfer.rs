@@ -7,15 +7,16 @@
 use super::Device;
 use crate::{
     abstractions::resched,
-    abstractions::user_source::UserSource,
+    abstractions::user_source::{UserSink, UserSource},
     arch::addr,
     hw::io::{Bounce, XFER_CHUNK},
 };
-use kernel::{page::PAGE_SIZE, prelude::*, uaccess::UserSliceWriter};
+use core::num::NonZeroU64;
+use kernel::{page::PAGE_SIZE, prelude::*};
 
 impl Device {
     /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces that end
-    /// on [`XFER_CHUNK`] boundaries of the device address (so a backend sees
+    /// on `chunk` boundaries (a power of two) of the device address (so a backend sees
     /// whole, aligned pieces but at the ends), each remapped to BAR4 on its
     /// own and preceded by a preemption point (`EINTR` once the caller is
     /// killed); `op` takes
@@ -28,11 +29,13 @@ impl Device {
         &self,
         pa: u64,
         len: u64,
+        chunk: usize,
         sparse: bool,
         mut op: impl FnMut(u64, usize) -> Result,
     ) -> Result {
         self.check_present()?;
         pa.checked_add(len).ok_or(EINVAL)?;
+        let chunk = NonZeroU64::new(chunk as u64).ok_or(EINVAL)?;
         // SBUF is on-core SRAM, never HBM: no transfer may reach it.
         if addr::range_touches_sbuf(self.info, pa, len) {
             return Err(EINVAL);
@@ -50,8 +53,7 @@ impl Device {
                 done += skip;
                 continue;
             }
-            let chunk = XFER_CHUNK as u64;
-            let n = (len - done).min(chunk - (pa + done) % chunk);
+            let n = (len - done).min(chunk.get() - (pa + done) % chunk);
             let off = addr::bar4_offset(self.info, pa + done, n)?;
             op(off, n as usize)?;
             done += n;
@@ -82,9 +84,10 @@ impl Device {
         // memory of its own, and outside the gate: a buffer that faults
         // slowly (userfaultfd) must not hold off a device reset and, behind
         // it, every other tenant.
-        let mut bounce = Bounce::new(len)?;
+        let piece = self.io().user_piece();
+        let mut bounce = Bounce::new(len, piece)?;
         let gate = |op: &mut dyn FnMut() -> Result| self.transfer_piece(staged_at, op);
-        self.for_each_piece(pa, len, false, |off, n| {
+        self.for_each_piece(pa, len, piece, false, |off, n| {
             self.io()
                 .bar4_write_from_user(off, src, n, &mut bounce, &gate)
         })
@@ -96,14 +99,14 @@ impl Device {
         &self,
         staged_at: u64,
         pa: u64,
-        dst: &mut UserSliceWriter,
+        dst: &mut UserSink,
         len: u64,
     ) -> Result {
-        let mut bounce = Bounce::new(len)?;
-        self.for_each_piece(pa, len, false, |off, n| {
-            let buf = bounce.get(n)?;
-            self.transfer_piece(staged_at, || self.io().bar4_read(off, buf))?;
-            dst.write_slice(buf)
+        let piece = self.io().user_piece();
+        let mut bounce = Bounce::new(len, piece)?;
+        let gate = |op: &mut dyn FnMut() -> Result| self.transfer_piece(staged_at, op);
+        self.for_each_piece(pa, len, piece, false, |off, n| {
+            self.io().bar4_read_to_user(off, dst, n, &mut bounce, &gate)
         })
     }
 
@@ -111,7 +114,7 @@ impl Device {
     /// epoch `staged_at`.
     pub(crate) fn write(&self, staged_at: u64, pa: u64, src: &[u8]) -> Result {
         let mut done = 0usize;
-        self.for_each_piece(pa, src.len() as u64, false, |off, n| {
+        self.for_each_piece(pa, src.len() as u64, XFER_CHUNK, false, |off, n| {
             self.transfer_piece(staged_at, || {
                 self.io().bar4_write(off, &src[done..done + n])
             })?;
@@ -124,7 +127,7 @@ impl Device {
     #[cfg(CONFIG_KUNIT = "y")]
     pub(crate) fn read(&self, staged_at: u64, pa: u64, dst: &mut [u8]) -> Result {
         let mut done = 0usize;
-        self.for_each_piece(pa, dst.len() as u64, false, |off, n| {
+        self.for_each_piece(pa, dst.len() as u64, XFER_CHUNK, false, |off, n| {
             self.transfer_piece(staged_at, || {
                 self.io().bar4_read(off, &mut dst[done..done + n])
             })?;
@@ -176,7 +179,7 @@ impl Device {
     /// and costs what it holds there), for memory staged at reset epoch
     /// `staged_at`.
     pub(crate) fn zero(&self, staged_at: u64, pa: u64, len: u64) -> Result {
-        self.for_each_piece(pa, len, true, |off, n| {
+        self.for_each_piece(pa, len, XFER_CHUNK, true, |off, n| {
             self.transfer_piece(staged_at, || self.io().bar4_zero(off, n as u64))
         })
     }

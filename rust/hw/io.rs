@@ -8,7 +8,7 @@
 //! ([`crate::sim`]) implement it; nothing above this file knows which one
 //! runs.
 
-use crate::abstractions::user_source::UserSource;
+use crate::abstractions::user_source::{UserSink, UserSource};
 use crate::abstractions::vma::Backing;
 use crate::hw::regs::MiscRam;
 use kernel::prelude::*;
@@ -19,7 +19,9 @@ use kernel::prelude::*;
 pub(crate) type Gate<'a> = &'a dyn Fn(&mut dyn FnMut() -> Result) -> Result;
 
 /// Largest piece a bulk transfer moves at once (bounds time under any lock
-/// and the size of the bounce buffer that user transfers go through).
+/// and the size of the bounce buffer that user transfers go through), but
+/// for a backend whose user transfers move longer ones
+/// ([`DeviceIo::user_piece`]).
 pub(crate) const XFER_CHUNK: usize = 64 * 1024;
 
 /// The bounce buffer of one user transfer: allocated on first use, as long
@@ -30,11 +32,12 @@ pub(crate) struct Bounce {
 }
 
 impl Bounce {
-    /// Room for the pieces of a transfer of `total` bytes, not allocated yet.
-    pub(crate) fn new(total: u64) -> Result<Self> {
+    /// Room for the pieces, at most `piece` bytes each, of a transfer of
+    /// `total` bytes, not allocated yet.
+    pub(crate) fn new(total: u64, piece: usize) -> Result<Self> {
         Ok(Self {
             buf: KVVec::new(),
-            len: usize::try_from(total.min(XFER_CHUNK as u64))?,
+            len: usize::try_from(total.min(piece as u64))?,
         })
     }
 
@@ -57,12 +60,20 @@ pub(crate) trait DeviceIo: Send + Sync {
     /// Writes `src` to BAR4 offset `off`.
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result;
 
+    /// Longest piece of a user transfer: what
+    /// [`DeviceIo::bar4_write_from_user`] and [`DeviceIo::bar4_read_to_user`]
+    /// are given at most, and the largest bounce buffer they use.
+    fn user_piece(&self) -> usize {
+        XFER_CHUNK
+    }
+
     /// Writes `len` bytes read from `src` to BAR4 offset `off`. The user
     /// copy runs outside `gate` and outside any lock; each step that touches
     /// the device runs inside `gate` (the reset gate, which a device reset
     /// waits on, so a user buffer that faults slowly must never be read
-    /// there). By default the bytes go through `bounce`; a backend that can
-    /// fill its memory without a lock does without (and never allocates it).
+    /// there). By default the bytes go through `bounce`
+    /// ([`write_through_bounce`]); a backend that can move them without a
+    /// copy of its own does without (and never allocates it).
     fn bar4_write_from_user(
         &self,
         off: u64,
@@ -71,9 +82,21 @@ pub(crate) trait DeviceIo: Send + Sync {
         bounce: &mut Bounce,
         gate: Gate<'_>,
     ) -> Result {
-        let bytes = bounce.get(len)?;
-        src.read_slice(bytes)?;
-        gate(&mut || self.bar4_write(off, bytes))
+        write_through_bounce(self, off, src, len, bounce, gate)
+    }
+
+    /// Reads `len` bytes at BAR4 offset `off` into `dst`, with the rules of
+    /// [`DeviceIo::bar4_write_from_user`]; by default through `bounce`
+    /// ([`read_through_bounce`]).
+    fn bar4_read_to_user(
+        &self,
+        off: u64,
+        dst: &mut UserSink,
+        len: usize,
+        bounce: &mut Bounce,
+        gate: Gate<'_>,
+    ) -> Result {
+        read_through_bounce(self, off, dst, len, bounce, gate)
     }
 
     /// Reads BAR4 offset `off` into `dst`.
@@ -127,6 +150,36 @@ pub(crate) trait DeviceIo: Send + Sync {
             Err(ENODEV)
         }
     }
+}
+
+/// Writes `len` bytes of `src` to BAR4 offset `off` through `bounce`: the
+/// user copy outside `gate`, the device write inside it.
+pub(crate) fn write_through_bounce<D: DeviceIo + ?Sized>(
+    io: &D,
+    off: u64,
+    src: &mut UserSource,
+    len: usize,
+    bounce: &mut Bounce,
+    gate: Gate<'_>,
+) -> Result {
+    let bytes = bounce.get(len)?;
+    src.read_slice(bytes)?;
+    gate(&mut || io.bar4_write(off, bytes))
+}
+
+/// Reads `len` bytes at BAR4 offset `off` into `dst` through `bounce`: the
+/// device read inside `gate`, the user copy outside it.
+pub(crate) fn read_through_bounce<D: DeviceIo + ?Sized>(
+    io: &D,
+    off: u64,
+    dst: &mut UserSink,
+    len: usize,
+    bounce: &mut Bounce,
+    gate: Gate<'_>,
+) -> Result {
+    let bytes = bounce.get(len)?;
+    gate(&mut || io.bar4_read(off, bytes))?;
+    dst.write_slice(bytes)
 }
 
 impl dyn DeviceIo + '_ {

@@ -16,7 +16,7 @@
 
 pub(crate) mod regs;
 
-use crate::abstractions::io_view::mmio_window;
+use crate::abstractions::{io_view::mmio_window, user_dma::DmaDevice};
 use crate::arch::DmaEngine;
 use kernel::{
     device::{Bound, Device},
@@ -34,8 +34,9 @@ use regs::{
 /// written as length 0 (`ENCODE_64K`, udma_m2m.c:274-277).
 pub(crate) const DESC_MAX: usize = 64 * 1024;
 /// Descriptors of each ring: a power of two of at least 32 (udma.h:26,
-/// 318), so the ring's end stays 256-byte aligned (udma_main.c:381-386).
-const RING_LEN: usize = 64;
+/// 318), so the ring's end stays 256-byte aligned (udma_main.c:381-386),
+/// with room for a megabyte of user pages one page per pair.
+const RING_LEN: usize = 512;
 /// Data pairs one doorbell posts at most: the ring less the marker pair
 /// and the reference's 16-descriptor gap (udma.h:312-324).
 pub(crate) const BATCH: usize = RING_LEN - 16 - 1;
@@ -71,10 +72,15 @@ pub(crate) enum End {
     Zeros,
     /// Device physical address.
     Device(u64),
+    /// A DMA address the DMA API gave for user pages the caller pinned
+    /// and mapped ([`crate::abstractions::user_dma::Mapped`]).
+    Host(u64),
 }
 
 /// One queue pair and the coherent memory it moves bytes through.
 pub(crate) struct H2tQueue {
+    /// The function, for mappings of user pages.
+    dev: DmaDevice,
     /// BAR0 offset of the M2S and S2M queue blocks.
     blocks: [usize; 2],
     host_base: u64,
@@ -98,6 +104,7 @@ impl H2tQueue {
         let words = RING_LEN * 4;
         let block = |dir| usize::try_from(queue_block(engine.unit, dir, 0));
         Ok(Self {
+            dev: DmaDevice::new(dev),
             blocks: [block(Dir::M2s)?, block(Dir::S2m)?],
             host_base: engine.host_base,
             m2s: Coherent::zeroed_slice(dev, words, GFP_KERNEL)?,
@@ -109,6 +116,12 @@ impl H2tQueue {
             phase: 1,
             ready: false,
         })
+    }
+
+    /// The function the queue moves bytes for, to map user pages for:
+    /// the queue is dropped before it unbinds.
+    pub(crate) fn dma_device(&self) -> &DmaDevice {
+        &self.dev
     }
 
     /// Copies `src` to the start of the bounce buffer.
@@ -165,6 +178,7 @@ impl H2tQueue {
             }
             End::Zeros if !to && len <= DESC_MAX => Ok(self.zeros.dma_address() | self.host_base),
             End::Device(pa) => Ok(pa),
+            End::Host(addr) if len <= DESC_MAX => Ok(addr | self.host_base),
             _ => Err(EINVAL),
         }
     }

@@ -7,7 +7,9 @@
 //! BAR0 is mapped uncached (registers); BAR4 write-combining ([`WcBar`]),
 //! as the reference driver maps its HBM window, for processes' mappings.
 //! Bytes move through the function's DMA engine ([`H2tQueue`]), as the
-//! reference moves every upload, copy and scrub; with the `dma` module
+//! reference moves every upload, copy and scrub: user memory in place, its
+//! pages pinned and mapped ([`UserPages`]), kernel memory through the
+//! queue's bounce buffer; with the `dma` module
 //! parameter off, through BAR4 with 64-bit MMIO accesses in a loop without
 //! calls ([`bar4::write_words`]), only the unaligned bytes at the ends one
 //! at a time.
@@ -16,11 +18,15 @@ use crate::{
     abstractions::dma_mask,
     abstractions::io_view::mmio_window,
     abstractions::pci_presence,
+    abstractions::user_dma::UserPages,
+    abstractions::user_source::{UserSink, UserSource},
     abstractions::vma::Backing,
     abstractions::wc_bar::WcBar,
     arch::{addr, ArchInfo},
     hw::bar4,
-    hw::io::{check_range, DeviceIo},
+    hw::io::{
+        check_range, read_through_bounce, write_through_bounce, Bounce, DeviceIo, Gate, XFER_CHUNK,
+    },
     hw::regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
     hw::udma::{End, H2tQueue, BATCH, DESC_MAX},
 };
@@ -44,6 +50,11 @@ pub(super) const BAR_APB: u32 = 0;
 /// Index of BAR4, the HBM window (`dram_bar = 4`; seed 001 §1).
 pub(super) const BAR_DRAM: u32 = 4;
 
+/// Longest piece of a user transfer by DMA: its pages are pinned and
+/// mapped in place (at most 257 of them, each one descriptor pair), and
+/// one doorbell posts them all.
+const USER_PIECE: usize = 1024 * 1024;
+
 /// Bytes of the widest BAR4 access a bulk transfer makes.
 const WIDE: usize = size_of::<u64>();
 
@@ -57,6 +68,23 @@ fn aligned_part(off: usize, len: usize) -> (usize, usize) {
         return (len, 0);
     }
     (head, (len - head) / WIDE * WIDE)
+}
+
+/// `spans` (DMA address, length) with each one that continues the one
+/// before it joined to it, up to [`DESC_MAX`] bytes a span.
+fn merged(spans: impl Iterator<Item = (u64, usize)>) -> impl Iterator<Item = (u64, usize)> {
+    let mut spans = spans.peekable();
+    core::iter::from_fn(move || {
+        let (addr, mut len) = spans.next()?;
+        while let Some(&(next, n)) = spans.peek() {
+            if next != addr + len as u64 || len + n > DESC_MAX {
+                break;
+            }
+            len += n;
+            spans.next();
+        }
+        Some((addr, len))
+    })
 }
 
 /// BAR0 and BAR4 of one bound PCI function, and its DMA queue.
@@ -73,6 +101,8 @@ pub(crate) struct PciIo {
     misc_ram: usize,
     bar4_size: u64,
     present: Atomic<bool>,
+    /// Whether bytes move by DMA (the `dma` parameter at probe).
+    dma_on: bool,
     /// The DMA queue, one transfer at a time; `None` with the `dma`
     /// parameter off, and once the function is unbound.
     #[pin]
@@ -108,6 +138,7 @@ impl PciIo {
                 misc_ram,
                 bar4_size,
                 present: Atomic::new(true),
+                dma_on: queue.is_some(),
                 dma <- new_mutex!(queue),
             }),
             GFP_KERNEL,
@@ -201,6 +232,32 @@ impl PciIo {
         Ok(())
     }
 
+    /// Moves the user pages `pages` to (`to_device`) or from BAR4 offset
+    /// `off` by DMA in place, each page's span one descriptor pair (spans
+    /// that the DMA API made contiguous merged up to [`DESC_MAX`]).
+    /// `ENODEV` once the queue is gone (the function is unbound).
+    fn dma_user(&self, off: u64, pages: &UserPages, to_device: bool) -> Result {
+        self.with_dma(off, |queue, pa| {
+            let mapped = pages.map(queue.dma_device())?;
+            let mut pairs = KVec::new();
+            let mut at = pa;
+            for (addr, n) in merged(mapped.spans()) {
+                let (host, dev) = (End::Host(addr), End::Device(at));
+                let pair = if to_device {
+                    (host, dev, n)
+                } else {
+                    (dev, host, n)
+                };
+                pairs.push(pair, GFP_KERNEL)?;
+                at += n as u64;
+            }
+            pairs
+                .chunks(BATCH)
+                .try_for_each(|b| self.dma_batch(queue, b))
+        })
+        .unwrap_or(Err(ENODEV))
+    }
+
     /// Runs `op` with the DMA queue and the device address of BAR4 offset
     /// `off`; `None` when bytes go through BAR4 instead.
     fn with_dma(&self, off: u64, op: impl FnOnce(&mut H2tQueue, u64) -> Result) -> Option<Result> {
@@ -235,6 +292,46 @@ impl DeviceIo for PciIo {
             }
             (head + len..src.len()).try_for_each(narrow)
         })
+    }
+
+    fn user_piece(&self) -> usize {
+        if self.dma_on {
+            USER_PIECE
+        } else {
+            XFER_CHUNK
+        }
+    }
+
+    fn bar4_write_from_user(
+        &self,
+        off: u64,
+        src: &mut UserSource,
+        len: usize,
+        bounce: &mut Bounce,
+        gate: Gate<'_>,
+    ) -> Result {
+        check_range(off, len as u64, self.bar4_size)?;
+        // Pinned outside the gate (pinning may fault pages in); memory that
+        // cannot be pinned (an I/O mapping) is copied instead.
+        match self.dma_on.then(|| src.pin_next(len)) {
+            Some(Ok(pages)) => gate(&mut || self.dma_user(off, &pages, true)),
+            _ => write_through_bounce(self, off, src, len, bounce, gate),
+        }
+    }
+
+    fn bar4_read_to_user(
+        &self,
+        off: u64,
+        dst: &mut UserSink,
+        len: usize,
+        bounce: &mut Bounce,
+        gate: Gate<'_>,
+    ) -> Result {
+        check_range(off, len as u64, self.bar4_size)?;
+        match self.dma_on.then(|| dst.pin_next(len)) {
+            Some(Ok(pages)) => gate(&mut || self.dma_user(off, &pages, false)),
+            _ => read_through_bounce(self, off, dst, len, bounce, gate),
+        }
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {
@@ -339,5 +436,23 @@ mod tests {
         assert_eq!(aligned_part(3, 20), (5, 8));
         assert_eq!(aligned_part(7, 9), (1, 8));
         assert_eq!(aligned_part(8, 65536), (0, 65536));
+    }
+
+    #[test]
+    fn contiguous_spans_merge_up_to_one_descriptor() {
+        let page = 4096usize;
+        let spans = [(0x1000u64, 100), (0x1064, page), (0x9000, page)];
+        let mut out = KVec::new();
+        for s in merged(spans.into_iter()) {
+            out.push(s, GFP_KERNEL).unwrap();
+        }
+        assert_eq!(&out[..], &[(0x1000, 100 + page), (0x9000, page)]);
+        // Seventeen contiguous pages: sixteen fill one descriptor.
+        let run = (0..17u64).map(|i| (i * page as u64, page));
+        out.clear();
+        for s in merged(run) {
+            out.push(s, GFP_KERNEL).unwrap();
+        }
+        assert_eq!(&out[..], &[(0, DESC_MAX), (DESC_MAX as u64, page)]);
     }
 }
