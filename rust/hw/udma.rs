@@ -30,6 +30,8 @@ use regs::{
     Q_DRBP_LOW, Q_DRL, Q_DRTP_INC, S2M_COMP_CFG, S2M_Q_SW_CTRL,
 };
 
+/// Bytes of a descriptor (udma.h:32-45).
+const DESC_BYTES: usize = 16;
 /// Most bytes one descriptor moves (`MAX_DMA_DESC_SIZE`, udma.h:428),
 /// written as length 0 (`ENCODE_64K`, udma_m2m.c:274-277).
 pub(crate) const DESC_MAX: usize = 64 * 1024;
@@ -84,8 +86,9 @@ pub(crate) struct H2tQueue {
     /// BAR0 offset of the M2S and S2M queue blocks.
     blocks: [usize; 2],
     host_base: u64,
-    m2s: Coherent<[u32]>,
-    s2m: Coherent<[u32]>,
+    /// The rings, as bytes: descriptors are little-endian words.
+    m2s: Coherent<[u8]>,
+    s2m: Coherent<[u8]>,
     bounce: Coherent<[u8]>,
     zeros: Coherent<[u8]>,
     /// Word 0 the marker, word 1 where the marker pair copies it.
@@ -101,14 +104,14 @@ impl H2tQueue {
     /// The queue of `engine` on `dev`, its memory allocated; the queues
     /// are set up at first use.
     pub(crate) fn new(dev: &Device<Bound>, engine: &DmaEngine) -> Result<Self> {
-        let words = RING_LEN * 4;
+        let ring = RING_LEN * DESC_BYTES;
         let block = |dir| usize::try_from(queue_block(engine.unit, dir, 0));
         Ok(Self {
             dev: DmaDevice::new(dev),
             blocks: [block(Dir::M2s)?, block(Dir::S2m)?],
             host_base: engine.host_base,
-            m2s: Coherent::zeroed_slice(dev, words, GFP_KERNEL)?,
-            s2m: Coherent::zeroed_slice(dev, words, GFP_KERNEL)?,
+            m2s: Coherent::zeroed_slice(dev, ring, GFP_KERNEL)?,
+            s2m: Coherent::zeroed_slice(dev, ring, GFP_KERNEL)?,
             bounce: Coherent::zeroed_slice(dev, DESC_MAX, GFP_KERNEL)?,
             zeros: Coherent::zeroed_slice(dev, DESC_MAX, GFP_KERNEL)?,
             marker: Coherent::zeroed_slice(dev, 2, GFP_KERNEL)?,
@@ -183,27 +186,42 @@ impl H2tQueue {
         }
     }
 
-    /// Writes the pair at the next slot of both rings.
-    fn put(&mut self, src: u64, dst: u64, len: usize, meta: u32) -> Result {
+    /// The M2S and S2M descriptors of a pair of ring phase `phase`.
+    fn pair(
+        src: u64,
+        dst: u64,
+        len: usize,
+        meta: u32,
+        phase: u32,
+    ) -> Result<[[u8; DESC_BYTES]; 2]> {
         if len == 0 || len > DESC_MAX {
             return Err(EINVAL);
         }
-        let len_ctrl = (len % DESC_MAX) as u32 | self.phase << RING_ID_SHIFT;
-        let at = self.next * 4;
-        for (ring, words) in [
-            (
-                &self.m2s,
-                [len_ctrl | FIRST_LAST, meta, src as u32, (src >> 32) as u32],
-            ),
-            (&self.s2m, [len_ctrl, 0, dst as u32, (dst >> 32) as u32]),
-        ] {
-            for (i, w) in words.into_iter().enumerate() {
-                io_write!(ring, [try: at + i], w);
+        let len_ctrl = (len % DESC_MAX) as u32 | phase << RING_ID_SHIFT;
+        let desc = |words: [u32; 4]| {
+            let mut b = [0u8; DESC_BYTES];
+            for (to, w) in b.chunks_exact_mut(4).zip(words) {
+                to.copy_from_slice(&w.to_le_bytes());
             }
-        }
-        self.next = (self.next + 1) % RING_LEN;
-        if self.next == 0 {
-            self.phase = (self.phase + 1) % 4;
+            b
+        };
+        Ok([
+            desc([len_ctrl | FIRST_LAST, meta, src as u32, (src >> 32) as u32]),
+            desc([len_ctrl, 0, dst as u32, (dst >> 32) as u32]),
+        ])
+    }
+
+    /// Writes `m2s` and `s2m` (whole descriptors, as many of each) at the
+    /// next slots of the rings, wrapping at their end, and moves past them.
+    fn fill(&mut self, m2s: &[u8], s2m: &[u8]) -> Result {
+        let mut done = 0;
+        while done < m2s.len() {
+            let at = self.next * DESC_BYTES;
+            let n = (m2s.len() - done).min(RING_LEN * DESC_BYTES - at);
+            io_project!(&self.m2s, [try: at..at + n]).copy_from_slice(&m2s[done..done + n]);
+            io_project!(&self.s2m, [try: at..at + n]).copy_from_slice(&s2m[done..done + n]);
+            done += n;
+            self.next = (self.next + n / DESC_BYTES) % RING_LEN;
         }
         Ok(())
     }
@@ -219,9 +237,17 @@ impl H2tQueue {
         if !self.ready {
             self.init(bar0)?;
         }
-        io_write!(&self.marker, [try: 0], MARKER);
-        io_write!(&self.marker, [try: 1], 0);
-        for (i, &(src, dst, len)) in pairs.iter().enumerate() {
+        // Every descriptor is built before any is written: a pair refused
+        // leaves the rings as the engine knows them.
+        let total = pairs.len() + 1;
+        let (mut m2s, mut s2m) = (
+            KVec::with_capacity(total * DESC_BYTES, GFP_KERNEL)?,
+            KVec::with_capacity(total * DESC_BYTES, GFP_KERNEL)?,
+        );
+        let word = |i: u64| self.marker.dma_address() + 4 * i;
+        let marker = (End::Host(word(0)), End::Host(word(1)), 4);
+        let (mut slot, mut phase) = (self.next, self.phase);
+        for (i, &(src, dst, len)) in Iterator::chain(pairs.iter(), [&marker]).enumerate() {
             let meta = if i + 1 == pairs.len() {
                 META_BARRIER
             } else {
@@ -231,10 +257,18 @@ impl H2tQueue {
                 self.address(src, len, false)?,
                 self.address(dst, len, true)?,
             );
-            self.put(s, d, len, meta)?;
+            let [m, d] = Self::pair(s, d, len, meta, phase)?;
+            m2s.extend_from_slice(&m, GFP_KERNEL)?;
+            s2m.extend_from_slice(&d, GFP_KERNEL)?;
+            slot = (slot + 1) % RING_LEN;
+            if slot == 0 {
+                phase = (phase + 1) % 4;
+            }
         }
-        let word = |i: u64| (self.marker.dma_address() + 4 * i) | self.host_base;
-        self.put(word(0), word(1), 4, META_COPY)?;
+        io_write!(&self.marker, [try: 0], MARKER);
+        io_write!(&self.marker, [try: 1], 0);
+        self.fill(&m2s, &s2m)?;
+        self.phase = phase;
         // The descriptors are in coherent memory; the MMIO write orders
         // after them (`writel`).
         let n = Q_DRTP_INC::zeroed().try_with_descs(pairs.len() as u32 + 1)?;

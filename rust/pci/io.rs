@@ -239,7 +239,7 @@ impl PciIo {
     fn dma_user(&self, off: u64, pages: &UserPages, to_device: bool) -> Result {
         self.with_dma(off, |queue, pa| {
             let mapped = pages.map(queue.dma_device())?;
-            let mut pairs = KVec::new();
+            let mut pairs = KVec::with_capacity(BATCH, GFP_KERNEL)?;
             let mut at = pa;
             for (addr, n) in merged(mapped.spans()) {
                 let (host, dev) = (End::Host(addr), End::Device(at));

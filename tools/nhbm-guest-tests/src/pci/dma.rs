@@ -11,8 +11,8 @@ use nhbm::uapi::*;
 use nhbm::Device;
 
 use super::function::*;
-use super::{control, kill_and_reap, wait_until};
-use crate::fixtures::{dev, one_buffer, pattern, KIB, MIB};
+use super::{control, function, kill_and_reap, node_of, wait_until};
+use crate::fixtures::{dev, device_index, one_buffer, pattern, KIB, MIB};
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, Fail, TestResult};
 
 /// Runs `f` with the engines as `script` leaves them, then lets them go.
@@ -370,4 +370,124 @@ pub fn two_tenants_transferring_at_once_get_their_own_bytes() -> TestResult {
     }
     a.plan_unload(pa.plan_id).ctx("PLAN_UNLOAD a")?;
     b.plan_unload(pb.plan_id).ctx("PLAN_UNLOAD b")
+}
+
+/// Pages pinned and unpinned in the whole system (`/proc/vmstat`, after
+/// folding every CPU's pending counts in), in that order: nothing in the
+/// guest but the module pins pages.
+fn pins() -> Result<(u64, u64), Fail> {
+    std::fs::write("/proc/sys/vm/stat_refresh", "1").ctx("vm.stat_refresh")?;
+    let vmstat = std::fs::read_to_string("/proc/vmstat").ctx("/proc/vmstat")?;
+    let field = |name: &str| {
+        vmstat
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+            .ok_or_else(|| Fail::Fail(format!("no {name} in /proc/vmstat")))
+    };
+    Ok((
+        field("nr_foll_pin_acquired ")?,
+        field("nr_foll_pin_released ")?,
+    ))
+}
+
+/// Every page a transfer pins is unpinned, whatever the transfer's end:
+/// after a write and a read that complete, a write that times out on a
+/// stalled engine and a read into memory that cannot be written (EFAULT),
+/// the system's pin and unpin counts have grown alike.
+pub fn pinned_pages_are_all_unpinned() -> TestResult {
+    let d = dev()?;
+    let len = 3 * MIB;
+    let p = d
+        .plan_load(&one_buffer(1, len).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    let (acquired, released) = pins()?;
+    let w = pattern(len, 5);
+    d.mem_write(p.plan_id, 1, 0, &w).ctx("MEM_WRITE")?;
+    let mut back = vec![0u8; len as usize];
+    d.mem_read(p.plan_id, 1, 0, &mut back).ctx("MEM_READ")?;
+    ensure(back == w, || "MEM_READ differs".to_string())?;
+    with_engines(
+        |c| c.write(DMA_STALL, 1),
+        |_| {
+            let r = d.mem_write(p.plan_id, 1, 0, &w[..MIB as usize]);
+            ensure_errno("MEM_WRITE on a stalled engine", r, libc::ETIMEDOUT)
+        },
+    )?;
+    // SAFETY: a new private read-only mapping at an address of the
+    // kernel's choosing; it touches no memory of ours.
+    let ro = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ro == libc::MAP_FAILED {
+        return fail("mmap of a read-only page");
+    }
+    // SAFETY: the page stays mapped until the munmap below; the module is
+    // asked to write it and must refuse (EFAULT) without writing.
+    let page = unsafe { std::slice::from_raw_parts_mut(ro.cast::<u8>(), 4096) };
+    let r = d.mem_read(p.plan_id, 1, 0, page);
+    // SAFETY: unmaps the page mapped above, not used after.
+    unsafe { libc::munmap(ro, 4096) };
+    ensure_errno("MEM_READ into read-only memory", r, libc::EFAULT)?;
+    let (a, r) = pins()?;
+    ensure(a - acquired >= 2 * len / 4096, || {
+        format!("only {} pages were pinned", a - acquired)
+    })?;
+    ensure_eq("pages unpinned as pinned", r - released, a - acquired)?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
+/// Unbinding the function in the middle of a 32 MiB MEM_WRITE waits the
+/// write out: it ends with ENODEV (or 0, had it finished first) before
+/// the queue's memory and the pinned pages go; the function bound again
+/// moves bytes.
+pub fn an_unbind_in_the_middle_of_a_large_upload() -> TestResult {
+    let len = 32 * MIB;
+    let f = function()?;
+    let c = control()?;
+    let d = dev()?;
+    let blob = one_buffer(1, len).to_blob().ctx("build")?;
+    let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
+    let w = pattern(len, 11);
+    let (pinned, unpinned) = pins()?;
+    let pairs = c.read(DMA_PAIRS);
+    let drv = "/sys/bus/pci/drivers/neuron_hbm";
+    let (write, unbound) = std::thread::scope(|s| {
+        let t = s.spawn(|| d.mem_write(p.plan_id, 1, 0, &w));
+        let started = wait_until(Duration::from_secs(5), || c.read(DMA_PAIRS) > pairs + 16);
+        let unbound = started.then(|| std::fs::write(format!("{drv}/unbind"), f.address()));
+        (t.join().ok(), unbound)
+    });
+    let r = match (write, unbound) {
+        (_, None) => fail("the upload never reached the engine"),
+        (_, Some(Err(e))) => fail(format!("unbind: {e}")),
+        (None, _) => fail("the writer panicked"),
+        (Some(Ok(())), _) => Ok(()),
+        (Some(r), _) => ensure_errno("MEM_WRITE cut by the unbind", r, libc::ENODEV),
+    };
+    let (a, u) = pins()?;
+    drop(d);
+    std::fs::write(format!("{drv}/bind"), f.address()).ctx("bind")?;
+    r?;
+    ensure_eq("pages unpinned as pinned", u - unpinned, a - pinned)?;
+    ensure_eq("node after binding again", node_of(&f)?, device_index())?;
+    let d = dev()?;
+    let q = d
+        .plan_load(&one_buffer(1, MIB).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD after")?;
+    let pa = d.resolve(q.plan_id, 1, 0, 8).ctx("RESOLVE")?;
+    d.mem_write(q.plan_id, 1, 0, b"rebound!")
+        .ctx("MEM_WRITE after")?;
+    ensure_eq(
+        "HBM after binding again",
+        c.hbm_read(pa + 4),
+        u32::from_le_bytes(*b"und!"),
+    )?;
+    d.plan_unload(q.plan_id).ctx("PLAN_UNLOAD")
 }

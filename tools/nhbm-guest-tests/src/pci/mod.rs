@@ -30,7 +30,7 @@ use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, skip, Case, Ctx, Fail, 
 use crate::suite::{Suite, Unready};
 use function::*;
 
-fn function() -> Result<Function, Fail> {
+pub(super) fn function() -> Result<Function, Fail> {
     let all = Function::all().ctx("list PCI functions")?;
     match all.get(device_index() as usize) {
         Some(f) => Ok(f.clone()),
@@ -506,7 +506,7 @@ fn kill_and_reap(pid: libc::pid_t) -> (i32, Duration) {
     (status, killed_at.elapsed())
 }
 
-fn node_of(f: &Function) -> Result<u32, Fail> {
+pub(super) fn node_of(f: &Function) -> Result<u32, Fail> {
     for i in 0..16u32 {
         let link = std::fs::read_link(format!("/sys/class/misc/neuron_hbm{i}/device"));
         if link.is_ok_and(|p| p.file_name().is_some_and(|n| *n == *f.address())) {
