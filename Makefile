@@ -150,7 +150,7 @@ bench: module bench-module userspace devmodel
 		NHBM_KO=$(BENCH_TREE)/neuron_hbm.ko \
 		NHBM_QEMU_MEM=$${NHBM_QEMU_MEM:-1536} $(REPO)/tools/testing/run-qemu.sh bench || rc=1; \
 	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
-		NHBM_DEVMODEL=$(BUILD)/nhbm-devmodel \
+		NHBM_DEVMODEL=$(BUILD)/nhbm-devmodel NHBM_QEMU_MEM=$${NHBM_QEMU_MEM:-1536} \
 		$(REPO)/tools/testing/run-qemu.sh bench-pci || rc=1; \
 	exit $$rc
 

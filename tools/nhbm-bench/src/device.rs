@@ -719,6 +719,31 @@ fn load_model_ns(dev: &Device, blob: &[u8]) -> io::Result<f64> {
 pub fn model_staging_figures(dev: &Device) -> io::Result<[Figure; 2]> {
     let (blob, start) = model_blob()?;
     let src = model_payloads(&blob, start)?;
+    let staging = staging_figure(dev, "model_staging", &blob, src, MODEL_REPS)?;
+    Ok([staging, model_vs_write_figure(dev, &blob, src)?])
+}
+
+/// Repetitions of `pci_model_staging`: the function's HBM is scrubbed at
+/// every load, and the guest is slower than the simulated device's.
+const PCI_MODEL_REPS: usize = 5;
+
+/// `pci_model_staging`: `model_staging` on a PCI function, whose PLAN_LOAD
+/// uploads and scrubs through the function's DMA engine.
+pub fn pci_model_staging_figure(dev: &Device) -> io::Result<Figure> {
+    let (blob, start) = model_blob()?;
+    let src = model_payloads(&blob, start)?;
+    staging_figure(dev, "pci_model_staging", &blob, src, PCI_MODEL_REPS)
+}
+
+/// Figure `name`: PLAN_LOAD of the whole model `blob` (payloads `src`)
+/// against a userspace memcpy of `src`, `reps` of each in ABBA order.
+fn staging_figure(
+    dev: &Device,
+    name: &str,
+    blob: &[u8],
+    src: &[u8],
+    reps: usize,
+) -> io::Result<Figure> {
     let mut dst = vec![0u8; MODEL_BYTES];
     let mut copy = || {
         dst.copy_from_slice(std::hint::black_box(src));
@@ -728,20 +753,19 @@ pub fn model_staging_figures(dev: &Device) -> io::Result<[Figure; 2]> {
     // the payloads arrive (the simulated device's pages go at each unload,
     // so every timed load allocates its own).
     copy();
-    check_model_arrives(dev, &blob, src)?;
+    check_model_arrives(dev, blob, src)?;
     let p = interleave(
-        MODEL_REPS,
-        || load_model_ns(dev, &blob),
+        reps,
+        || load_model_ns(dev, blob),
         || Ok(time_ns(&mut copy).1),
     )?;
-    drop(dst);
     let bytes = MODEL_BYTES as f64;
     let load = Raw::new(
         format!("PLAN_LOAD {MODEL_RECORDS} records, 256 MiB of payloads, median bytes/ns"),
         format!("{:.4}", bytes / p.a_median()),
     );
-    let staging = Figure::of_ratios(
-        "model_staging",
+    Ok(Figure::of_ratios(
+        name,
         &p.inverse_ratios(),
         load,
         Raw::new(
@@ -750,8 +774,7 @@ pub fn model_staging_figures(dev: &Device) -> io::Result<[Figure; 2]> {
         ),
         Op::AtLeast,
         MODEL_STAGING_TARGET,
-    );
-    Ok([staging, model_vs_write_figure(dev, &blob, src)?])
+    ))
 }
 
 /// Loads the whole model once and checks that its last payload arrived.

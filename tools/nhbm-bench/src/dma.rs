@@ -2,7 +2,8 @@
 //! default `dma=1`): MEM_WRITE and MEM_READ of [`XFER`] bytes, which the
 //! function's UDMA engine moves, against a libc `memcpy` into and out of
 //! the same bytes of the function's BAR4 mapped through sysfs; and the
-//! guest CPU time each spends per byte.
+//! guest CPU time each spends per byte; and `pci_model_staging`, PLAN_LOAD
+//! of the whole model through the engine against a `memcpy` of its bytes.
 //!
 //! What cancels: both sides move the same bytes of the same device on the
 //! same emulator in the same run. What does not: the engine copies natively
@@ -16,7 +17,9 @@ use std::path::Path;
 use nhbm::Device;
 
 use crate::bar::BarMap;
-use crate::device::{bandwidth_figure, bar_file_name, buffers_blob, pattern};
+use crate::device::{
+    bandwidth_figure, bar_file_name, buffers_blob, pattern, pci_model_staging_figure,
+};
 use crate::measure::{interleave, try_time_ns, Pairs};
 use crate::report::{Figure, Op, Raw};
 
@@ -124,9 +127,11 @@ pub fn pci_dma_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
         .and_then(|map| measure(pci, loaded.plan_id, &map));
     pci.plan_unload(loaded.plan_id)?;
     let (w, w_dma_cpu, w_cpu_cpu, rd) = r?;
+    let staging = pci_model_staging_figure(pci)?;
     let (file, mib) = (bar_file_name(bar4), XFER >> 20);
     let per_byte = |ns: f64| format!("{:.4}", ns / (REPS * XFER) as f64);
     Ok(vec![
+        staging,
         bandwidth_figure(
             "pci_dma_write_vs_bar_copy",
             &w,

@@ -142,7 +142,10 @@
 //!     against a libc memcpy into / out of the same bytes of the sysfs
 //!     mapping, 5 repetitions each in ABBA order, target >= 2.0) and
 //!     `pci_dma_cpu_per_byte` (the CPU time this process spent in those
-//!     MEM_WRITEs / in those memcpys, target <= 0.25).
+//!     MEM_WRITEs / in those memcpys, target <= 0.25), and
+//!     `pci_model_staging` (`model_staging` on the function: PLAN_LOAD of
+//!     the same 256 MiB model, uploaded and scrubbed by the engine, against
+//!     a memcpy of its bytes, 5 repetitions, target >= 0.8).
 //!
 //! Diagnostics (`#` lines) that locate a cost without being figures: a
 //! 1-entry RESOLVE_BATCH (fixed against per-entry cost); a 10,000-variable
@@ -334,6 +337,7 @@ fn device_figures(path: &Path, out: &mut Out) {
 
 fn pci_dma_figures(pci: &Path, bar4: Option<&Path>, out: &mut Out) {
     let names = [
+        "pci_model_staging",
         "pci_dma_write_vs_bar_copy",
         "pci_dma_read_vs_bar_copy",
         "pci_dma_cpu_per_byte",

@@ -36,7 +36,7 @@ if [ "$(cat /sys/class/misc/neuron_hbm0/simulated 2>/dev/null)" = 0 ]; then
 	[ $? = 0 ] || rc=1
 else
 	rc=1
-	for f in pci_dma_write_vs_bar_copy pci_dma_read_vs_bar_copy pci_dma_cpu_per_byte; do
+	for f in pci_model_staging pci_dma_write_vs_bar_copy pci_dma_read_vs_bar_copy pci_dma_cpu_per_byte; do
 		echo "bench: $f: error (no PCI function) FAIL"
 	done
 fi
