@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 
 //! Moving bytes between the host and a device's HBM through BAR4: the
-//! piece loop, which cuts a transfer at [`XFER_CHUNK`] boundaries and
+//! piece loop, which cuts a transfer at piece boundaries ([`XFER_CHUNK`],
+//! or the backend's bulk piece for user transfers and scrubs) and
 //! remaps each piece on its own, and every transfer built on it.
 
 use super::Device;
@@ -84,8 +85,8 @@ impl Device {
         // memory of its own, and outside the gate: a buffer that faults
         // slowly (userfaultfd) must not hold off a device reset and, behind
         // it, every other tenant.
-        let piece = self.io().user_piece();
-        let mut bounce = Bounce::new(len, piece)?;
+        let piece = self.io().bulk_piece();
+        let mut bounce = Bounce::new(len)?;
         let gate = |op: &mut dyn FnMut() -> Result| self.transfer_piece(staged_at, op);
         self.for_each_piece(pa, len, piece, false, |off, n| {
             self.io()
@@ -102,8 +103,8 @@ impl Device {
         dst: &mut UserSink,
         len: u64,
     ) -> Result {
-        let piece = self.io().user_piece();
-        let mut bounce = Bounce::new(len, piece)?;
+        let piece = self.io().bulk_piece();
+        let mut bounce = Bounce::new(len)?;
         let gate = |op: &mut dyn FnMut() -> Result| self.transfer_piece(staged_at, op);
         self.for_each_piece(pa, len, piece, false, |off, n| {
             self.io().bar4_read_to_user(off, dst, n, &mut bounce, &gate)
@@ -179,7 +180,7 @@ impl Device {
     /// and costs what it holds there), for memory staged at reset epoch
     /// `staged_at`.
     pub(crate) fn zero(&self, staged_at: u64, pa: u64, len: u64) -> Result {
-        self.for_each_piece(pa, len, XFER_CHUNK, true, |off, n| {
+        self.for_each_piece(pa, len, self.io().bulk_piece(), true, |off, n| {
             self.transfer_piece(staged_at, || self.io().bar4_zero(off, n as u64))
         })
     }

@@ -20,8 +20,8 @@ pub(crate) type Gate<'a> = &'a dyn Fn(&mut dyn FnMut() -> Result) -> Result;
 
 /// Largest piece a bulk transfer moves at once (bounds time under any lock
 /// and the size of the bounce buffer that user transfers go through), but
-/// for a backend whose user transfers move longer ones
-/// ([`DeviceIo::user_piece`]).
+/// for a backend whose engine moves user memory in place, and zeros, in
+/// longer ones ([`DeviceIo::bulk_piece`]).
 pub(crate) const XFER_CHUNK: usize = 64 * 1024;
 
 /// The bounce buffer of one user transfer: allocated on first use, as long
@@ -32,12 +32,11 @@ pub(crate) struct Bounce {
 }
 
 impl Bounce {
-    /// Room for the pieces, at most `piece` bytes each, of a transfer of
-    /// `total` bytes, not allocated yet.
-    pub(crate) fn new(total: u64, piece: usize) -> Result<Self> {
+    /// Room for the pieces of a transfer of `total` bytes, not allocated yet.
+    pub(crate) fn new(total: u64) -> Result<Self> {
         Ok(Self {
             buf: KVVec::new(),
-            len: usize::try_from(total.min(piece as u64))?,
+            len: usize::try_from(total.min(XFER_CHUNK as u64))?,
         })
     }
 
@@ -60,10 +59,11 @@ pub(crate) trait DeviceIo: Send + Sync {
     /// Writes `src` to BAR4 offset `off`.
     fn bar4_write(&self, off: u64, src: &[u8]) -> Result;
 
-    /// Longest piece of a user transfer: what
-    /// [`DeviceIo::bar4_write_from_user`] and [`DeviceIo::bar4_read_to_user`]
-    /// are given at most, and the largest bounce buffer they use.
-    fn user_piece(&self) -> usize {
+    /// Longest piece of a user transfer or a scrub: what
+    /// [`DeviceIo::bar4_write_from_user`], [`DeviceIo::bar4_read_to_user`]
+    /// and [`DeviceIo::bar4_zero`] are given at most (a multiple of
+    /// [`XFER_CHUNK`]).
+    fn bulk_piece(&self) -> usize {
         XFER_CHUNK
     }
 
@@ -152,8 +152,9 @@ pub(crate) trait DeviceIo: Send + Sync {
     }
 }
 
-/// Writes `len` bytes of `src` to BAR4 offset `off` through `bounce`: the
-/// user copy outside `gate`, the device write inside it.
+/// Writes `len` bytes of `src` to BAR4 offset `off` through `bounce`,
+/// [`XFER_CHUNK`] bytes at a time: each user copy outside `gate`, each
+/// device write inside it.
 pub(crate) fn write_through_bounce<D: DeviceIo + ?Sized>(
     io: &D,
     off: u64,
@@ -162,13 +163,19 @@ pub(crate) fn write_through_bounce<D: DeviceIo + ?Sized>(
     bounce: &mut Bounce,
     gate: Gate<'_>,
 ) -> Result {
-    let bytes = bounce.get(len)?;
-    src.read_slice(bytes)?;
-    gate(&mut || io.bar4_write(off, bytes))
+    let mut done = 0;
+    while done < len {
+        let bytes = bounce.get((len - done).min(XFER_CHUNK))?;
+        src.read_slice(bytes)?;
+        gate(&mut || io.bar4_write(off + done as u64, bytes))?;
+        done += bytes.len();
+    }
+    Ok(())
 }
 
-/// Reads `len` bytes at BAR4 offset `off` into `dst` through `bounce`: the
-/// device read inside `gate`, the user copy outside it.
+/// Reads `len` bytes at BAR4 offset `off` into `dst` through `bounce`,
+/// [`XFER_CHUNK`] bytes at a time: each device read inside `gate`, each
+/// user copy outside it.
 pub(crate) fn read_through_bounce<D: DeviceIo + ?Sized>(
     io: &D,
     off: u64,
@@ -177,9 +184,14 @@ pub(crate) fn read_through_bounce<D: DeviceIo + ?Sized>(
     bounce: &mut Bounce,
     gate: Gate<'_>,
 ) -> Result {
-    let bytes = bounce.get(len)?;
-    gate(&mut || io.bar4_read(off, bytes))?;
-    dst.write_slice(bytes)
+    let mut done = 0;
+    while done < len {
+        let bytes = bounce.get((len - done).min(XFER_CHUNK))?;
+        gate(&mut || io.bar4_read(off + done as u64, bytes))?;
+        dst.write_slice(bytes)?;
+        done += bytes.len();
+    }
+    Ok(())
 }
 
 impl dyn DeviceIo + '_ {

@@ -37,10 +37,11 @@ const DESC_BYTES: usize = 16;
 pub(crate) const DESC_MAX: usize = 64 * 1024;
 /// Descriptors of each ring: a power of two of at least 32 (udma.h:26,
 /// 318), so the ring's end stays 256-byte aligned (udma_main.c:381-386),
-/// with room for a megabyte of user pages one page per pair.
-const RING_LEN: usize = 512;
+/// and large enough for the reference's largest batch ([`BATCH`]).
+const RING_LEN: usize = 2048;
 /// Data pairs one doorbell posts at most: the ring less the marker pair
-/// and the reference's 16-descriptor gap (udma.h:312-324).
+/// and the reference's 16-descriptor gap (udma.h:312-324), 2031 as in the
+/// reference (neuron_dma.c:301-366).
 pub(crate) const BATCH: usize = RING_LEN - 16 - 1;
 /// What the marker pair copies, and the driver waits to see
 /// (`DMA_COMPLETION_MARKER`, neuron_dma.c:146-147).
@@ -241,8 +242,8 @@ impl H2tQueue {
         // leaves the rings as the engine knows them.
         let total = pairs.len() + 1;
         let (mut m2s, mut s2m) = (
-            KVec::with_capacity(total * DESC_BYTES, GFP_KERNEL)?,
-            KVec::with_capacity(total * DESC_BYTES, GFP_KERNEL)?,
+            KVVec::with_capacity(total * DESC_BYTES, GFP_KERNEL)?,
+            KVVec::with_capacity(total * DESC_BYTES, GFP_KERNEL)?,
         );
         let word = |i: u64| self.marker.dma_address() + 4 * i;
         let marker = (End::Host(word(0)), End::Host(word(1)), 4);

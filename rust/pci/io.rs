@@ -50,10 +50,12 @@ pub(super) const BAR_APB: u32 = 0;
 /// Index of BAR4, the HBM window (`dram_bar = 4`; seed 001 §1).
 pub(super) const BAR_DRAM: u32 = 4;
 
-/// Longest piece of a user transfer by DMA: its pages are pinned and
-/// mapped in place (at most 257 of them, each one descriptor pair), and
-/// one doorbell posts them all.
-const USER_PIECE: usize = 1024 * 1024;
+/// Longest piece of a user transfer or a scrub by DMA: a user piece's
+/// pages are pinned and mapped in place (at most 1025 of them, each one
+/// descriptor pair), a scrub's is 64 descriptors from the zero page, and
+/// one doorbell posts either. A doorbell is a trapped BAR0 write, a round
+/// trip to the device; the piece is what amortizes it.
+const BULK_PIECE: usize = 4 * 1024 * 1024;
 
 /// Bytes of the widest BAR4 access a bulk transfer makes.
 const WIDE: usize = size_of::<u64>();
@@ -294,9 +296,9 @@ impl DeviceIo for PciIo {
         })
     }
 
-    fn user_piece(&self) -> usize {
+    fn bulk_piece(&self) -> usize {
         if self.dma_on {
-            USER_PIECE
+            BULK_PIECE
         } else {
             XFER_CHUNK
         }

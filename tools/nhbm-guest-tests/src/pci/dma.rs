@@ -29,7 +29,7 @@ fn with_engines<T>(
 
 /// A user transfer's piece by DMA (the module's `USER_PIECE`): its pages
 /// are pinned and posted at one doorbell.
-const USER_PIECE: u64 = MIB;
+const USER_PIECE: u64 = 4 * MIB;
 
 /// The physical address of every page of `buf`, from `/proc/self/pagemap`
 /// (the suite runs as root, which sees frame numbers).
@@ -82,7 +82,8 @@ fn zero_copy_pairs(buf: &[u8], dev: u64) -> Result<u64, Fail> {
 }
 
 /// MEM_WRITE and MEM_READ with an unaligned head and tail across several
-/// 64 KiB pieces and a 1 MiB boundary, and of exactly 64 KiB: the engine
+/// 64 KiB descriptors and across a piece's boundary of the device
+/// address, and of exactly 64 KiB: the engine
 /// moves the user pages in place (its pair counter grows by exactly the
 /// pairs of the buffer's physical runs, which a bounce buffer would not
 /// give), the model finds the bytes at the device address, MEM_READ
