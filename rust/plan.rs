@@ -13,6 +13,7 @@ pub(crate) mod parse;
 pub(crate) mod stage;
 #[cfg(CONFIG_KUNIT = "y")]
 pub(crate) mod test_blob;
+pub(crate) mod uploads;
 
 use crate::{
     abstractions::resched,

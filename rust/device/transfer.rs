@@ -13,7 +13,7 @@ use crate::{
     hw::io::{Bounce, XFER_CHUNK},
 };
 use core::num::NonZeroU64;
-use kernel::{page::PAGE_SIZE, prelude::*};
+use kernel::{page::PAGE_SIZE, prelude::*, uaccess::UserPtr};
 
 impl Device {
     /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces that end
@@ -92,6 +92,42 @@ impl Device {
             self.io()
                 .bar4_write_from_user(off, src, n, &mut bounce, &gate)
         })
+    }
+
+    /// Copies each of `parts` (device PA, user address, length) from user
+    /// memory to the device, for data staged at reset epoch `staged_at`:
+    /// the many small payloads of a plan, which a backend with an engine
+    /// moves together ([`crate::hw::io::DeviceIo::bar4_write_gathered`]).
+    /// Each part is cut at the backend's piece boundaries; the caller keeps
+    /// the total within a few pieces.
+    pub(crate) fn write_gathered_from_user(
+        &self,
+        staged_at: u64,
+        parts: &[(u64, UserPtr, usize)],
+    ) -> Result {
+        self.check_present()?;
+        resched::checkpoint()?;
+        self.fault.point(EIO)?;
+        let piece = self.io().bulk_piece() as u64;
+        let mut segments = KVec::with_capacity(parts.len(), GFP_KERNEL)?;
+        for &(pa, at, len) in parts {
+            let len = len as u64;
+            pa.checked_add(len).ok_or(EINVAL)?;
+            if addr::range_touches_sbuf(self.info, pa, len) {
+                return Err(EINVAL);
+            }
+            let mut done = 0u64;
+            while done < len {
+                let n = (len - done).min(piece - (pa + done) % piece);
+                let off = addr::bar4_offset(self.info, pa + done, n)?;
+                let seg = (off, at.wrapping_byte_add(done as usize), n as usize);
+                segments.push(seg, GFP_KERNEL)?;
+                done += n;
+            }
+        }
+        let gate = |op: &mut dyn FnMut() -> Result| self.transfer_piece(staged_at, op);
+        self.io().bar4_write_gathered(&segments, &gate)?;
+        self.io().confirm_present()
     }
 
     /// Copies `len` bytes at device PA `pa` to user memory through BAR4,

@@ -11,7 +11,7 @@
 use crate::abstractions::user_source::{UserSink, UserSource};
 use crate::abstractions::vma::Backing;
 use crate::hw::regs::MiscRam;
-use kernel::prelude::*;
+use kernel::{prelude::*, uaccess::UserPtr};
 
 /// Runs the device-side step it is given inside the reset gate
 /// ([`crate::device::Device`]): waits out a device reset, refuses data of an
@@ -83,6 +83,16 @@ pub(crate) trait DeviceIo: Send + Sync {
         gate: Gate<'_>,
     ) -> Result {
         write_through_bounce(self, off, src, len, bounce, gate)
+    }
+
+    /// Writes each of `parts` (BAR4 offset, user address, length: each
+    /// inside one [`DeviceIo::bulk_piece`] of the device address, all
+    /// together at most a few of them) from user memory, with the rules of
+    /// [`DeviceIo::bar4_write_from_user`]: many small payloads at once. By
+    /// default one part after the other ([`write_each`]); a backend with an
+    /// engine posts them together.
+    fn bar4_write_gathered(&self, parts: &[(u64, UserPtr, usize)], gate: Gate<'_>) -> Result {
+        write_each(self, parts, gate)
     }
 
     /// Reads `len` bytes at BAR4 offset `off` into `dst`, with the rules of
@@ -171,6 +181,19 @@ pub(crate) fn write_through_bounce<D: DeviceIo + ?Sized>(
         done += bytes.len();
     }
     Ok(())
+}
+
+/// Writes each of `parts` (BAR4 offset, user address, length) with
+/// [`DeviceIo::bar4_write_from_user`], one after the other.
+pub(crate) fn write_each<D: DeviceIo + ?Sized>(
+    io: &D,
+    parts: &[(u64, UserPtr, usize)],
+    gate: Gate<'_>,
+) -> Result {
+    let mut bounce = Bounce::new(XFER_CHUNK as u64)?;
+    parts.iter().try_for_each(|&(off, at, len)| {
+        io.bar4_write_from_user(off, &mut UserSource::new(at, len), len, &mut bounce, gate)
+    })
 }
 
 /// Reads `len` bytes at BAR4 offset `off` into `dst` through `bounce`,

@@ -25,7 +25,8 @@ use crate::{
     arch::{addr, ArchInfo},
     hw::bar4,
     hw::io::{
-        check_range, read_through_bounce, write_through_bounce, Bounce, DeviceIo, Gate, XFER_CHUNK,
+        check_range, read_through_bounce, write_each, write_through_bounce, Bounce, DeviceIo, Gate,
+        XFER_CHUNK,
     },
     hw::regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
     hw::udma::{End, H2tQueue, BATCH, DESC_MAX},
@@ -43,6 +44,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         Arc, Mutex,
     },
+    uaccess::UserPtr,
 };
 
 /// Index of BAR0, the registers (`apb_bar = 0`; seed 001 §1).
@@ -234,15 +236,19 @@ impl PciIo {
         Ok(())
     }
 
-    /// Moves the user pages `pages` to (`to_device`) or from BAR4 offset
-    /// `off` by DMA in place, each page's span one descriptor pair (spans
-    /// that the DMA API made contiguous merged up to [`DESC_MAX`]).
-    /// `ENODEV` once the queue is gone (the function is unbound).
-    fn dma_user(&self, off: u64, pages: &UserPages, to_device: bool) -> Result {
-        self.with_dma(off, |queue, pa| {
+    /// Moves each part's user pages to (`to_device`) or from its BAR4
+    /// offset by DMA in place, each page's span one descriptor pair (spans
+    /// that the DMA API made contiguous merged up to [`DESC_MAX`]), as few
+    /// batches as the pairs need. `ENODEV` once the queue is gone (the
+    /// function is unbound).
+    fn dma_user(&self, parts: &[(u64, &UserPages)], to_device: bool) -> Result {
+        let mut guard = self.dma.lock();
+        let queue = Option::as_mut(&mut *guard).ok_or(ENODEV)?;
+        let mut maps = KVec::with_capacity(parts.len(), GFP_KERNEL)?;
+        let mut pairs = KVVec::with_capacity(BATCH, GFP_KERNEL)?;
+        for &(off, pages) in parts {
             let mapped = pages.map(queue.dma_device())?;
-            let mut pairs = KVec::with_capacity(BATCH, GFP_KERNEL)?;
-            let mut at = pa;
+            let mut at = addr::bar4_to_pa(self.info, off)?;
             for (addr, n) in merged(mapped.spans()) {
                 let (host, dev) = (End::Host(addr), End::Device(at));
                 let pair = if to_device {
@@ -253,11 +259,11 @@ impl PciIo {
                 pairs.push(pair, GFP_KERNEL)?;
                 at += n as u64;
             }
-            pairs
-                .chunks(BATCH)
-                .try_for_each(|b| self.dma_batch(queue, b))
-        })
-        .unwrap_or(Err(ENODEV))
+            maps.push(mapped, GFP_KERNEL)?;
+        }
+        pairs
+            .chunks(BATCH)
+            .try_for_each(|b| self.dma_batch(queue, b))
     }
 
     /// Runs `op` with the DMA queue and the device address of BAR4 offset
@@ -316,7 +322,7 @@ impl DeviceIo for PciIo {
         // Pinned outside the gate (pinning may fault pages in); memory that
         // cannot be pinned (an I/O mapping) is copied instead.
         match self.dma_on.then(|| src.pin_next(len)) {
-            Some(Ok(pages)) => gate(&mut || self.dma_user(off, &pages, true)),
+            Some(Ok(pages)) => gate(&mut || self.dma_user(&[(off, &pages)], true)),
             _ => write_through_bounce(self, off, src, len, bounce, gate),
         }
     }
@@ -331,9 +337,30 @@ impl DeviceIo for PciIo {
     ) -> Result {
         check_range(off, len as u64, self.bar4_size)?;
         match self.dma_on.then(|| dst.pin_next(len)) {
-            Some(Ok(pages)) => gate(&mut || self.dma_user(off, &pages, false)),
+            Some(Ok(pages)) => gate(&mut || self.dma_user(&[(off, &pages)], false)),
             _ => read_through_bounce(self, off, dst, len, bounce, gate),
         }
+    }
+
+    fn bar4_write_gathered(&self, parts: &[(u64, UserPtr, usize)], gate: Gate<'_>) -> Result {
+        if !self.dma_on {
+            return write_each(self, parts, gate);
+        }
+        // Pinned outside the gate, as one piece is; a part that cannot be
+        // pinned is copied on its own.
+        let mut pinned = KVec::with_capacity(parts.len(), GFP_KERNEL)?;
+        for &(off, at, len) in parts {
+            check_range(off, len as u64, self.bar4_size)?;
+            match UserPages::pin(at, len, false) {
+                Ok(pages) => pinned.push((off, pages), GFP_KERNEL)?,
+                Err(_) => write_each(self, &[(off, at, len)], gate)?,
+            }
+        }
+        let mut refs = KVec::with_capacity(pinned.len(), GFP_KERNEL)?;
+        for (off, pages) in &pinned {
+            refs.push((*off, pages), GFP_KERNEL)?;
+        }
+        gate(&mut || self.dma_user(&refs, true))
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {

@@ -9,6 +9,17 @@ use kernel::{
     uaccess::{UserPtr, UserSlice},
 };
 
+/// A payload to upload: `len` bytes at blob offset `off` to device PA `pa`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Part {
+    /// Device physical address.
+    pub(crate) pa: u64,
+    /// Offset in the blob.
+    pub(crate) off: u64,
+    /// Bytes.
+    pub(crate) len: u64,
+}
+
 /// A plan blob of `len()` bytes that can be read at any offset.
 pub(crate) trait BlobSource {
     /// Length in bytes.
@@ -21,6 +32,15 @@ pub(crate) trait BlobSource {
     /// Uploads `len` bytes at `off` to device PA `pa` of `dev`, for a plan
     /// staged at reset epoch `staged_at`.
     fn upload(&self, dev: &Device, staged_at: u64, pa: u64, off: u64, len: u64) -> Result;
+
+    /// Uploads every part (device PA, blob offset, length) to `dev`, for a
+    /// plan staged at reset epoch `staged_at`: by default one after the
+    /// other.
+    fn upload_gathered(&self, dev: &Device, staged_at: u64, parts: &[Part]) -> Result {
+        parts
+            .iter()
+            .try_for_each(|p| self.upload(dev, staged_at, p.pa, p.off, p.len))
+    }
 
     /// Checks that `[off, off + len)` lies inside the blob.
     fn check(&self, off: u64, len: u64) -> Result {
@@ -71,6 +91,16 @@ impl BlobSource for UserBlob<'_> {
         self.fault.point(EFAULT)?;
         let (at, n) = self.range(off, len)?;
         dev.write_from_user(staged_at, pa, &mut UserSource::new(at, n), len)
+    }
+
+    fn upload_gathered(&self, dev: &Device, staged_at: u64, parts: &[Part]) -> Result {
+        self.fault.point(EFAULT)?;
+        let mut ranges = KVec::with_capacity(parts.len(), GFP_KERNEL)?;
+        for p in parts {
+            let (at, n) = self.range(p.off, p.len)?;
+            ranges.push((p.pa, at, n), GFP_KERNEL)?;
+        }
+        dev.write_gathered_from_user(staged_at, &ranges)
     }
 }
 

@@ -7,9 +7,10 @@
 //! destructor gives every chunk back: a failed load leaves no trace.
 
 use super::{
-    blob::BlobSource,
+    blob::{BlobSource, Part},
     index::VarIndex,
     parse::{Backing, ParsedPlan, Placement, Record},
+    uploads::Uploads,
     Plan, Remotes, Var,
 };
 use crate::{
@@ -276,7 +277,7 @@ fn place_records(
         let mr_type = rec.mr_type;
         vars.push(Var { pa, size, mr_type }, GFP_KERNEL_ACCOUNT)?;
     }
-    allocs.finish()
+    allocs.finish(src)
 }
 
 /// Where the allocating records of a plan go: packed into one arena, like
@@ -291,6 +292,7 @@ struct Allocs<'a> {
     done: u64,
     min_alloc: u64,
     scrub: Scrub<'a>,
+    uploads: Uploads,
 }
 
 impl<'a> Allocs<'a> {
@@ -315,6 +317,7 @@ impl<'a> Allocs<'a> {
             done: 0,
             min_alloc,
             scrub: Scrub::new(dev, plan.reset_epoch),
+            uploads: Uploads::new(),
         })
     }
 
@@ -341,13 +344,13 @@ impl<'a> Allocs<'a> {
         };
         self.scrub.add(gap_from, pa)?;
         if rec.data_len > 0 {
-            src.upload(
-                self.scrub.dev,
-                self.scrub.staged_at,
+            let part = Part {
                 pa,
-                rec.data_off,
-                rec.data_len,
-            )?;
+                off: rec.data_off,
+                len: rec.data_len,
+            };
+            let (dev, staged_at) = (self.scrub.dev, self.scrub.staged_at);
+            self.uploads.add(dev, staged_at, src, part)?;
         }
         self.scrub.add(pa + rec.data_len, end)?;
         if let Some((base, _)) = self.arena {
@@ -356,8 +359,11 @@ impl<'a> Allocs<'a> {
         Ok(pa)
     }
 
-    /// Scrubs what is left of the arena.
-    fn finish(mut self) -> Result {
+    /// Uploads the payloads still waiting and scrubs what is left of the
+    /// arena.
+    fn finish(mut self, src: &(impl BlobSource + ?Sized)) -> Result {
+        let (dev, staged_at) = (self.scrub.dev, self.scrub.staged_at);
+        self.uploads.flush(dev, staged_at, src)?;
         if let Some((base, size)) = self.arena {
             self.scrub.add(base + self.done, base + size)?;
         }

@@ -492,3 +492,36 @@ pub fn an_unbind_in_the_middle_of_a_large_upload() -> TestResult {
     )?;
     d.plan_unload(q.plan_id).ctx("PLAN_UNLOAD")
 }
+
+/// A plan of 64 payloads of 16 KiB uploads them together: the engine
+/// moves exactly the pairs of the payloads' physical runs and one marker
+/// for all of them (64 transfers would post 64 markers), and every
+/// payload lands.
+pub fn small_payloads_are_uploaded_together() -> TestResult {
+    const N: u32 = 64;
+    const SIZE: u64 = 16 * KIB;
+    let d = dev()?;
+    let c = control()?;
+    let mut plan = nhbm::Plan::new(0, 0);
+    for i in 0..N {
+        let data = pattern(SIZE, 1000 + i);
+        plan = plan.with(nhbm::Record::buffer_staged(i + 1, SIZE).data(data));
+    }
+    let blob = plan.to_blob().ctx("build")?;
+    let start = nhbm::RawPlan::data_start(N as usize);
+    let before = c.read(DMA_PAIRS);
+    let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
+    let pairs = u64::from(c.read(DMA_PAIRS) - before);
+    let mut want = 1; // one marker
+    for i in 0..N {
+        let pa = d.resolve(p.plan_id, i + 1, 0, SIZE).ctx("RESOLVE")?;
+        let at = start + (i as u64 * SIZE) as usize;
+        let payload = &blob[at..at + SIZE as usize];
+        // Less its own marker: the payloads share one.
+        want += zero_copy_pairs(payload, pa)? - 1;
+        let word = u32::from_le_bytes(payload[100..104].try_into().unwrap_or_default());
+        ensure_eq(&format!("payload {i} at +100"), c.hbm_read(pa + 100), word)?;
+    }
+    ensure_eq("pairs of the load", pairs, want)?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
