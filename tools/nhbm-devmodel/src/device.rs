@@ -110,7 +110,7 @@ impl NeuronFunction {
     pub fn new(arch: &'static Arch, how: Behaviour) -> io::Result<Self> {
         let bar4 = Bar4::new(arch)?;
         let guest = Arc::new(RwLock::new(GuestMemory::default()));
-        let udma = Udma::new(arch, bar4.file().try_clone()?, Arc::clone(&guest));
+        let udma = Udma::new(arch, bar4.file(), Arc::clone(&guest))?;
         Ok(NeuronFunction {
             arch,
             config: ConfigSpace::new(arch),

@@ -6,34 +6,11 @@
 //! address no region covers is a DMA fault, as an address outside every
 //! IOMMU mapping is on hardware.
 
+use crate::shared_map::SharedMap;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
-
-/// One mapped region.
-struct Region {
-    base: NonNull<u8>,
-    size: usize,
-    writable: bool,
-}
-
-// SAFETY: `base` is a shared file mapping owned by the region and unmapped
-// only in `drop`; it is never turned into a Rust reference (the guest writes
-// it concurrently), only handed to system calls and `ptr::copy`, which any
-// thread may do.
-unsafe impl Send for Region {}
-// SAFETY: as for `Send`: a shared `&Region` gives out only the raw pointer.
-unsafe impl Sync for Region {}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: `base` and `size` are the mapping `GuestMemory::map` made,
-        // unmapped once, here.
-        unsafe { libc::munmap(self.base.as_ptr().cast(), self.size) };
-    }
-}
 
 /// Which way the engine touches guest memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +24,7 @@ pub enum Access {
 /// The guest memory the client shares, by guest address.
 #[derive(Default)]
 pub struct GuestMemory {
-    regions: BTreeMap<u64, Region>,
+    regions: BTreeMap<u64, SharedMap>,
 }
 
 impl GuestMemory {
@@ -67,32 +44,8 @@ impl GuestMemory {
         if len == 0 || self.overlaps(addr, end) {
             return Err(einval());
         }
-        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
-        let offset = libc::off_t::try_from(offset).map_err(|_| einval())?;
-        // SAFETY: a new shared mapping of a file the caller owns; the kernel
-        // picks the address, so nothing of this process is replaced.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                prot,
-                libc::MAP_SHARED,
-                file.as_raw_fd(),
-                offset,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = NonNull::new(p.cast()).ok_or_else(einval)?;
-        self.regions.insert(
-            addr,
-            Region {
-                base,
-                size: len,
-                writable,
-            },
-        );
+        let region = SharedMap::new(file, offset, len, writable)?;
+        self.regions.insert(addr, region);
         Ok(())
     }
 
@@ -100,7 +53,7 @@ impl GuestMemory {
         self.regions
             .range(..end)
             .next_back()
-            .is_some_and(|(&a, r)| a + r.size as u64 > start)
+            .is_some_and(|(&a, r)| a + r.len() as u64 > start)
     }
 
     /// Unmaps every region inside `[addr, addr + size)` (all of them with
@@ -115,7 +68,7 @@ impl GuestMemory {
         let inside: Vec<u64> = self
             .regions
             .range(addr..end)
-            .filter(|(&a, r)| a + r.size as u64 <= end)
+            .filter(|(&a, r)| a + r.len() as u64 <= end)
             .map(|(&a, _)| a)
             .collect();
         if inside.is_empty() {
@@ -132,16 +85,12 @@ impl GuestMemory {
     pub fn span(&self, addr: u64, len: usize, access: Access) -> Option<NonNull<u8>> {
         let (&start, r) = self.regions.range(..=addr).next_back()?;
         let off = usize::try_from(addr - start).ok()?;
-        if off.checked_add(len)? > r.size || (access == Access::Write && !r.writable) {
-            return None;
-        }
-        // In bounds of the mapping, checked just above.
-        NonNull::new(r.base.as_ptr().wrapping_add(off))
+        r.span(off, len, access == Access::Write)
     }
 
     /// Guest bytes mapped, over every region.
     pub fn mapped_bytes(&self) -> u64 {
-        self.regions.values().map(|r| r.size as u64).sum()
+        self.regions.values().map(|r| r.len() as u64).sum()
     }
 }
 

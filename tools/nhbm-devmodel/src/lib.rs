@@ -10,4 +10,5 @@ pub mod bar0;
 pub mod config;
 pub mod device;
 pub mod guest_mem;
+pub mod shared_map;
 pub mod udma;

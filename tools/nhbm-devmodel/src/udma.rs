@@ -193,7 +193,11 @@ pub struct Udma {
 impl Udma {
     /// The engines of `arch`, moving bytes between `guest` and the HBM in
     /// `bar4`, their thread started.
-    pub fn new(arch: &'static Arch, bar4: File, guest: Arc<RwLock<GuestMemory>>) -> Self {
+    pub fn new(
+        arch: &'static Arch,
+        bar4: &File,
+        guest: Arc<RwLock<GuestMemory>>,
+    ) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 units: arch.udma_units.iter().map(|_| Unit::default()).collect(),
@@ -205,17 +209,17 @@ impl Udma {
             }),
             work: Condvar::new(),
         });
-        let mover = Mover::new(arch, bar4, guest);
+        let mover = Mover::new(arch, bar4, guest)?;
         let s = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("udma".into())
             .spawn(move || engine(&s, &mover))
             .ok();
-        Udma {
+        Ok(Udma {
             units: arch.udma_units,
             shared,
             thread,
-        }
+        })
     }
 
     /// The unit BAR0 offset `off` falls in, and the offset inside it.

@@ -1,13 +1,17 @@
 //! What an engine touches: guest memory (DMA addresses in the arch's host
 //! window, reached through the regions the client shared) and HBM (device
-//! physical addresses, reached through BAR4's memfd by the arch's remap).
+//! physical addresses, reached through a mapping of BAR4's memfd by the
+//! arch's remap). Bytes move with memory copies, as an engine moves them
+//! beside the CPU: no system call a descriptor.
 
 use super::desc::{Desc, SIZE};
 use super::queue::Fault;
 use crate::arch::Arch;
 use crate::guest_mem::{Access, GuestMemory};
+use crate::shared_map::SharedMap;
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::io;
+use std::ptr::NonNull;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -22,14 +26,22 @@ enum End {
 /// Moves bytes for the engines.
 pub struct Mover {
     arch: &'static Arch,
-    bar4: File,
+    hbm: SharedMap,
     guest: Arc<RwLock<GuestMemory>>,
 }
 
 impl Mover {
-    /// A mover over `bar4` (the function's HBM memfd) and `guest`.
-    pub fn new(arch: &'static Arch, bar4: File, guest: Arc<RwLock<GuestMemory>>) -> Self {
-        Mover { arch, bar4, guest }
+    /// A mover over `bar4` (the function's HBM memfd, mapped whole) and
+    /// `guest`.
+    pub fn new(
+        arch: &'static Arch,
+        bar4: &File,
+        guest: Arc<RwLock<GuestMemory>>,
+    ) -> io::Result<Self> {
+        let len = usize::try_from(arch.bar4_size)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let hbm = SharedMap::new(bar4, 0, len, true)?;
+        Ok(Mover { arch, hbm, guest })
     }
 
     fn end(&self, addr: u64, len: u64) -> Result<End, Fault> {
@@ -56,38 +68,31 @@ impl Mover {
             End::Host(a) => {
                 let g = self.guest.read().map_err(|_| Fault::Address)?;
                 let p = g.span(a, dst.len(), Access::Read).ok_or(Fault::Address)?;
-                // SAFETY: `p` spans `dst.len()` bytes of a mapping that
-                // stays while `g` is held; `dst` is the model's own buffer.
-                unsafe { std::ptr::copy(p.as_ptr(), dst.as_mut_ptr(), dst.len()) };
+                Self::copy_bytes(p, NonNull::from(&mut *dst).cast(), dst.len());
                 Ok(())
             }
-            End::Hbm(off) => self.pio(off, dst.as_mut_ptr(), dst.len(), false),
+            End::Hbm(off) => {
+                let p = self.hbm(off, dst.len())?;
+                Self::copy_bytes(p, NonNull::from(&mut *dst).cast(), dst.len());
+                Ok(())
+            }
         }
     }
 
-    /// `pread` (`write` false: BAR4 into `p`) or `pwrite` (`write` true)
-    /// of `len` bytes at BAR4 offset `off`, to the end.
-    fn pio(&self, off: u64, p: *mut u8, len: usize, write: bool) -> Result<(), Fault> {
-        let mut done = 0usize;
-        while done < len {
-            let at = libc::off_t::try_from(off + done as u64).map_err(|_| Fault::Address)?;
-            let q = p.wrapping_add(done).cast();
-            let fd = self.bar4.as_raw_fd();
-            // SAFETY: `p` points to `len` bytes the caller holds valid (the
-            // model's buffer, or a guest span under the guest memory lock).
-            let n = unsafe {
-                if write {
-                    libc::pwrite(fd, q, len - done, at)
-                } else {
-                    libc::pread(fd, q, len - done, at)
-                }
-            };
-            if n <= 0 {
-                return Err(Fault::Address);
-            }
-            done += n as usize;
-        }
-        Ok(())
+    /// The model's address of HBM bytes `[off, off + len)` (BAR4 offsets).
+    fn hbm(&self, off: u64, len: usize) -> Result<NonNull<u8>, Fault> {
+        let off = usize::try_from(off).map_err(|_| Fault::Address)?;
+        self.hbm.span(off, len, true).ok_or(Fault::Address)
+    }
+
+    /// Copies `len` bytes from `from` to `to` (either may be HBM or guest
+    /// memory, and they may overlap).
+    fn copy_bytes(from: NonNull<u8>, to: NonNull<u8>, len: usize) {
+        // SAFETY: the callers take both spans, `len` bytes each, from
+        // mappings that stay while they hold them (HBM for the model's
+        // life, guest memory under its lock); `ptr::copy` allows overlap
+        // and no Rust reference to either exists.
+        unsafe { std::ptr::copy(from.as_ptr(), to.as_ptr(), len) };
     }
 
     /// Copies `len` bytes from DMA address `src` to `dst`, every byte
@@ -97,30 +102,17 @@ impl Mover {
         let n = len as usize;
         let guest = || self.guest.read().map_err(|_| Fault::Address);
         let span = |g: &GuestMemory, a, access| g.span(a, n, access).ok_or(Fault::Address);
-        let r = match (self.end(src, len.into())?, self.end(dst, len.into())?) {
-            (End::Hbm(s), End::Hbm(d)) => {
-                let mut buf = vec![0u8; n];
-                self.pio(s, buf.as_mut_ptr(), n, false)?;
-                self.pio(d, buf.as_mut_ptr(), n, true)
-            }
-            (End::Host(s), End::Hbm(d)) => {
-                let g = guest()?;
-                self.pio(d, span(&g, s, Access::Read)?.as_ptr(), n, true)
-            }
-            (End::Hbm(s), End::Host(d)) => {
-                let g = guest()?;
-                self.pio(s, span(&g, d, Access::Write)?.as_ptr(), n, false)
-            }
-            (End::Host(s), End::Host(d)) => {
-                let g = guest()?;
-                let (s, d) = (span(&g, s, Access::Read)?, span(&g, d, Access::Write)?);
-                // SAFETY: both spans are `n` bytes of mappings that stay
-                // while `g` is held; `copy` allows them to overlap.
-                unsafe { std::ptr::copy(s.as_ptr(), d.as_ptr(), n) };
-                Ok(())
-            }
+        let g = guest()?;
+        let from = match self.end(src, len.into())? {
+            End::Hbm(s) => self.hbm(s, n)?,
+            End::Host(s) => span(&g, s, Access::Read)?,
         };
+        let to = match self.end(dst, len.into())? {
+            End::Hbm(d) => self.hbm(d, n)?,
+            End::Host(d) => span(&g, d, Access::Write)?,
+        };
+        Self::copy_bytes(from, to, n);
         fence(Ordering::SeqCst);
-        r
+        Ok(())
     }
 }
