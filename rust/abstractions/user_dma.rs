@@ -64,7 +64,9 @@ impl UserPages {
         );
         let mut at = start;
         while at < end {
-            let next = (at / PAGE_SIZE + 1) * PAGE_SIZE;
+            // The next page boundary; the last page of the address space
+            // has none (a user range never reaches it: pinning refuses it).
+            let next = (at | (PAGE_SIZE - 1)).saturating_add(1);
             offs.push((at % PAGE_SIZE) as u32, GFP_KERNEL_ACCOUNT)?;
             lens.push((next.min(end) - at) as u32, GFP_KERNEL_ACCOUNT)?;
             at = next;

@@ -109,7 +109,7 @@ impl Device {
         resched::checkpoint()?;
         self.fault.point(EIO)?;
         let piece = self.io().bulk_piece() as u64;
-        let mut segments = KVec::with_capacity(parts.len(), GFP_KERNEL)?;
+        let mut segments = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
         for &(pa, at, len) in parts {
             let len = len as u64;
             pa.checked_add(len).ok_or(EINVAL)?;
@@ -121,7 +121,7 @@ impl Device {
                 let n = (len - done).min(piece - (pa + done) % piece);
                 let off = addr::bar4_offset(self.info, pa + done, n)?;
                 let seg = (off, at.wrapping_byte_add(done as usize), n as usize);
-                segments.push(seg, GFP_KERNEL)?;
+                segments.push(seg, GFP_KERNEL_ACCOUNT)?;
                 done += n;
             }
         }

@@ -244,8 +244,8 @@ impl PciIo {
     fn dma_user(&self, parts: &[(u64, &UserPages)], to_device: bool) -> Result {
         let mut guard = self.dma.lock();
         let queue = Option::as_mut(&mut *guard).ok_or(ENODEV)?;
-        let mut maps = KVec::with_capacity(parts.len(), GFP_KERNEL)?;
-        let mut pairs = KVVec::with_capacity(BATCH, GFP_KERNEL)?;
+        let mut maps = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
+        let mut pairs = KVVec::with_capacity(BATCH, GFP_KERNEL_ACCOUNT)?;
         for &(off, pages) in parts {
             let mapped = pages.map(queue.dma_device())?;
             let mut at = addr::bar4_to_pa(self.info, off)?;
@@ -256,10 +256,10 @@ impl PciIo {
                 } else {
                     (dev, host, n)
                 };
-                pairs.push(pair, GFP_KERNEL)?;
+                pairs.push(pair, GFP_KERNEL_ACCOUNT)?;
                 at += n as u64;
             }
-            maps.push(mapped, GFP_KERNEL)?;
+            maps.push(mapped, GFP_KERNEL_ACCOUNT)?;
         }
         pairs
             .chunks(BATCH)
@@ -348,17 +348,17 @@ impl DeviceIo for PciIo {
         }
         // Pinned outside the gate, as one piece is; a part that cannot be
         // pinned is copied on its own.
-        let mut pinned = KVec::with_capacity(parts.len(), GFP_KERNEL)?;
+        let mut pinned = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
         for &(off, at, len) in parts {
             check_range(off, len as u64, self.bar4_size)?;
             match UserPages::pin(at, len, false) {
-                Ok(pages) => pinned.push((off, pages), GFP_KERNEL)?,
+                Ok(pages) => pinned.push((off, pages), GFP_KERNEL_ACCOUNT)?,
                 Err(_) => write_each(self, &[(off, at, len)], gate)?,
             }
         }
-        let mut refs = KVec::with_capacity(pinned.len(), GFP_KERNEL)?;
+        let mut refs = KVec::with_capacity(pinned.len(), GFP_KERNEL_ACCOUNT)?;
         for (off, pages) in &pinned {
-            refs.push((*off, pages), GFP_KERNEL)?;
+            refs.push((*off, pages), GFP_KERNEL_ACCOUNT)?;
         }
         gate(&mut || self.dma_user(&refs, true))
     }

@@ -95,10 +95,10 @@ impl BlobSource for UserBlob<'_> {
 
     fn upload_gathered(&self, dev: &Device, staged_at: u64, parts: &[Part]) -> Result {
         self.fault.point(EFAULT)?;
-        let mut ranges = KVec::with_capacity(parts.len(), GFP_KERNEL)?;
+        let mut ranges = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
         for p in parts {
             let (at, n) = self.range(p.off, p.len)?;
-            ranges.push((p.pa, at, n), GFP_KERNEL)?;
+            ranges.push((p.pa, at, n), GFP_KERNEL_ACCOUNT)?;
         }
         dev.write_gathered_from_user(staged_at, &ranges)
     }

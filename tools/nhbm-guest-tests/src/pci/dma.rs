@@ -525,3 +525,37 @@ pub fn small_payloads_are_uploaded_together() -> TestResult {
     ensure_eq("pairs of the load", pairs, want)?;
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
+
+/// A buffer address outside user memory (the last page of the address
+/// space, whose next page boundary does not exist; kernel addresses; the
+/// null page) gets EFAULT from MEM_WRITE and MEM_READ, whether the module
+/// tries to pin it or copy it, and the device moves bytes after.
+pub fn buffers_outside_user_memory_get_efault() -> TestResult {
+    let d = dev()?;
+    let p = d
+        .plan_load(&one_buffer(1, 64 * KIB).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    for buf in [
+        u64::MAX - 4095,
+        u64::MAX - 4095 + 8,
+        0xffff_8880_0000_0000,
+        0,
+    ] {
+        for write in [true, false] {
+            let mut arg = MemXfer {
+                plan_id: p.plan_id,
+                var_id: 1,
+                offset: 0,
+                len: 1024,
+                buf,
+            };
+            // SAFETY: the module must refuse the address; nothing of this
+            // process is at any of them.
+            let r = unsafe { d.mem_xfer_raw(write, &mut arg) };
+            ensure_errno(&format!("write {write} from {buf:#x}"), r, libc::EFAULT)?;
+        }
+    }
+    d.mem_write(p.plan_id, 1, 0, b"still here")
+        .ctx("MEM_WRITE after")?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
