@@ -15,6 +15,15 @@ use crate::{
 use core::num::NonZeroU64;
 use kernel::{page::PAGE_SIZE, prelude::*, uaccess::UserPtr};
 
+/// [`XFER_CHUNK`], for [`piece_len`].
+const XFER_PIECE: NonZeroU64 = NonZeroU64::new(XFER_CHUNK as u64).unwrap();
+
+/// Bytes of the piece at device PA `at` with `left` bytes still to go: up
+/// to the next `chunk` boundary, at most `left`.
+fn piece_len(at: u64, left: u64, chunk: NonZeroU64) -> u64 {
+    left.min(chunk.get() - at % chunk)
+}
+
 impl Device {
     /// Runs `op(bar4_offset, len)` over `[pa, pa + len)` in pieces that end
     /// on `chunk` boundaries (a power of two) of the device address (so a backend sees
@@ -35,12 +44,8 @@ impl Device {
         mut op: impl FnMut(u64, usize) -> Result,
     ) -> Result {
         self.check_present()?;
-        pa.checked_add(len).ok_or(EINVAL)?;
+        self.check_transfer_range(pa, len)?;
         let chunk = NonZeroU64::new(chunk as u64).ok_or(EINVAL)?;
-        // SBUF is on-core SRAM, never HBM: no transfer may reach it.
-        if addr::range_touches_sbuf(self.info, pa, len) {
-            return Err(EINVAL);
-        }
         let mut done = 0u64;
         while done < len {
             resched::checkpoint()?;
@@ -54,12 +59,22 @@ impl Device {
                 done += skip;
                 continue;
             }
-            let n = (len - done).min(chunk.get() - (pa + done) % chunk);
+            let n = piece_len(pa + done, len - done, chunk);
             let off = addr::bar4_offset(self.info, pa + done, n)?;
             op(off, n as usize)?;
             done += n;
         }
         self.io().confirm_present()
+    }
+
+    /// `EINVAL` unless `[pa, pa + len)` may be transferred: no overflow,
+    /// and nothing of SBUF, which is on-core SRAM, never HBM.
+    fn check_transfer_range(&self, pa: u64, len: u64) -> Result {
+        pa.checked_add(len).ok_or(EINVAL)?;
+        if addr::range_touches_sbuf(self.info, pa, len) {
+            return Err(EINVAL);
+        }
+        Ok(())
     }
 
     /// How many bytes from device PA `pa` on, at most `len`, the backend
@@ -108,17 +123,14 @@ impl Device {
         self.check_present()?;
         resched::checkpoint()?;
         self.fault.point(EIO)?;
-        let piece = self.io().bulk_piece() as u64;
+        let piece = NonZeroU64::new(self.io().bulk_piece() as u64).ok_or(EINVAL)?;
         let mut segments = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
         for &(pa, at, len) in parts {
             let len = len as u64;
-            pa.checked_add(len).ok_or(EINVAL)?;
-            if addr::range_touches_sbuf(self.info, pa, len) {
-                return Err(EINVAL);
-            }
+            self.check_transfer_range(pa, len)?;
             let mut done = 0u64;
             while done < len {
-                let n = (len - done).min(piece - (pa + done) % piece);
+                let n = piece_len(pa + done, len - done, piece);
                 let off = addr::bar4_offset(self.info, pa + done, n)?;
                 let seg = (off, at.wrapping_byte_add(done as usize), n as usize);
                 segments.push(seg, GFP_KERNEL_ACCOUNT)?;
@@ -201,8 +213,7 @@ impl Device {
                 done += skip;
                 continue;
             }
-            let chunk = XFER_CHUNK as u64;
-            let n = (len - done).min(chunk - (pa + done) % chunk);
+            let n = piece_len(pa + done, len - done, XFER_PIECE);
             // A chunk of the grid lies inside the BAR4 window, whole.
             if let Ok(off) = addr::bar4_offset(self.info, pa + done, n) {
                 self.io().bar4_release(off, n);
