@@ -235,8 +235,9 @@ pub fn an_engine_fault_leaves_no_partial_plan() -> TestResult {
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
 
-/// A process SIGKILLed inside a 64 MiB MEM_READ dies within a second: the
-/// transfer stops at its next piece, whose batch is short.
+/// A process SIGKILLed inside a 64 MiB MEM_READ dies within a second (the
+/// transfer stops at its next piece, whose batch is short) and leaves no
+/// page pinned.
 pub fn a_killed_reader_dies_at_its_next_piece() -> TestResult {
     let len = 64 * MIB;
     let d = dev()?;
@@ -245,6 +246,7 @@ pub fn a_killed_reader_dies_at_its_next_piece() -> TestResult {
         .ctx("PLAN_LOAD")?;
     let c = control()?;
     let pairs = c.read(DMA_PAIRS);
+    let (pinned, unpinned) = pins()?;
     // SAFETY: the case runs on the suite's only thread; the child reads
     // through the inherited file and leaves with _exit.
     let pid = unsafe { libc::fork() };
@@ -268,6 +270,12 @@ pub fn a_killed_reader_dies_at_its_next_piece() -> TestResult {
     ensure(died_in < Duration::from_secs(1), || {
         format!("the killed reader took {died_in:?} to die")
     })?;
+    let (a, u) = pins()?;
+    ensure_eq(
+        "pages the reader left pinned",
+        (a - pinned) - (u - unpinned),
+        0,
+    )?;
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
 
@@ -295,8 +303,9 @@ pub fn a_device_reset_sets_the_queue_up_again() -> TestResult {
 }
 
 /// A device reset in the middle of a 32 MiB MEM_WRITE: the write ends
-/// with EIO (its plan's HBM is gone) or, had it finished first, 0; the
-/// engine is left with nothing half-done, and a new plan's bytes land.
+/// with EIO (its plan's HBM is gone) or, had it finished first, 0; no page
+/// stays pinned, the engine is left with nothing half-done, and a new
+/// plan's bytes land.
 pub fn a_device_reset_in_the_middle_of_a_large_upload() -> TestResult {
     let len = 32 * MIB;
     let d = dev()?;
@@ -304,6 +313,7 @@ pub fn a_device_reset_in_the_middle_of_a_large_upload() -> TestResult {
     let blob = one_buffer(1, len).to_blob().ctx("build")?;
     let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
     let w = pattern(len, 9);
+    let (pinned, unpinned) = pins()?;
     let pairs = c.read(DMA_PAIRS);
     let (write, reset) = std::thread::scope(|s| {
         let t = s.spawn(|| d.mem_write(p.plan_id, 1, 0, &w));
@@ -320,6 +330,8 @@ pub fn a_device_reset_in_the_middle_of_a_large_upload() -> TestResult {
         Some(r) => ensure_errno("MEM_WRITE cut by the reset", r, libc::EIO)?,
         None => return fail("the writer panicked"),
     }
+    let (a, u) = pins()?;
+    ensure_eq("pages unpinned as pinned", u - unpinned, a - pinned)?;
     let q = d.plan_load(&blob, 0).ctx("PLAN_LOAD after the reset")?;
     let pa = d.resolve(q.plan_id, 1, 0, len).ctx("RESOLVE")?;
     d.mem_write(q.plan_id, 1, len - 8, b"landed!!")
