@@ -120,26 +120,60 @@ impl Device {
         staged_at: u64,
         parts: &[(u64, UserPtr, usize)],
     ) -> Result {
+        let mut segments = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
+        self.split_gathered(
+            parts.iter().map(|p| (p.0, p.2 as u64)),
+            |i, off, done, n| {
+                let seg = (off, parts[i].1.wrapping_byte_add(done as usize), n as usize);
+                segments.push(seg, GFP_KERNEL_ACCOUNT)?;
+                Ok(())
+            },
+        )?;
+        let gate = |op: &mut dyn FnMut() -> Result| self.transfer_piece(staged_at, op);
+        self.io().bar4_write_gathered(&segments, &gate)?;
+        self.io().confirm_present()
+    }
+
+    /// Zeroes each of `ranges` (device PA, length), for memory staged at
+    /// reset epoch `staged_at`: the many small gaps of a plan's arena,
+    /// which a backend with an engine clears together
+    /// ([`crate::hw::io::DeviceIo::bar4_zero_gathered`]). Each range is cut
+    /// at the backend's piece boundaries; the caller keeps the total within
+    /// a few pieces.
+    pub(crate) fn zero_gathered(&self, staged_at: u64, ranges: &[(u64, u64)]) -> Result {
+        let mut segments = KVec::with_capacity(ranges.len(), GFP_KERNEL_ACCOUNT)?;
+        self.split_gathered(ranges.iter().copied(), |_, off, _, n| {
+            segments.push((off, n), GFP_KERNEL_ACCOUNT)?;
+            Ok(())
+        })?;
+        self.transfer_piece(staged_at, || self.io().bar4_zero_gathered(&segments))?;
+        self.io().confirm_present()
+    }
+
+    /// Checks the device and the caller (a preemption point, `EINTR` once it
+    /// is killed) before a gathered transfer, and cuts each of `ranges`
+    /// (device PA, length) at the backend's piece boundaries, calling
+    /// `segment(range index, BAR4 offset, offset in the range, length)`
+    /// for each piece: `EINVAL` for a range that may not be transferred.
+    fn split_gathered(
+        &self,
+        ranges: impl Iterator<Item = (u64, u64)>,
+        mut segment: impl FnMut(usize, u64, u64, u64) -> Result,
+    ) -> Result {
         self.check_present()?;
         resched::checkpoint()?;
         self.fault.point(EIO)?;
         let piece = NonZeroU64::new(self.io().bulk_piece() as u64).ok_or(EINVAL)?;
-        let mut segments = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
-        for &(pa, at, len) in parts {
-            let len = len as u64;
+        for (i, (pa, len)) in ranges.enumerate() {
             self.check_transfer_range(pa, len)?;
             let mut done = 0u64;
             while done < len {
                 let n = piece_len(pa + done, len - done, piece);
-                let off = addr::bar4_offset(self.info, pa + done, n)?;
-                let seg = (off, at.wrapping_byte_add(done as usize), n as usize);
-                segments.push(seg, GFP_KERNEL_ACCOUNT)?;
+                segment(i, addr::bar4_offset(self.info, pa + done, n)?, done, n)?;
                 done += n;
             }
         }
-        let gate = |op: &mut dyn FnMut() -> Result| self.transfer_piece(staged_at, op);
-        self.io().bar4_write_gathered(&segments, &gate)?;
-        self.io().confirm_present()
+        Ok(())
     }
 
     /// Copies `len` bytes at device PA `pa` to user memory through BAR4,

@@ -115,6 +115,17 @@ pub(crate) trait DeviceIo: Send + Sync {
     /// Makes `[off, off + len)` of BAR4 read as zeros.
     fn bar4_zero(&self, off: u64, len: u64) -> Result;
 
+    /// Makes each of `parts` (BAR4 offset, length: each inside one
+    /// [`DeviceIo::bulk_piece`] of the device address, all together at
+    /// most a few of them) read as zeros: the many small gaps of a plan's
+    /// arena. By default one after the other; a backend with an engine
+    /// posts them together.
+    fn bar4_zero_gathered(&self, parts: &[(u64, u64)]) -> Result {
+        parts
+            .iter()
+            .try_for_each(|&(off, len)| self.bar4_zero(off, len))
+    }
+
     /// Gives back what backs `[off, off + len)` of BAR4, memory that was
     /// just freed: the simulated device drops its pages there. HBM itself
     /// has nothing to give back, and freed memory is scrubbed when it is

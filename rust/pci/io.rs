@@ -219,21 +219,27 @@ impl PciIo {
         Ok(())
     }
 
-    /// Zeroes `len` bytes at device address `pa` by DMA from the queue's
-    /// zero page, [`BATCH`] descriptors a doorbell.
-    fn dma_zero(&self, queue: &mut H2tQueue, pa: u64, len: u64) -> Result {
+    /// Zeroes each of `ranges` (device address, length) by DMA from the
+    /// queue's zero page, [`BATCH`] descriptors a doorbell: many small
+    /// ranges cost the doorbells of one.
+    fn dma_zero(&self, queue: &mut H2tQueue, ranges: &[(u64, u64)]) -> Result {
         let mut pairs = KVec::with_capacity(BATCH, GFP_KERNEL)?;
-        let mut done = 0u64;
-        while done < len {
-            pairs.clear();
-            while done < len && pairs.len() < BATCH {
+        for &(pa, len) in ranges {
+            let mut done = 0u64;
+            while done < len {
+                if pairs.len() == BATCH {
+                    self.dma_batch(queue, &pairs)?;
+                    pairs.clear();
+                }
                 let n = (len - done).min(DESC_MAX as u64) as usize;
                 pairs.push((End::Zeros, End::Device(pa + done), n), GFP_KERNEL)?;
                 done += n as u64;
             }
-            self.dma_batch(queue, &pairs)?;
         }
-        Ok(())
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        self.dma_batch(queue, &pairs)
     }
 
     /// Moves each part's user pages to (`to_device`) or from its BAR4
@@ -383,7 +389,7 @@ impl DeviceIo for PciIo {
 
     fn bar4_zero(&self, off: u64, len: u64) -> Result {
         check_range(off, len, self.bar4_size)?;
-        if let Some(r) = self.with_dma(off, |q, pa| self.dma_zero(q, pa, len)) {
+        if let Some(r) = self.with_dma(off, |q, pa| self.dma_zero(q, &[(pa, len)])) {
             return r;
         }
         let (off, total) = (off as usize, len as usize);
@@ -397,6 +403,24 @@ impl DeviceIo for PciIo {
             }
             (head + len..total).try_for_each(narrow)
         })
+    }
+
+    fn bar4_zero_gathered(&self, parts: &[(u64, u64)]) -> Result {
+        let mut ranges = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
+        for &(off, len) in parts {
+            check_range(off, len, self.bar4_size)?;
+            ranges.push((addr::bar4_to_pa(self.info, off)?, len), GFP_KERNEL_ACCOUNT)?;
+        }
+        let mut guard = self.dma.lock();
+        match Option::as_mut(&mut *guard) {
+            Some(queue) => self.dma_zero(queue, &ranges),
+            None => {
+                drop(guard);
+                parts
+                    .iter()
+                    .try_for_each(|&(off, len)| self.bar4_zero(off, len))
+            }
+        }
     }
 
     fn engines_reset(&self) {

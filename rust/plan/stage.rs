@@ -10,7 +10,7 @@ use super::{
     blob::{BlobSource, Part},
     index::VarIndex,
     parse::{Backing, ParsedPlan, Placement, Record},
-    uploads::Uploads,
+    uploads::{Scrub, Uploads},
     Plan, Remotes, Var,
 };
 use crate::{
@@ -32,51 +32,6 @@ use kernel::{
 
 /// Serial numbers of plans, for telemetry.
 static NEXT_SERIAL: Atomic<u64> = Atomic::new(1);
-
-/// Scrubs device ranges, merging each range with the previous one when they
-/// touch: records without payload then cost one scrub for all of them.
-struct Scrub<'a> {
-    dev: &'a Device,
-    /// Reset epoch of the plan being staged.
-    staged_at: u64,
-    start: u64,
-    end: u64,
-}
-
-impl<'a> Scrub<'a> {
-    fn new(dev: &'a Device, staged_at: u64) -> Self {
-        Self {
-            dev,
-            staged_at,
-            start: 0,
-            end: 0,
-        }
-    }
-
-    /// Adds `[start, end)`; the pending range is scrubbed first unless the
-    /// new one continues it.
-    fn add(&mut self, start: u64, end: u64) -> Result {
-        if start == end {
-            return Ok(());
-        }
-        if start != self.end {
-            self.flush()?;
-            self.start = start;
-        }
-        self.end = end;
-        Ok(())
-    }
-
-    /// Scrubs the pending range.
-    fn flush(&mut self) -> Result {
-        if self.end > self.start {
-            self.dev
-                .zero(self.staged_at, self.start, self.end - self.start)?;
-        }
-        self.start = self.end;
-        Ok(())
-    }
-}
 
 /// Places every record of `parsed` on `dev` in HBM `channel`, uploading
 /// payloads from `src`. `remotes` holds the plans the REMOTE records name

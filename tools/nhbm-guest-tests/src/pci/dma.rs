@@ -538,6 +538,52 @@ pub fn small_payloads_are_uploaded_together() -> TestResult {
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
 
+/// A plan of 64 payloads that each leave the last 4 KiB of their buffer
+/// unwritten scrubs those tails together: the engine moves one pair a
+/// tail and one marker for all of them (a scrub each would post 63
+/// markers), and every tail reads zero though the same HBM held bytes
+/// before.
+pub fn unwritten_tails_are_scrubbed_together() -> TestResult {
+    const N: u32 = 64;
+    const SIZE: u64 = 16 * KIB;
+    const DATA: u64 = 12 * KIB;
+    let d = dev()?;
+    let c = control()?;
+    // The last payload fills its buffer: the tails end at the next buffer.
+    let build = |data: &dyn Fn(u32) -> Vec<u8>| {
+        let recs = (0..N).map(|i| nhbm::Record::buffer_staged(i + 1, SIZE).data(data(i)));
+        recs.fold(nhbm::Plan::new(0, 0), nhbm::Plan::with).to_blob()
+    };
+    let dirty = build(&|_| vec![0xa5; SIZE as usize]).ctx("build")?;
+    let p = d.plan_load(&dirty, 0).ctx("PLAN_LOAD of bytes")?;
+    let dirty_pa = d.resolve(p.plan_id, 1, 0, 8).ctx("RESOLVE")?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
+    let len = |i| if i + 1 == N { SIZE } else { DATA };
+    let blob = build(&|i| pattern(len(i), 2000 + i)).ctx("build")?;
+    let before = c.read(DMA_PAIRS);
+    let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
+    let pairs = u64::from(c.read(DMA_PAIRS) - before);
+    let pas = (0..N)
+        .map(|i| d.resolve(p.plan_id, i + 1, 0, SIZE).ctx("RESOLVE"))
+        .collect::<Result<Vec<_>, _>>()?;
+    ensure_eq("the place of the plan", pas[0], dirty_pa)?;
+    // One marker for the payloads, one for the tails.
+    let (mut want, mut at) = (2, nhbm::RawPlan::data_start(N as usize));
+    for i in 0..N {
+        let (pa, n) = (pas[i as usize], len(i));
+        want += zero_copy_pairs(&blob[at..at + n as usize], pa)? - 1;
+        at += n as usize;
+        if let Some(&next) = pas.get(i as usize + 1) {
+            want += (next - pa - DATA).div_ceil(64 * KIB);
+            for tail in [pa + DATA, next - 4] {
+                ensure_eq(&format!("tail {i} at {tail:#x}"), c.hbm_read(tail), 0)?;
+            }
+        }
+    }
+    ensure_eq("pairs of the load", pairs, want)?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
 /// A buffer address outside user memory (the last page of the address
 /// space, whose next page boundary does not exist; kernel addresses; the
 /// null page) gets EFAULT from MEM_WRITE and MEM_READ, whether the module
