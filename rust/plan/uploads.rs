@@ -12,7 +12,7 @@ use kernel::prelude::*;
 
 /// Bytes of payload one gathered upload moves at most (the PCI backend's
 /// piece); a payload this large or larger goes on its own.
-const GATHER_BYTES: u64 = 4 << 20;
+const GATHER_BYTES: u64 = 16 << 20;
 /// Payloads (or ranges) one gathered upload (or scrub) moves at most.
 const GATHER_PARTS: usize = 256;
 
