@@ -39,13 +39,15 @@ impl DmaDevice {
     }
 }
 
-/// The pages of a range of user memory, pinned until this is dropped.
+/// The pages of a range of user memory, pinned until this is dropped. Its
+/// arrays may fall back to vmalloc: a piece of 16 MiB has 4097 pages, and
+/// no transfer should wait for an order-3 allocation.
 pub(crate) struct UserPages {
-    pages: KVec<*mut helpers::page>,
+    pages: KVVec<*mut helpers::page>,
     /// Where in its page each page's part of the range starts, and its
     /// length.
-    offs: KVec<u32>,
-    lens: KVec<u32>,
+    offs: KVVec<u32>,
+    lens: KVVec<u32>,
     device_writes: bool,
 }
 
@@ -59,8 +61,8 @@ impl UserPages {
         let end = start.checked_add(len).filter(|_| len > 0).ok_or(EFAULT)?;
         let nr = (end - 1) / PAGE_SIZE - start / PAGE_SIZE + 1;
         let (mut offs, mut lens) = (
-            KVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?,
-            KVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?,
+            KVVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?,
+            KVVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?,
         );
         let mut at = start;
         while at < end {
@@ -71,7 +73,7 @@ impl UserPages {
             lens.push((next.min(end) - at) as u32, GFP_KERNEL_ACCOUNT)?;
             at = next;
         }
-        let mut pages = KVec::from_elem(ptr::null_mut(), nr, GFP_KERNEL_ACCOUNT)?;
+        let mut pages = KVVec::from_elem(ptr::null_mut(), nr, GFP_KERNEL_ACCOUNT)?;
         // SAFETY: `pages` holds `nr` slots for the helper to write; it pins
         // `nr` pages or none (returning an error), and holds no reference
         // to `pages` after it returns.
@@ -91,7 +93,7 @@ impl UserPages {
     /// the DMA API cannot.
     pub(crate) fn map(&self, dev: &DmaDevice) -> Result<Mapped<'_>> {
         let nr = self.pages.len();
-        let mut addrs = KVec::from_elem(0u64, nr, GFP_KERNEL_ACCOUNT)?;
+        let mut addrs = KVVec::from_elem(0u64, nr, GFP_KERNEL_ACCOUNT)?;
         // SAFETY: the `nr` pages are pinned while `self` lives; `offs` and
         // `lens` describe spans inside them; `addrs` has `nr` slots; the
         // device is bound (`DmaDevice`'s rule). The helper maps all or
@@ -137,7 +139,7 @@ impl Drop for UserPages {
 pub(crate) struct Mapped<'a> {
     pages: &'a UserPages,
     dev: DmaDevice,
-    addrs: KVec<u64>,
+    addrs: KVVec<u64>,
 }
 
 impl Mapped<'_> {
