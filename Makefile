@@ -116,11 +116,19 @@ check-pci: module userspace devmodel
 		$(REPO)/tools/testing/run-qemu.sh check-pci
 
 # The whole suite on the debug kernel, with a long fuzz run and a kmemleak
-# scan at the end; any report fails it. Rebuilds the module for that kernel.
-check-debug: userspace
+# scan at the end, then the PCI guest on the same kernel (its DMA path
+# included), closed by a kmemleak scan too; any report fails it. Rebuilds
+# the module for that kernel.
+check-debug: userspace devmodel
 	@$(MAKE) -C $(KDIR_DEBUG) M=$(REPO) $(TEST_KMAKE) modules
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_DEBUG) NHBM_QEMU_MEM=1536 NHBM_QEMU_TIMEOUT=3000 \
-		NHBM_QEMU_APPEND="nhbm_debug=1" $(REPO)/tools/testing/run-qemu.sh check
+		NHBM_QEMU_APPEND="nhbm_debug=1" $(REPO)/tools/testing/run-qemu.sh check; \
+	sim=$$?; \
+	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_DEBUG) NHBM_QEMU_MEM=1536 NHBM_QEMU_TIMEOUT=3000 \
+		NHBM_QEMU_APPEND="nhbm_debug=1" NHBM_DEVMODEL=$(BUILD)/nhbm-devmodel \
+		$(REPO)/tools/testing/run-qemu.sh check-pci; \
+	pci=$$?; \
+	[ $$sim = 0 ] && [ $$pci = 0 ]
 
 # Debian 13's own 7.3 kernel: builds the module in a Debian 13 root (KDIR and
 # DKMS) and runs the guest suites on Debian's unmodified vmlinuz.

@@ -54,6 +54,18 @@ run_tests() {
 	done
 }
 
+# kmemleak_scan: two scans (an object is reported once it stayed unreferenced
+# across a scan) and what they found, on a kernel with kmemleak; the host
+# fails the run on any "unreferenced object" line.
+kmemleak_scan() {
+	[ -e /sys/kernel/debug/kmemleak ] || return 0
+	echo "nhbm: kmemleak scan"
+	echo scan >/sys/kernel/debug/kmemleak
+	sleep 6
+	echo scan >/sys/kernel/debug/kmemleak
+	cat /sys/kernel/debug/kmemleak
+}
+
 # finish: mark the end of the run for the host and power off.
 finish() {
 	echo "NHBM-GUEST-DONE"

@@ -6,7 +6,9 @@
 # insmod, then the PCI suite and libnhbm's client on the V3 and V4
 # functions, then every userspace test program (the PCI suite and the
 # client among them) on the V2 one. The removal test (last) asks the host
-# to device_del function 1.
+# to device_del function 1. With nhbm_debug=1 on the kernel command line
+# (make check-debug) a kmemleak scan closes the run: pinned user pages and
+# the queues' DMA memory come back.
 . /common.sh
 export NHBM_BACKEND=pci
 
@@ -27,4 +29,5 @@ for n in 1 2; do
 done
 run_tests
 rmmod neuron_hbm || echo "not ok 1 nhbm_rmmod"
+grep -q "nhbm_debug=1" /proc/cmdline && kmemleak_scan
 finish

@@ -43,11 +43,5 @@ else
 fi
 run_tests
 rmmod neuron_hbm || echo "not ok 1 nhbm_rmmod"
-if [ "$debug" = 1 ] && [ -e /sys/kernel/debug/kmemleak ]; then
-	echo "nhbm: kmemleak scan"
-	echo scan >/sys/kernel/debug/kmemleak
-	sleep 6
-	echo scan >/sys/kernel/debug/kmemleak
-	cat /sys/kernel/debug/kmemleak
-fi
+[ "$debug" = 1 ] && kmemleak_scan
 finish
