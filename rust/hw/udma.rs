@@ -212,25 +212,27 @@ impl H2tQueue {
         ])
     }
 
-    /// Writes `m2s` and `s2m` (whole descriptors, as many of each) at the
-    /// next slots of the rings, wrapping at their end, and moves past them.
-    fn fill(&mut self, m2s: &[u8], s2m: &[u8]) -> Result {
-        let mut done = 0;
-        while done < m2s.len() {
-            let at = self.next * DESC_BYTES;
-            let n = (m2s.len() - done).min(RING_LEN * DESC_BYTES - at);
-            io_project!(&self.m2s, [try: at..at + n]).copy_from_slice(&m2s[done..done + n]);
-            io_project!(&self.s2m, [try: at..at + n]).copy_from_slice(&s2m[done..done + n]);
-            done += n;
-            self.next = (self.next + n / DESC_BYTES) % RING_LEN;
-        }
-        Ok(())
+    /// The M2S and S2M descriptors of the pair `(src, dst, len)` with
+    /// `meta` and ring phase `phase`: `EINVAL` for an end it may not name.
+    fn descs(
+        &self,
+        pair: (End, End, usize),
+        meta: u32,
+        phase: u32,
+    ) -> Result<[[u8; DESC_BYTES]; 2]> {
+        let (src, dst, len) = pair;
+        let (s, d) = (
+            self.address(src, len, false)?,
+            self.address(dst, len, true)?,
+        );
+        Self::pair(s, d, len, meta, phase)
     }
 
     /// Posts `pairs` (source, destination, bytes: at most [`DESC_MAX`]
     /// each, at most [`BATCH`] of them) and the marker pair, and rings both
     /// doorbells, S2M first (udma_m2m.c:413-444). Touches only BAR0 and
-    /// memory: never sleeps.
+    /// memory, allocates nothing: never sleeps (the caller holds BAR0's
+    /// access guard, an RCU read-side section).
     pub(crate) fn post(&mut self, bar0: Mmio<'_, Region>, pairs: &[(End, End, usize)]) -> Result {
         if pairs.is_empty() || pairs.len() > BATCH {
             return Err(EINVAL);
@@ -238,38 +240,36 @@ impl H2tQueue {
         if !self.ready {
             self.init(bar0)?;
         }
-        // Every descriptor is built before any is written: a pair refused
-        // leaves the rings as the engine knows them.
-        let total = pairs.len() + 1;
-        let (mut m2s, mut s2m) = (
-            KVVec::with_capacity(total * DESC_BYTES, GFP_KERNEL)?,
-            KVVec::with_capacity(total * DESC_BYTES, GFP_KERNEL)?,
-        );
         let word = |i: u64| self.marker.dma_address() + 4 * i;
         let marker = (End::Host(word(0)), End::Host(word(1)), 4);
-        let (mut slot, mut phase) = (self.next, self.phase);
-        for (i, &(src, dst, len)) in Iterator::chain(pairs.iter(), [&marker]).enumerate() {
+        let all = || {
+            Iterator::chain(pairs.iter(), [&marker])
+                .copied()
+                .enumerate()
+        };
+        // Every pair is checked before any descriptor is written: a pair
+        // refused leaves the rings as the engine knows them.
+        for (_, pair) in all() {
+            self.descs(pair, META_COPY, 0)?;
+        }
+        io_write!(&self.marker, [try: 0], MARKER);
+        io_write!(&self.marker, [try: 1], 0);
+        for (i, pair) in all() {
+            // The last data pair carries the write barrier.
             let meta = if i + 1 == pairs.len() {
                 META_BARRIER
             } else {
                 META_COPY
             };
-            let (s, d) = (
-                self.address(src, len, false)?,
-                self.address(dst, len, true)?,
-            );
-            let [m, d] = Self::pair(s, d, len, meta, phase)?;
-            m2s.extend_from_slice(&m, GFP_KERNEL)?;
-            s2m.extend_from_slice(&d, GFP_KERNEL)?;
-            slot = (slot + 1) % RING_LEN;
-            if slot == 0 {
-                phase = (phase + 1) % 4;
+            let [m, d] = self.descs(pair, meta, self.phase)?;
+            let at = self.next * DESC_BYTES;
+            io_project!(&self.m2s, [try: at..at + DESC_BYTES]).copy_from_slice(&m);
+            io_project!(&self.s2m, [try: at..at + DESC_BYTES]).copy_from_slice(&d);
+            self.next = (self.next + 1) % RING_LEN;
+            if self.next == 0 {
+                self.phase = (self.phase + 1) % 4;
             }
         }
-        io_write!(&self.marker, [try: 0], MARKER);
-        io_write!(&self.marker, [try: 1], 0);
-        self.fill(&m2s, &s2m)?;
-        self.phase = phase;
         // The descriptors are in coherent memory; the MMIO write orders
         // after them (`writel`).
         let n = Q_DRTP_INC::zeroed().try_with_descs(pairs.len() as u32 + 1)?;
