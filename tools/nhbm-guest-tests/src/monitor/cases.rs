@@ -231,6 +231,21 @@ fn prometheus_text_parses(w: &mut World, notes: &mut Notes) -> TestResult {
     Ok(())
 }
 
+/// `child`'s exit status once it exits, waiting at most `limit`.
+fn exit_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let end = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+            _ => return None,
+        }
+    }
+}
+
 /// Feeds what `master` receives into `screen`, answering cursor position
 /// queries as a terminal does, until `done` holds of the screen or `limit`
 /// passes; whether it held.
@@ -302,7 +317,9 @@ fn top_on_a_terminal(w: &mut World, notes: &mut Notes) -> TestResult {
     pump(&mut master, &mut screen, Duration::from_secs(10), |_| {
         matches!(child.try_wait(), Ok(Some(_)))
     });
-    let exited = child.try_wait().ok().flatten();
+    // The pump also ends when top closes the terminal, which may come
+    // before its exit can be reaped (a slow kernel showed it).
+    let exited = exit_within(&mut child, Duration::from_secs(10));
     if exited.is_none() {
         let _ = child.kill();
         let _ = child.wait();
