@@ -36,13 +36,21 @@ const DESC_BYTES: usize = 16;
 /// written as length 0 (`ENCODE_64K`, udma_m2m.c:274-277).
 pub(crate) const DESC_MAX: usize = 64 * 1024;
 /// Descriptors of each ring: a power of two of at least 32 (udma.h:26,
-/// 318), so the ring's end stays 256-byte aligned (udma_main.c:381-386),
-/// and large enough for the reference's largest batch ([`BATCH`]).
-const RING_LEN: usize = 2048;
-/// Data pairs one doorbell posts at most: the ring less the marker pair
-/// and the reference's 16-descriptor gap (udma.h:312-324), 2031 as in the
-/// reference (neuron_dma.c:301-366).
-pub(crate) const BATCH: usize = RING_LEN - 16 - 1;
+/// 318), so the ring's end stays 256-byte aligned (udma_main.c:381-386);
+/// the reference's `DMA_H2T_DESC_COUNT`, two of its largest batches
+/// ([`BATCH`]), so the engine finds the next batch posted when it ends one
+/// (the reference posts an asynchronous copy before it waits for the one
+/// before, neuron_dma.c:478-490).
+const RING_LEN: usize = 4096;
+/// Descriptors the driver leaves unposted, so a full ring is told from an
+/// empty one (udma.h:312-324).
+const RING_GAP: usize = 16;
+/// Data pairs one doorbell posts at most, 2031 as in the reference
+/// (`sync_threshold`, neuron_dma.c:311): half the ring less the gap and
+/// the marker pair.
+pub(crate) const BATCH: usize = RING_LEN / 2 - RING_GAP - 1;
+/// Batches in flight at most, each with its own marker word.
+const IN_FLIGHT: usize = 4;
 /// What the marker pair copies, and the driver waits to see
 /// (`DMA_COMPLETION_MARKER`, neuron_dma.c:146-147).
 const MARKER: u32 = 0xabcd_ef01;
@@ -92,10 +100,18 @@ pub(crate) struct H2tQueue {
     s2m: Coherent<[u8]>,
     bounce: Coherent<[u8]>,
     zeros: Coherent<[u8]>,
-    /// Word 0 the marker, word 1 where the marker pair copies it.
+    /// Word 0 the marker, word `1 + s` where the marker pair of the batch
+    /// in slot `s` copies it.
     marker: Coherent<[u32]>,
     next: usize,
     phase: u32,
+    /// Descriptors each batch in flight holds, oldest at `oldest`, slot
+    /// by slot.
+    posted: [usize; IN_FLIGHT],
+    oldest: usize,
+    in_flight: usize,
+    /// Descriptors of every batch in flight.
+    used: usize,
     /// Whether the queues hold the rings since the last device reset or
     /// stop.
     ready: bool,
@@ -115,9 +131,13 @@ impl H2tQueue {
             s2m: Coherent::zeroed_slice(dev, ring, GFP_KERNEL)?,
             bounce: Coherent::zeroed_slice(dev, DESC_MAX, GFP_KERNEL)?,
             zeros: Coherent::zeroed_slice(dev, DESC_MAX, GFP_KERNEL)?,
-            marker: Coherent::zeroed_slice(dev, 2, GFP_KERNEL)?,
+            marker: Coherent::zeroed_slice(dev, 1 + IN_FLIGHT, GFP_KERNEL)?,
             next: 0,
             phase: 1,
+            posted: [0; IN_FLIGHT],
+            oldest: 0,
+            in_flight: 0,
+            used: 0,
             ready: false,
         })
     }
@@ -172,6 +192,24 @@ impl H2tQueue {
         self.phase = 1;
         self.ready = true;
         Ok(())
+    }
+
+    /// Nothing in flight any more: the queue was set up again or stopped.
+    fn drop_in_flight(&mut self) {
+        self.oldest = 0;
+        self.in_flight = 0;
+        self.used = 0;
+    }
+
+    /// Whether a batch of `pairs` pairs may be posted now, its marker
+    /// pair and the gap included, beside the batches in flight.
+    pub(crate) fn has_room(&self, pairs: usize) -> bool {
+        self.in_flight < IN_FLIGHT && self.used + pairs + 1 + RING_GAP <= RING_LEN
+    }
+
+    /// Whether a batch posted has not been seen to end yet.
+    pub(crate) fn busy(&self) -> bool {
+        self.in_flight > 0
     }
 
     /// The DMA address of `end`, `EINVAL` for zeros as a destination.
@@ -229,19 +267,24 @@ impl H2tQueue {
     }
 
     /// Posts `pairs` (source, destination, bytes: at most [`DESC_MAX`]
-    /// each, at most [`BATCH`] of them) and the marker pair, and rings both
-    /// doorbells, S2M first (udma_m2m.c:413-444). Touches only BAR0 and
-    /// memory, allocates nothing: never sleeps (the caller holds BAR0's
-    /// access guard, an RCU read-side section).
+    /// each, at most [`BATCH`] of them) and the marker pair behind the
+    /// batches in flight, and rings both doorbells, S2M first
+    /// (udma_m2m.c:413-444); `EBUSY` without [`H2tQueue::has_room`].
+    /// Touches only BAR0 and memory, allocates nothing: never sleeps (the
+    /// caller holds BAR0's access guard, an RCU read-side section).
     pub(crate) fn post(&mut self, bar0: Mmio<'_, Region>, pairs: &[(End, End, usize)]) -> Result {
         if pairs.is_empty() || pairs.len() > BATCH {
             return Err(EINVAL);
         }
+        if !self.has_room(pairs.len()) {
+            return Err(EBUSY);
+        }
         if !self.ready {
             self.init(bar0)?;
         }
-        let word = |i: u64| self.marker.dma_address() + 4 * i;
-        let marker = (End::Host(word(0)), End::Host(word(1)), 4);
+        let slot = (self.oldest + self.in_flight) % IN_FLIGHT;
+        let word = |i: usize| self.marker.dma_address() + 4 * i as u64;
+        let marker = (End::Host(word(0)), End::Host(word(1 + slot)), 4);
         let all = || {
             Iterator::chain(pairs.iter(), [&marker])
                 .copied()
@@ -253,7 +296,7 @@ impl H2tQueue {
             self.descs(pair, META_COPY, 0)?;
         }
         io_write!(&self.marker, [try: 0], MARKER);
-        io_write!(&self.marker, [try: 1], 0);
+        io_write!(&self.marker, [try: 1 + slot], 0);
         for (i, pair) in all() {
             // The last data pair carries the write barrier.
             let meta = if i + 1 == pairs.len() {
@@ -275,21 +318,31 @@ impl H2tQueue {
         let n = Q_DRTP_INC::zeroed().try_with_descs(pairs.len() as u32 + 1)?;
         self.block(bar0, Dir::S2m)?.write_reg(n);
         self.block(bar0, Dir::M2s)?.write_reg(n);
+        self.posted[slot] = pairs.len() + 1;
+        self.used += pairs.len() + 1;
+        self.in_flight += 1;
         Ok(())
     }
 
-    /// Waits, sleeping, until the marker lands: every pair posted before it
-    /// is done, the queue running in order (neuron_dma.c:256).
+    /// Waits, sleeping, until the marker of the oldest batch in flight
+    /// lands: every pair posted before it is done, the queue running in
+    /// order (neuron_dma.c:256), and its descriptors are free again.
     /// `ETIMEDOUT` after [`BATCH_TIMEOUT_MS`], `ENODEV` once `gone` (asked
     /// every [`PRESENCE_MS`]) says the function left; the caller then stops
     /// the queue ([`H2tQueue::stop`]). Not cut short by a signal: the
     /// engine may write the bounce buffer until the batch ends, and a batch
     /// is short.
-    pub(crate) fn wait(&self, gone: &dyn Fn() -> bool) -> Result {
+    pub(crate) fn wait(&mut self, gone: &dyn Fn() -> bool) -> Result {
+        if !self.busy() {
+            return Ok(());
+        }
         let start = Instant::<Monotonic>::now();
         let mut asked = Delta::ZERO;
         loop {
-            if io_read!(&self.marker, [try: 1]) == MARKER {
+            if io_read!(&self.marker, [try: 1 + self.oldest]) == MARKER {
+                self.used -= self.posted[self.oldest];
+                self.oldest = (self.oldest + 1) % IN_FLIGHT;
+                self.in_flight -= 1;
                 return Ok(());
             }
             let waited = start.elapsed();
@@ -310,6 +363,7 @@ impl H2tQueue {
     /// the next batch sets them up again.
     pub(crate) fn stop(&mut self, bar0: Mmio<'_, Region>) -> Result {
         self.ready = false;
+        self.drop_in_flight();
         for dir in [Dir::M2s, Dir::S2m] {
             pause_and_reset(&self.block(bar0, dir)?, dir);
         }
@@ -321,6 +375,7 @@ impl H2tQueue {
     /// neuron_reset.c:133).
     pub(crate) fn forget(&mut self) {
         self.ready = false;
+        self.drop_in_flight();
     }
 }
 

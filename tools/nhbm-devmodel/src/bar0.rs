@@ -127,6 +127,9 @@ pub mod ctrl {
     pub const DMA_FAIL_AFTER: u64 = 0x64;
     /// MiB of guest memory the client shared for DMA (read-only).
     pub const DMA_MAPPED_MIB: u64 = 0x68;
+    /// The most descriptors one queue held posted and not done, at a
+    /// doorbell; writing clears it.
+    pub const DMA_MOST_PENDING: u64 = 0x6c;
 }
 
 /// "Never" / "forever" for the delays and counts of the control port.

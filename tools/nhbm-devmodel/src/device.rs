@@ -206,6 +206,7 @@ impl NeuronFunction {
             ctrl::DMA_PAIRS => s.pairs,
             ctrl::DMA_FAULTS => s.faults,
             ctrl::DMA_DROPPED => s.dropped,
+            ctrl::DMA_MOST_PENDING => s.most_pending,
             ctrl::DMA_MAPPED_MIB => {
                 let g = self.guest.read().unwrap_or_else(|e| e.into_inner());
                 u32::try_from(g.mapped_bytes() >> 20).unwrap_or(u32::MAX)
@@ -219,6 +220,7 @@ impl NeuronFunction {
         match reg {
             ctrl::DMA_STALL => self.udma.set_stalled(value != 0),
             ctrl::DMA_FAIL_AFTER => self.udma.fail_after(value),
+            ctrl::DMA_MOST_PENDING => self.udma.clear_most_pending(),
             _ => return false,
         }
         true

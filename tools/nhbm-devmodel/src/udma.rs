@@ -40,6 +40,10 @@ pub struct Stats {
     pub faults: u32,
     /// Pairs in flight when a reset dropped them.
     pub dropped: u32,
+    /// The most descriptors one queue held posted and not done, at a
+    /// doorbell, since it was last cleared: batches posted behind one
+    /// another show up here.
+    pub most_pending: u32,
 }
 
 /// One unit: sixteen queues each way and its other registers as storage.
@@ -276,7 +280,12 @@ impl Udma {
             }
         });
         match handled {
-            Some(true) => self.shared.work.notify_all(),
+            Some(true) => {
+                let queues = unit.m2s.iter().chain(unit.s2m.iter());
+                let most = queues.map(Queue::pending).max().unwrap_or(0);
+                st.stats.most_pending = st.stats.most_pending.max(most);
+                self.shared.work.notify_all()
+            }
             Some(false) => {}
             None => {
                 unit.regs.insert(rel, value);
@@ -312,6 +321,11 @@ impl Udma {
     /// Makes the pair after the next `n` fail as a bad address would.
     pub fn fail_after(&self, n: u32) {
         self.shared.lock().fail_in = Some(n);
+    }
+
+    /// Clears [`Stats::most_pending`].
+    pub fn clear_most_pending(&self) {
+        self.shared.lock().stats.most_pending = 0;
     }
 
     /// What the engines did so far.

@@ -252,6 +252,29 @@ fn rings_wrap_with_their_phase_and_a_stale_slot_stops_the_queue() {
 }
 
 #[test]
+fn batches_posted_behind_one_another_run_in_order() {
+    let mut r = Rig::new(&V2);
+    r.set_ctrl(ctrl::DMA_STALL, 1);
+    // Two batches of three pairs and a marker, the second behind the
+    // first, both to the same device bytes.
+    for (seed, src) in [(1u8, 0x10_0000u64), (2, 0x20_0000)] {
+        r.ram.write_all_at(&pattern(24, seed), src).unwrap();
+        let pairs: Vec<_> = (0..3u64)
+            .map(|i| (r.host(src + i * 8), 0x5000 + i * 8, 8))
+            .collect();
+        assert!(!r.copy(&pairs), "stalled: no marker yet");
+    }
+    assert_eq!(r.ctrl(ctrl::DMA_MOST_PENDING), 8, "both batches posted");
+    assert_eq!(r.ctrl(ctrl::DMA_PAIRS), 0);
+    r.set_ctrl(ctrl::DMA_STALL, 0);
+    assert!(r.marker());
+    assert_eq!(r.ctrl(ctrl::DMA_PAIRS), 8);
+    assert_eq!(r.hbm(0x5000, 24), pattern(24, 2), "the later batch last");
+    r.set_ctrl(ctrl::DMA_MOST_PENDING, 0);
+    assert_eq!(r.ctrl(ctrl::DMA_MOST_PENDING), 0);
+}
+
+#[test]
 fn addresses_outside_guest_memory_or_hbm_stop_the_queue() {
     let mut r = Rig::new(&V3);
     // Past the guest's memory, into a hole between stacks, from a region

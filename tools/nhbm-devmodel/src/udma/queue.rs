@@ -164,6 +164,11 @@ impl Queue {
         self.cfg & q::CFG_ENABLE == q::CFG_ENABLE && self.fault.is_none() && self.pending > 0
     }
 
+    /// Descriptors posted and not done.
+    pub fn pending(&self) -> u32 {
+        self.pending
+    }
+
     /// DMA address of the descriptor at the head, and the phase it must carry.
     pub fn head_desc(&self) -> Result<(u64, u32), Fault> {
         let ring = self.ring()?;

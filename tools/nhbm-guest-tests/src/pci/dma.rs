@@ -27,9 +27,9 @@ fn with_engines<T>(
     r
 }
 
-/// A user transfer's piece by DMA (the module's `USER_PIECE`): its pages
-/// are pinned and posted at one doorbell.
-const USER_PIECE: u64 = 4 * MIB;
+/// A user transfer's piece by DMA (the module's `BULK_PIECE`): its pages
+/// are pinned and posted together.
+const USER_PIECE: u64 = 16 * MIB;
 
 /// The physical address of every page of `buf`, from `/proc/self/pagemap`
 /// (the suite runs as root, which sees frame numbers).
@@ -342,6 +342,76 @@ pub fn a_device_reset_in_the_middle_of_a_large_upload() -> TestResult {
         u32::from_le_bytes(*b"ed!!"),
     )?;
     d.plan_unload(q.plan_id).ctx("PLAN_UNLOAD")?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
+/// Descriptor pairs the module posts at one doorbell at most (the
+/// reference's 2031) and the marker pair behind them.
+const BATCH_DESCS: u32 = 2031 + 1;
+
+/// `len` bytes of `pattern(len, seed)` in pages no two of which are
+/// physically contiguous (the even pages are faulted in before the odd
+/// ones), so each page is a descriptor pair of its own.
+fn scattered(len: u64, seed: u32) -> Vec<u8> {
+    let mut w = vec![0u8; len as usize];
+    for first in [0, 4096] {
+        for at in (first..w.len()).step_by(8192) {
+            w[at] = 1;
+        }
+    }
+    w.copy_from_slice(&pattern(len, seed));
+    w
+}
+
+/// A 32 MiB MEM_WRITE from scattered pages (pieces of more pairs than one
+/// batch holds) posts the next batch of a piece while the engine still
+/// holds the one before it: with the engine stalled, the queue comes to
+/// hold more descriptors than one batch has, and once the engine runs
+/// again every byte lands.
+pub fn a_piece_posts_its_next_batch_while_one_runs() -> TestResult {
+    let len = 32 * MIB;
+    let d = dev()?;
+    let p = d
+        .plan_load(&one_buffer(1, len).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    let pa = d.resolve(p.plan_id, 1, 0, len).ctx("RESOLVE")?;
+    let w = scattered(len, 12);
+    // At most three pieces: one of them has more pairs than a batch.
+    let pairs = zero_copy_pairs(&w, pa)?;
+    ensure(pairs > 3 * u64::from(BATCH_DESCS), || {
+        format!("the buffer's pages make only {pairs} pairs")
+    })?;
+    let (write, most) = with_engines(
+        |c| {
+            c.write(DMA_MOST_PENDING, 0);
+            c.write(DMA_STALL, 1);
+        },
+        |c| {
+            Ok(std::thread::scope(|s| {
+                let t = s.spawn(|| d.mem_write(p.plan_id, 1, 0, &w));
+                // Under the 2 s a batch may wait.
+                wait_until(Duration::from_millis(1500), || {
+                    c.read(DMA_MOST_PENDING) > BATCH_DESCS
+                });
+                let most = c.read(DMA_MOST_PENDING);
+                c.write(DMA_STALL, 0);
+                (t.join().ok(), most)
+            }))
+        },
+    )?;
+    ensure(most > BATCH_DESCS, || {
+        format!("at most {most} descriptors posted at once, a batch is {BATCH_DESCS}")
+    })?;
+    match write {
+        Some(r) => r.ctx("MEM_WRITE")?,
+        None => return fail("the writer panicked"),
+    }
+    let c = control()?;
+    for at in [0, len / 2 + 4, len - 4] {
+        let i = at as usize;
+        let want = u32::from_le_bytes(w[i..i + 4].try_into().unwrap_or_default());
+        ensure_eq(&format!("HBM at +{at}"), c.hbm_read(pa + at), want)?;
+    }
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
 

@@ -64,6 +64,9 @@ pub const DMA_FAULTS: usize = 0x5c;
 pub const DMA_FAIL_AFTER: usize = 0x64;
 /// MiB of guest memory the client shared with the function for DMA.
 pub const DMA_MAPPED_MIB: usize = 0x68;
+/// The most descriptors one queue held posted and not done, at a
+/// doorbell; writing clears it.
+pub const DMA_MOST_PENDING: usize = 0x6c;
 /// "Never" / "forever".
 pub const NEVER: u32 = u32::MAX;
 
