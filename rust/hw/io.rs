@@ -121,9 +121,7 @@ pub(crate) trait DeviceIo: Send + Sync {
     /// arena. By default one after the other; a backend with an engine
     /// posts them together.
     fn bar4_zero_gathered(&self, parts: &[(u64, u64)]) -> Result {
-        parts
-            .iter()
-            .try_for_each(|&(off, len)| self.bar4_zero(off, len))
+        zero_each(self, parts)
     }
 
     /// Gives back what backs `[off, off + len)` of BAR4, memory that was
@@ -205,6 +203,14 @@ pub(crate) fn write_each<D: DeviceIo + ?Sized>(
     parts.iter().try_for_each(|&(off, at, len)| {
         io.bar4_write_from_user(off, &mut UserSource::new(at, len), len, &mut bounce, gate)
     })
+}
+
+/// Zeroes each of `parts` (BAR4 offset, length) with
+/// [`DeviceIo::bar4_zero`], one after the other.
+pub(crate) fn zero_each<D: DeviceIo + ?Sized>(io: &D, parts: &[(u64, u64)]) -> Result {
+    parts
+        .iter()
+        .try_for_each(|&(off, len)| io.bar4_zero(off, len))
 }
 
 /// Reads `len` bytes at BAR4 offset `off` into `dst` through `bounce`,

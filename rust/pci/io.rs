@@ -25,8 +25,8 @@ use crate::{
     arch::{addr, ArchInfo},
     hw::bar4,
     hw::io::{
-        check_range, read_through_bounce, write_each, write_through_bounce, Bounce, DeviceIo, Gate,
-        XFER_CHUNK,
+        check_range, read_through_bounce, write_each, write_through_bounce, zero_each, Bounce,
+        DeviceIo, Gate, XFER_CHUNK,
     },
     hw::regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
     hw::udma::{End, H2tQueue, BATCH, DESC_MAX},
@@ -455,9 +455,7 @@ impl DeviceIo for PciIo {
             Some(queue) => self.dma_zero(queue, &ranges),
             None => {
                 drop(guard);
-                parts
-                    .iter()
-                    .try_for_each(|&(off, len)| self.bar4_zero(off, len))
+                zero_each(self, parts)
             }
         }
     }
