@@ -113,18 +113,21 @@ void nhbm_page_put(struct page *page);
 /*
  * User pages for the DMA engine (user_dma.c): `nr` pages from the page of
  * `uaddr` pinned (all or none: the count, or a negative errno with none
- * held) and unpinned (marked dirty when the device wrote them); each page's
- * span (`offs`, `lens`) mapped for the device (all or none: 0, or -ENOMEM
- * with none mapped) and unmapped.
+ * held) and unpinned (marked dirty when the device wrote them); the `len`
+ * bytes from `offset` in the first of them mapped for the device as a
+ * scatter-gather table of segments of at most `max_segment` bytes (0 and
+ * the table in `*sgt`, or a negative errno with nothing allocated or
+ * mapped), and unmapped and freed.
  */
 struct device;
+struct sg_table;
 long nhbm_pin_user(unsigned long uaddr, unsigned long nr, bool device_writes,
 		   struct page **pages);
 void nhbm_unpin_user(struct page **pages, unsigned long nr, bool dirty);
-int nhbm_dma_map_pages(struct device *dev, struct page *const *pages, const u32 *offs,
-		       const u32 *lens, unsigned long nr, bool device_writes, u64 *addrs);
-void nhbm_dma_unmap_pages(struct device *dev, const u64 *addrs, const u32 *lens,
-			  unsigned long nr, bool device_writes);
+int nhbm_dma_map_user(struct device *dev, struct page **pages, unsigned long nr,
+		      unsigned int offset, unsigned long len, unsigned int max_segment,
+		      bool device_writes, struct sg_table **sgt);
+void nhbm_dma_unmap_user(struct device *dev, struct sg_table *sgt, bool device_writes);
 
 /* sysfs attributes of a device node (sysfs.c): which value each shows. */
 enum nhbm_attr {

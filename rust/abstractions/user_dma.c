@@ -2,13 +2,16 @@
 /*
  * User pages for a device's DMA engine to read or write: pinned with
  * pin_user_pages_fast() (FOLL_WRITE when the device writes them) and
- * mapped page by page with the DMA API, as the reference driver's
- * zero-copy path does (aws-neuron-driver 2.24.7.0, neuron_dma.c:906-1266),
- * but through dma_map_page() rather than page_to_phys(), so that an IOMMU
- * translates what the engine is given.
+ * mapped with the DMA API, as the reference driver's zero-copy path does
+ * (aws-neuron-driver 2.24.7.0, neuron_dma.c:906-1266), but as a
+ * scatter-gather table mapped with dma_map_sgtable() rather than
+ * page_to_phys() a page: an IOMMU translates what the engine is given, and
+ * physically contiguous pages are one segment, mapped at once.
  */
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
 
 #include "helpers.h"
 
@@ -37,29 +40,34 @@ static enum dma_data_direction nhbm_dir(bool device_writes)
 	return device_writes ? DMA_FROM_DEVICE : DMA_TO_DEVICE;
 }
 
-void nhbm_dma_unmap_pages(struct device *dev, const u64 *addrs, const u32 *lens,
-			  unsigned long nr, bool device_writes)
+int nhbm_dma_map_user(struct device *dev, struct page **pages, unsigned long nr,
+		      unsigned int offset, unsigned long len, unsigned int max_segment,
+		      bool device_writes, struct sg_table **sgt)
 {
-	unsigned long i;
+	struct sg_table *t = kzalloc(sizeof(*t), GFP_KERNEL_ACCOUNT);
+	int r;
 
-	for (i = 0; i < nr; i++)
-		dma_unmap_page(dev, addrs[i], lens[i], nhbm_dir(device_writes));
+	if (!t)
+		return -ENOMEM;
+	r = sg_alloc_table_from_pages_segment(t, pages, nr, offset, len, max_segment,
+					      GFP_KERNEL_ACCOUNT);
+	if (r)
+		goto free;
+	r = dma_map_sgtable(dev, t, nhbm_dir(device_writes), 0);
+	if (r)
+		goto table;
+	*sgt = t;
+	return 0;
+table:
+	sg_free_table(t);
+free:
+	kfree(t);
+	return r;
 }
 
-int nhbm_dma_map_pages(struct device *dev, struct page *const *pages, const u32 *offs,
-		       const u32 *lens, unsigned long nr, bool device_writes, u64 *addrs)
+void nhbm_dma_unmap_user(struct device *dev, struct sg_table *sgt, bool device_writes)
 {
-	unsigned long i;
-
-	for (i = 0; i < nr; i++) {
-		dma_addr_t a = dma_map_page(dev, pages[i], offs[i], lens[i],
-					    nhbm_dir(device_writes));
-
-		if (dma_mapping_error(dev, a)) {
-			nhbm_dma_unmap_pages(dev, addrs, lens, i, device_writes);
-			return -ENOMEM;
-		}
-		addrs[i] = a;
-	}
-	return 0;
+	dma_unmap_sgtable(dev, sgt, nhbm_dir(device_writes), 0);
+	sg_free_table(sgt);
+	kfree(sgt);
 }

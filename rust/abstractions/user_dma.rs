@@ -2,18 +2,20 @@
 
 //! User memory a device's DMA engine reads or writes in place (zero copy),
 //! over `user_dma.c`: the pages of a range pinned ([`UserPages`]), then
-//! each page's span mapped for the device with the DMA API ([`Mapped`]).
-//! The kernel crate maps only memory the kernel allocated (its
-//! scatter-gather tables take vmalloc buffers), not pinned user pages.
+//! mapped for the device with the DMA API as a scatter-gather table
+//! ([`Mapped`]), read through the kernel crate's [`SGTable`]. The crate
+//! builds and maps tables only of memory the kernel allocated (vmalloc
+//! buffers), not of pinned user pages.
 
 use crate::abstractions::helpers::{
-    self, nhbm_dma_map_pages, nhbm_dma_unmap_pages, nhbm_pin_user, nhbm_unpin_user,
+    self, nhbm_dma_map_user, nhbm_dma_unmap_user, nhbm_pin_user, nhbm_unpin_user,
 };
 use core::ptr;
 use kernel::{
     device::{Bound, Device},
     page::PAGE_SIZE,
     prelude::*,
+    scatterlist::SGTable,
     sync::aref::ARef,
     uaccess::UserPtr,
 };
@@ -40,14 +42,13 @@ impl DmaDevice {
 }
 
 /// The pages of a range of user memory, pinned until this is dropped. Its
-/// arrays may fall back to vmalloc: a piece of 16 MiB has 4097 pages, and
+/// array may fall back to vmalloc: a piece of 16 MiB has 4097 pages, and
 /// no transfer should wait for an order-3 allocation.
 pub(crate) struct UserPages {
     pages: KVVec<*mut helpers::page>,
-    /// Where in its page each page's part of the range starts, and its
-    /// length.
-    offs: KVVec<u32>,
-    lens: KVVec<u32>,
+    /// Where in the first page the range starts, and its length.
+    offset: u32,
+    len: usize,
     device_writes: bool,
 }
 
@@ -60,19 +61,6 @@ impl UserPages {
         let start = at.as_const_ptr() as usize;
         let end = start.checked_add(len).filter(|_| len > 0).ok_or(EFAULT)?;
         let nr = (end - 1) / PAGE_SIZE - start / PAGE_SIZE + 1;
-        let (mut offs, mut lens) = (
-            KVVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?,
-            KVVec::with_capacity(nr, GFP_KERNEL_ACCOUNT)?,
-        );
-        let mut at = start;
-        while at < end {
-            // The next page boundary; the last page of the address space
-            // has none (a user range never reaches it: pinning refuses it).
-            let next = (at | (PAGE_SIZE - 1)).saturating_add(1);
-            offs.push((at % PAGE_SIZE) as u32, GFP_KERNEL_ACCOUNT)?;
-            lens.push((next.min(end) - at) as u32, GFP_KERNEL_ACCOUNT)?;
-            at = next;
-        }
         let mut pages = KVVec::from_elem(ptr::null_mut(), nr, GFP_KERNEL_ACCOUNT)?;
         // SAFETY: `pages` holds `nr` slots for the helper to write; it pins
         // `nr` pages or none (returning an error), and holds no reference
@@ -83,30 +71,34 @@ impl UserPages {
         }
         Ok(Self {
             pages,
-            offs,
-            lens,
+            offset: (start % PAGE_SIZE) as u32,
+            len,
             device_writes,
         })
     }
 
-    /// Maps every page's span for `dev`: `ENOMEM` (nothing mapped) when
-    /// the DMA API cannot.
-    pub(crate) fn map(&self, dev: &DmaDevice) -> Result<Mapped<'_>> {
-        let nr = self.pages.len();
-        let mut addrs = KVVec::from_elem(0u64, nr, GFP_KERNEL_ACCOUNT)?;
-        // SAFETY: the `nr` pages are pinned while `self` lives; `offs` and
-        // `lens` describe spans inside them; `addrs` has `nr` slots; the
-        // device is bound (`DmaDevice`'s rule). The helper maps all or
-        // none.
+    /// Maps the range for `dev` as a scatter-gather table of segments of
+    /// at most `max_segment` bytes, physically contiguous pages joined;
+    /// the DMA API's errno (`ENOMEM`, `EIO`, nothing mapped) when it
+    /// cannot.
+    pub(crate) fn map(&self, dev: &DmaDevice, max_segment: u32) -> Result<Mapped<'_>> {
+        let mut sgt = ptr::null_mut();
+        // SAFETY: the pages are pinned while `self` lives and the range
+        // (`offset`, `len`) lies inside them; the helper only reads the
+        // array (`sg_alloc_table_from_pages_segment` takes it as mutable
+        // but does not write it). The device is bound (`DmaDevice`'s
+        // rule). The helper maps all or nothing and, on success, hands
+        // over a table that `Mapped` frees once.
         let r = unsafe {
-            nhbm_dma_map_pages(
+            nhbm_dma_map_user(
                 dev.raw(),
-                self.pages.as_ptr(),
-                self.offs.as_ptr(),
-                self.lens.as_ptr(),
-                nr,
+                self.pages.as_ptr().cast_mut(),
+                self.pages.len(),
+                self.offset,
+                self.len,
+                max_segment,
                 self.device_writes,
-                addrs.as_mut_ptr(),
+                &mut sgt,
             )
         };
         if r < 0 {
@@ -115,7 +107,7 @@ impl UserPages {
         Ok(Mapped {
             pages: self,
             dev: dev.clone(),
-            addrs,
+            sgt,
         })
     }
 }
@@ -134,36 +126,33 @@ impl Drop for UserPages {
     }
 }
 
-/// The spans of pinned user pages, mapped for a device until this is
-/// dropped.
+/// Pinned user pages mapped for a device, as a scatter-gather table, until
+/// this is dropped.
 pub(crate) struct Mapped<'a> {
     pages: &'a UserPages,
     dev: DmaDevice,
-    addrs: KVVec<u64>,
+    sgt: *mut helpers::sg_table,
 }
 
 impl Mapped<'_> {
-    /// The DMA address and length of each page's span, in the range's
+    /// The DMA address and length of each mapped segment, in the range's
     /// order.
     pub(crate) fn spans(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
-        let lens = self.pages.lens.iter().map(|&n| n as usize);
-        self.addrs.iter().copied().zip(lens)
+        // SAFETY: `sgt` is the table `map` made and mapped; it lives, and
+        // nothing changes it, until `self` is dropped, which the iterator's
+        // borrow of `self` outlasts.
+        let table = unsafe { SGTable::from_raw(self.sgt.cast()) };
+        table
+            .iter()
+            .map(|sg| (sg.dma_address(), sg.dma_len() as usize))
     }
 }
 
 impl Drop for Mapped<'_> {
     fn drop(&mut self) {
-        // SAFETY: `addrs` and `lens` are the mappings `map` made for this
-        // device with this direction, each unmapped once, here, while the
-        // pages are still pinned (`self` borrows them).
-        unsafe {
-            nhbm_dma_unmap_pages(
-                self.dev.raw(),
-                self.addrs.as_ptr(),
-                self.pages.lens.as_ptr(),
-                self.addrs.len(),
-                self.pages.device_writes,
-            )
-        };
+        // SAFETY: `sgt` is the table `map` mapped for this device with this
+        // direction, unmapped and freed once, here, while the pages are
+        // still pinned (`self` borrows them).
+        unsafe { nhbm_dma_unmap_user(self.dev.raw(), self.sgt, self.pages.device_writes) };
     }
 }

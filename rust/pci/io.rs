@@ -80,20 +80,14 @@ fn aligned_part(off: usize, len: usize) -> (usize, usize) {
     (head, (len - head) / WIDE * WIDE)
 }
 
-/// `spans` (DMA address, length) with each one that continues the one
-/// before it joined to it, up to [`DESC_MAX`] bytes a span.
-fn merged(spans: impl Iterator<Item = (u64, usize)>) -> impl Iterator<Item = (u64, usize)> {
-    let mut spans = spans.peekable();
-    core::iter::from_fn(move || {
-        let (addr, mut len) = spans.next()?;
-        while let Some(&(next, n)) = spans.peek() {
-            if next != addr + len as u64 || len + n > DESC_MAX {
-                break;
-            }
-            len += n;
-            spans.next();
-        }
-        Some((addr, len))
+/// `spans` (DMA address, length) cut into descriptors of at most
+/// [`DESC_MAX`] bytes: the table's segments are no longer than that, but
+/// an IOMMU may join them past it.
+fn descriptors(spans: impl Iterator<Item = (u64, usize)>) -> impl Iterator<Item = (u64, usize)> {
+    spans.flat_map(|(addr, len)| {
+        (0..len)
+            .step_by(DESC_MAX)
+            .map(move |at| (addr + at as u64, (len - at).min(DESC_MAX)))
     })
 }
 
@@ -284,9 +278,9 @@ impl PciIo {
     }
 
     /// Moves each part's user pages to (`to_device`) or from its BAR4
-    /// offset by DMA in place, each page's span one descriptor pair (spans
-    /// that the DMA API made contiguous merged up to [`DESC_MAX`]), as few
-    /// batches as the pairs need. `ENODEV` once the queue is gone (the
+    /// offset by DMA in place, each segment of their scatter-gather table
+    /// one descriptor pair (physically contiguous pages one segment of up
+    /// to [`DESC_MAX`]), as few batches as the pairs need. `ENODEV` once the queue is gone (the
     /// function is unbound).
     fn dma_user(&self, parts: &[(u64, &UserPages)], to_device: bool) -> Result {
         let mut guard = self.dma.lock();
@@ -294,9 +288,9 @@ impl PciIo {
         let mut maps = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
         let mut pairs = KVVec::with_capacity(BATCH, GFP_KERNEL_ACCOUNT)?;
         for &(off, pages) in parts {
-            let mapped = pages.map(queue.dma_device())?;
+            let mapped = pages.map(queue.dma_device(), DESC_MAX as u32)?;
             let mut at = addr::bar4_to_pa(self.info, off)?;
-            for (addr, n) in merged(mapped.spans()) {
+            for (addr, n) in descriptors(mapped.spans()) {
                 let (host, dev) = (End::Host(addr), End::Device(at));
                 let pair = if to_device {
                     (host, dev, n)
@@ -529,20 +523,28 @@ mod tests {
     }
 
     #[test]
-    fn contiguous_spans_merge_up_to_one_descriptor() {
+    fn segments_are_cut_into_descriptors() {
         let page = 4096usize;
-        let spans = [(0x1000u64, 100), (0x1064, page), (0x9000, page)];
+        let spans = [
+            (0x1000u64, 100),
+            (0x9000, DESC_MAX),
+            (0x10_0000, 2 * DESC_MAX + 5),
+        ];
         let mut out = KVec::new();
-        for s in merged(spans.into_iter()) {
+        for s in descriptors(spans.into_iter()) {
             out.push(s, GFP_KERNEL).unwrap();
         }
-        assert_eq!(&out[..], &[(0x1000, 100 + page), (0x9000, page)]);
-        // Seventeen contiguous pages: sixteen fill one descriptor.
-        let run = (0..17u64).map(|i| (i * page as u64, page));
-        out.clear();
-        for s in merged(run) {
-            out.push(s, GFP_KERNEL).unwrap();
-        }
-        assert_eq!(&out[..], &[(0, DESC_MAX), (DESC_MAX as u64, page)]);
+        let max = DESC_MAX as u64;
+        assert_eq!(
+            &out[..],
+            &[
+                (0x1000, 100),
+                (0x9000, DESC_MAX),
+                (0x10_0000, DESC_MAX),
+                (0x10_0000 + max, DESC_MAX),
+                (0x10_0000 + 2 * max, 5),
+            ]
+        );
+        assert_eq!(descriptors([(0u64, page)].into_iter()).count(), 1);
     }
 }
