@@ -593,8 +593,10 @@ impl Packer<'_> {
             return Ok(p);
         }
         let mut p = self.place(&self.order_by_size())?;
-        self.seed(&mut p, &times, deadline);
-        self.climb_each(&mut p, opts, (deadline, HILL_CLIMB_WORK));
+        // Seeded at the lower bound, no move can lower a memory.
+        if !self.seed(&mut p, &times, deadline) {
+            self.climb_each(&mut p, opts, (deadline, HILL_CLIMB_WORK));
+        }
         Ok(p)
     }
 
