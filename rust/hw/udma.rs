@@ -110,8 +110,6 @@ pub(crate) struct H2tQueue {
     posted: [usize; IN_FLIGHT],
     oldest: usize,
     in_flight: usize,
-    /// Descriptors of every batch in flight.
-    used: usize,
     /// Whether the queues hold the rings since the last device reset or
     /// stop.
     ready: bool,
@@ -137,7 +135,6 @@ impl H2tQueue {
             posted: [0; IN_FLIGHT],
             oldest: 0,
             in_flight: 0,
-            used: 0,
             ready: false,
         })
     }
@@ -198,13 +195,19 @@ impl H2tQueue {
     fn drop_in_flight(&mut self) {
         self.oldest = 0;
         self.in_flight = 0;
-        self.used = 0;
+    }
+
+    /// Descriptors of every batch in flight.
+    fn used(&self) -> usize {
+        (0..self.in_flight)
+            .map(|k| self.posted[(self.oldest + k) % IN_FLIGHT])
+            .sum()
     }
 
     /// Whether a batch of `pairs` pairs may be posted now, its marker
     /// pair and the gap included, beside the batches in flight.
     pub(crate) fn has_room(&self, pairs: usize) -> bool {
-        self.in_flight < IN_FLIGHT && self.used + pairs + 1 + RING_GAP <= RING_LEN
+        self.in_flight < IN_FLIGHT && self.used() + pairs + 1 + RING_GAP <= RING_LEN
     }
 
     /// Whether a batch posted has not been seen to end yet.
@@ -319,7 +322,6 @@ impl H2tQueue {
         self.block(bar0, Dir::S2m)?.write_reg(n);
         self.block(bar0, Dir::M2s)?.write_reg(n);
         self.posted[slot] = pairs.len() + 1;
-        self.used += pairs.len() + 1;
         self.in_flight += 1;
         Ok(())
     }
@@ -340,7 +342,6 @@ impl H2tQueue {
         let mut asked = Delta::ZERO;
         loop {
             if io_read!(&self.marker, [try: 1 + self.oldest]) == MARKER {
-                self.used -= self.posted[self.oldest];
                 self.oldest = (self.oldest + 1) % IN_FLIGHT;
                 self.in_flight -= 1;
                 return Ok(());

@@ -280,8 +280,8 @@ impl PciIo {
     /// Moves each part's user pages to (`to_device`) or from its BAR4
     /// offset by DMA in place, each segment of their scatter-gather table
     /// one descriptor pair (physically contiguous pages one segment of up
-    /// to [`DESC_MAX`]), as few batches as the pairs need. `ENODEV` once the queue is gone (the
-    /// function is unbound).
+    /// to [`DESC_MAX`]), as few batches as the pairs need. `ENODEV` once
+    /// the queue is gone (the function is unbound).
     fn dma_user(&self, parts: &[(u64, &UserPages)], to_device: bool) -> Result {
         let mut guard = self.dma.lock();
         let queue = Option::as_mut(&mut *guard).ok_or(ENODEV)?;
