@@ -112,8 +112,9 @@ impl WcBar {
 
 /// A word-aligned range of a [`WcBar`], accessed one 64-bit load or store
 /// per word with no check and no call between them: what
-/// `__iowrite64_copy` does. The kernel crate's accessors check and call out
-/// per access, which under an emulator costs several times the access.
+/// `__iowrite64_copy` does, [`BLOCK`] words a loop iteration. The kernel
+/// crate's accessors check and call out per access, which under an
+/// emulator costs several times the access.
 ///
 /// # Invariants
 ///
@@ -125,32 +126,80 @@ pub(crate) struct Words<'a> {
     _bar: PhantomData<&'a WcBar>,
 }
 
+/// Words a loop iteration of [`Words`] moves: a loop that checks its end
+/// after every access runs twice the instructions of the accesses.
+pub(crate) const BLOCK: usize = 4;
+
+/// The little-endian 64-bit value of `w` (one [`WORD`]).
+#[inline(always)]
+fn word(w: &[u8]) -> u64 {
+    let mut b = [0u8; WORD];
+    b.copy_from_slice(w);
+    u64::from_le_bytes(b)
+}
+
 impl Words<'_> {
-    /// Stores the values of `values` in the words in order, as many as
-    /// both have.
-    #[inline(always)]
-    pub(crate) fn store_each(&self, values: impl IntoIterator<Item = u64>) {
-        let dst = core::ptr::with_exposed_provenance_mut::<u64>(self.base);
-        for (i, v) in values.into_iter().take(self.count).enumerate() {
-            // SAFETY: word `i` lies inside the mapping, which is live, and is
-            // aligned (invariant). A volatile 64-bit store is `__raw_writeq`.
-            unsafe { dst.add(i).write_volatile(v) };
+    /// The first word, for volatile accesses.
+    fn first(&self) -> *mut u64 {
+        core::ptr::with_exposed_provenance_mut::<u64>(self.base)
+    }
+
+    /// Stores the words of `src` (little-endian) in order, as many as both
+    /// have.
+    pub(crate) fn store_from(&self, src: &[u8]) {
+        let dst = self.first();
+        let n = self.count.min(src.len() / WORD);
+        let mut blocks = src[..n * WORD].chunks_exact(BLOCK * WORD);
+        let mut at = 0;
+        for block in &mut blocks {
+            for (j, w) in block.chunks_exact(WORD).enumerate() {
+                // SAFETY: word `at + j < n <= count` lies inside the
+                // mapping, which is live, and is aligned (invariant). A
+                // volatile 64-bit store is `__raw_writeq`.
+                unsafe { dst.add(at + j).write_volatile(word(w)) };
+            }
+            at += BLOCK;
+        }
+        for (j, w) in blocks.remainder().chunks_exact(WORD).enumerate() {
+            // SAFETY: as above.
+            unsafe { dst.add(at + j).write_volatile(word(w)) };
         }
     }
 
-    /// Loads the words in order and hands each to `put` with the next item
-    /// of `sinks`, as many as both have.
-    #[inline(always)]
-    pub(crate) fn load_each<T>(
-        &self,
-        sinks: impl IntoIterator<Item = T>,
-        mut put: impl FnMut(T, u64),
-    ) {
-        let src = core::ptr::with_exposed_provenance::<u64>(self.base);
-        for (i, sink) in sinks.into_iter().take(self.count).enumerate() {
-            // SAFETY: as in `store_each`; a volatile 64-bit load is
-            // `__raw_readq`.
-            put(sink, unsafe { src.add(i).read_volatile() });
+    /// Loads the words in order into `dst` (little-endian), as many as
+    /// both have.
+    pub(crate) fn load_into(&self, dst: &mut [u8]) {
+        let src = self.first().cast_const();
+        let n = self.count.min(dst.len() / WORD);
+        let mut blocks = dst[..n * WORD].chunks_exact_mut(BLOCK * WORD);
+        let mut at = 0;
+        for block in &mut blocks {
+            for (j, w) in block.chunks_exact_mut(WORD).enumerate() {
+                // SAFETY: as in `store_from`; a volatile 64-bit load is
+                // `__raw_readq`.
+                w.copy_from_slice(&unsafe { src.add(at + j).read_volatile() }.to_le_bytes());
+            }
+            at += BLOCK;
+        }
+        for (j, w) in blocks.into_remainder().chunks_exact_mut(WORD).enumerate() {
+            // SAFETY: as above.
+            w.copy_from_slice(&unsafe { src.add(at + j).read_volatile() }.to_le_bytes());
+        }
+    }
+
+    /// Stores zero in every word.
+    pub(crate) fn zero(&self) {
+        let dst = self.first();
+        let blocks = self.count / BLOCK;
+        for b in 0..blocks {
+            for j in 0..BLOCK {
+                // SAFETY: word `b * BLOCK + j < count`, as in `store_from`.
+                unsafe { dst.add(b * BLOCK + j).write_volatile(0) };
+            }
+        }
+        for i in blocks * BLOCK..self.count {
+            // SAFETY: word `i < count`, as in `store_from`.
+            unsafe { dst.add(i).write_volatile(0) };
         }
     }
 }

@@ -5,33 +5,25 @@
 //! checked once ([`Words`](crate::abstractions::wc_bar::Words)), from and to
 //! buffers of any alignment.
 
-use crate::abstractions::wc_bar::{WcBar, WORD};
+use crate::abstractions::wc_bar::WcBar;
 use kernel::prelude::*;
 
 /// Writes `src` (whole 64-bit words) at BAR offset `off` (word-aligned).
 pub(crate) fn write_words(bar: &WcBar, off: usize, src: &[u8]) -> Result {
-    bar.words(off, src.len())?
-        .store_each(src.chunks_exact(WORD).map(|w| {
-            let mut b = [0u8; WORD];
-            b.copy_from_slice(w);
-            u64::from_le_bytes(b)
-        }));
+    bar.words(off, src.len())?.store_from(src);
     Ok(())
 }
 
 /// Reads `dst.len()` bytes (whole 64-bit words) at BAR offset `off`
 /// (word-aligned).
 pub(crate) fn read_words(bar: &WcBar, off: usize, dst: &mut [u8]) -> Result {
-    bar.words(off, dst.len())?
-        .load_each(dst.chunks_exact_mut(WORD), |w, v| {
-            w.copy_from_slice(&v.to_le_bytes())
-        });
+    bar.words(off, dst.len())?.load_into(dst);
     Ok(())
 }
 
 /// Zeroes `len` bytes (whole 64-bit words) at BAR offset `off`
 /// (word-aligned), with no buffer.
 pub(crate) fn zero_words(bar: &WcBar, off: usize, len: usize) -> Result {
-    bar.words(off, len)?.store_each(core::iter::repeat(0));
+    bar.words(off, len)?.zero();
     Ok(())
 }

@@ -711,7 +711,10 @@ fn load_model_ns(dev: &Device, blob: &[u8]) -> io::Result<f64> {
 }
 
 /// `model_staging`: PLAN_LOAD of a whole model's weights (upload, scrub,
-/// placement) against a userspace memcpy of the same bytes, and
+/// placement) into the simulated device against a userspace copy of the
+/// same bytes with the instructions the module's upload runs
+/// ([`copies::movnti_copy`]; a `memcpy` printed beside it, as
+/// information), and
 /// `model_staging_vs_mem_write`: the same PLAN_LOAD against MEM_WRITE of
 /// the same payloads into a fresh plan of the same variables, which
 /// isolates what PLAN_LOAD costs beyond its copy (records, placement,
@@ -719,7 +722,16 @@ fn load_model_ns(dev: &Device, blob: &[u8]) -> io::Result<f64> {
 pub fn model_staging_figures(dev: &Device) -> io::Result<[Figure; 2]> {
     let (blob, start) = model_blob()?;
     let src = model_payloads(&blob, start)?;
-    let staging = staging_figure(dev, "model_staging", &blob, src, MODEL_REPS)?;
+    let peer = StagingPeer {
+        what: "the module's non-temporal copy (movnti)",
+        copy: copies::movnti_copy,
+    };
+    let (staging, p) = staging_figure(dev, "model_staging", &blob, src, MODEL_REPS, peer)?;
+    let mut dst = vec![0u8; MODEL_BYTES];
+    note_libc_peer("model_staging", &p, MODEL_BYTES, "memcpy", || {
+        dst.copy_from_slice(std::hint::black_box(src));
+        std::hint::black_box(&dst);
+    });
     Ok([staging, model_vs_write_figure(dev, &blob, src)?])
 }
 
@@ -728,25 +740,40 @@ pub fn model_staging_figures(dev: &Device) -> io::Result<[Figure; 2]> {
 const PCI_MODEL_REPS: usize = 5;
 
 /// `pci_model_staging`: `model_staging` on a PCI function, whose PLAN_LOAD
-/// uploads and scrubs through the function's DMA engine.
+/// uploads and scrubs through the function's DMA engine, against a
+/// userspace `memcpy` (the module's CPU copies none of the bytes).
 pub fn pci_model_staging_figure(dev: &Device) -> io::Result<Figure> {
     let (blob, start) = model_blob()?;
     let src = model_payloads(&blob, start)?;
-    staging_figure(dev, "pci_model_staging", &blob, src, PCI_MODEL_REPS)
+    let peer = StagingPeer {
+        what: "memcpy",
+        copy: <[u8]>::copy_from_slice,
+    };
+    Ok(staging_figure(dev, "pci_model_staging", &blob, src, PCI_MODEL_REPS, peer)?.0)
+}
+
+/// The userspace copy a staging figure's PLAN_LOAD is compared with.
+struct StagingPeer {
+    /// What the copy is, for the figure's line.
+    what: &'static str,
+    /// Copies the second slice into the first (equal lengths).
+    copy: fn(&mut [u8], &[u8]),
 }
 
 /// Figure `name`: PLAN_LOAD of the whole model `blob` (payloads `src`)
-/// against a userspace memcpy of `src`, `reps` of each in ABBA order.
+/// against `peer`'s copy of `src`, `reps` of each in ABBA order; and the
+/// pairs timed.
 fn staging_figure(
     dev: &Device,
     name: &str,
     blob: &[u8],
     src: &[u8],
     reps: usize,
-) -> io::Result<Figure> {
+    peer: StagingPeer,
+) -> io::Result<(Figure, Pairs)> {
     let mut dst = vec![0u8; MODEL_BYTES];
     let mut copy = || {
-        dst.copy_from_slice(std::hint::black_box(src));
+        (peer.copy)(&mut dst, std::hint::black_box(src));
         std::hint::black_box(&dst);
     };
     // One untimed pass of each: faults in the destination, and checks that
@@ -764,17 +791,18 @@ fn staging_figure(
         format!("PLAN_LOAD {MODEL_RECORDS} records, 256 MiB of payloads, median bytes/ns"),
         format!("{:.4}", bytes / p.a_median()),
     );
-    Ok(Figure::of_ratios(
+    let figure = Figure::of_ratios(
         name,
         &p.inverse_ratios(),
         load,
         Raw::new(
-            "memcpy 256 MiB median bytes/ns",
+            format!("{} 256 MiB median bytes/ns", peer.what),
             format!("{:.4}", bytes / p.b_median()),
         ),
         Op::AtLeast,
         MODEL_STAGING_TARGET,
-    ))
+    );
+    Ok((figure, p))
 }
 
 /// Loads the whole model once and checks that its last payload arrived.

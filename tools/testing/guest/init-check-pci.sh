@@ -5,7 +5,8 @@
 # QEMU's vfio-user client), through its PCI driver; the KUnit suites run at
 # insmod, then the PCI suite and libnhbm's client on the V3 and V4
 # functions, then every userspace test program (the PCI suite and the
-# client among them) on the V2 one. The removal test (last) asks the host
+# client among them) on the V2 one, then the transfer cases again on V2
+# with the module moving bytes with the CPU (dma=0). The removal test (last) asks the host
 # to device_del function 1. With nhbm_debug=1 on the kernel command line
 # (make check-debug) a kmemleak scan closes the run: pinned user pages and
 # the queues' DMA memory come back.
@@ -29,5 +30,14 @@ for n in 1 2; do
 done
 run_tests
 rmmod neuron_hbm || echo "not ok 1 nhbm_rmmod"
+# The CPU path (dma=0: 64-bit copies through BAR4, no engine), on V2: the
+# cases that move bytes whichever path runs them.
+echo "nhbm: insmod neuron_hbm.ko dma=0"
+insmod /neuron_hbm.ko dma=0 || echo "not ok 1 nhbm_insmod_dma0"
+settle_console
+NHBM_DMA=0 /tests/nhbm-pci-test -d 0 transfers_of_any_length mem_write_lands \
+	mapped_variable two_tenants buffers_outside_user_memory transfers_wait_out ||
+	echo "nhbm: nhbm-pci-test (dma=0) exited with $?"
+rmmod neuron_hbm || echo "not ok 1 nhbm_rmmod_dma0"
 grep -q "nhbm_debug=1" /proc/cmdline && kmemleak_scan
 finish

@@ -177,6 +177,64 @@ pub fn mem_write_lands_at_the_device_address() -> TestResult {
     Ok(())
 }
 
+/// MEM_WRITE and MEM_READ move exactly the bytes asked for, of any length
+/// at any offset of the variable, from and to user buffers of any
+/// alignment: the model finds each range's first and last word at its
+/// device address, MEM_READ gives each back, and the bytes around every
+/// range keep what was there. On the CPU path (`dma=0`) that covers the
+/// single bytes before and after the aligned words, the words past the
+/// copy loop's blocks of four and pieces that end mid-page.
+pub fn transfers_of_any_length_and_offset_arrive_whole() -> TestResult {
+    let d = dev()?;
+    let c = control()?;
+    let len = 512 * KIB;
+    let p = d
+        .plan_load(&one_buffer(1, len).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    let pa = d.resolve(p.plan_id, 1, 0, len).ctx("RESOLVE")?;
+    let mut expect = pattern(len, 91);
+    d.mem_write(p.plan_id, 1, 0, &expect).ctx("MEM_WRITE of the whole variable")?;
+    // (offset in the variable, length, misalignment of the user buffer)
+    let ranges = [
+        (0usize, 1usize, 0usize),
+        (3, 7, 1),
+        (8, 8, 0),
+        (5, 31, 3),
+        (16, 33, 7),
+        (64, 40, 2),
+        (4093, 64 * 1024 + 13, 5),
+        (65_530, 12, 4),
+        (100_001, 200 * 1024 + 5, 6),
+    ];
+    for (i, &(off, n, shift)) in ranges.iter().enumerate() {
+        let what = format!("{n} bytes at {off} (user buffer + {shift})");
+        let buf = pattern((n + 8) as u64, 200 + i as u32);
+        let src = &buf[shift..shift + n];
+        d.mem_write(p.plan_id, 1, off as u64, src)
+            .ctx(&format!("MEM_WRITE of {what}"))?;
+        expect[off..off + n].copy_from_slice(src);
+        let mut back = vec![0u8; n + 8];
+        d.mem_read(p.plan_id, 1, off as u64, &mut back[shift..shift + n])
+            .ctx(&format!("MEM_READ of {what}"))?;
+        ensure(&back[shift..shift + n] == src, || {
+            format!("MEM_READ of {what} differs from what was written")
+        })?;
+        for at in [off & !3, (off + n - 1) & !3] {
+            ensure_eq(
+                &format!("{what}: HBM word at PA 0x{:x}", pa + at as u64),
+                c.hbm_read(pa + at as u64),
+                word(&expect, at),
+            )?;
+        }
+    }
+    let mut all = vec![0u8; len as usize];
+    d.mem_read(p.plan_id, 1, 0, &mut all).ctx("MEM_READ of the whole variable")?;
+    if let Some(at) = all.iter().zip(&expect).position(|(a, b)| a != b) {
+        return fail(format!("byte {at} of the variable is not what was written there"));
+    }
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
 /// A variable mapped into the process (MAP_OFFSET, `mmap`) is the device's
 /// memory at the variable's address, through the BAR4 remap of each arch:
 /// what the process stores there, the model reads at that device address,
@@ -603,17 +661,24 @@ fn on_emulated_functions() -> Result<(), Unready> {
 }
 
 /// The suite for device `index`, named after its function's arch
-/// (`nhbm_pci_v2`, `nhbm_pci_v3`, `nhbm_pci_v4`) so that the runs on
-/// several functions stay apart; `nhbm_pci` where there is no such function.
+/// (`nhbm_pci_v2`, `nhbm_pci_v3`, `nhbm_pci_v4`, with `_cpu` after it when
+/// the guest says, with `NHBM_DMA=0`, that it loaded the module with
+/// `dma=0`: the module's parameters are not in sysfs) so that the runs on
+/// several functions and both paths stay apart; `nhbm_pci` where there is
+/// no such function.
 pub fn suite_for(index: u32) -> Suite {
     set_device_index(index);
     let arch = Function::all()
         .ok()
         .and_then(|all| all.get(index as usize).and_then(Function::arch));
-    let name = match arch {
-        Some("v2") => "nhbm_pci_v2",
-        Some("v3") => "nhbm_pci_v3",
-        Some("v4") => "nhbm_pci_v4",
+    let cpu = std::env::var("NHBM_DMA").as_deref() == Ok("0");
+    let name = match (arch, cpu) {
+        (Some("v2"), false) => "nhbm_pci_v2",
+        (Some("v3"), false) => "nhbm_pci_v3",
+        (Some("v4"), false) => "nhbm_pci_v4",
+        (Some("v2"), true) => "nhbm_pci_v2_cpu",
+        (Some("v3"), true) => "nhbm_pci_v3_cpu",
+        (Some("v4"), true) => "nhbm_pci_v4_cpu",
         _ => SUITE.name,
     };
     Suite { name, ..SUITE }
