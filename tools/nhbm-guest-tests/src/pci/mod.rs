@@ -193,7 +193,8 @@ pub fn transfers_of_any_length_and_offset_arrive_whole() -> TestResult {
         .ctx("PLAN_LOAD")?;
     let pa = d.resolve(p.plan_id, 1, 0, len).ctx("RESOLVE")?;
     let mut expect = pattern(len, 91);
-    d.mem_write(p.plan_id, 1, 0, &expect).ctx("MEM_WRITE of the whole variable")?;
+    d.mem_write(p.plan_id, 1, 0, &expect)
+        .ctx("MEM_WRITE of the whole variable")?;
     // (offset in the variable, length, misalignment of the user buffer)
     let ranges = [
         (0usize, 1usize, 0usize),
@@ -228,9 +229,12 @@ pub fn transfers_of_any_length_and_offset_arrive_whole() -> TestResult {
         }
     }
     let mut all = vec![0u8; len as usize];
-    d.mem_read(p.plan_id, 1, 0, &mut all).ctx("MEM_READ of the whole variable")?;
+    d.mem_read(p.plan_id, 1, 0, &mut all)
+        .ctx("MEM_READ of the whole variable")?;
     if let Some(at) = all.iter().zip(&expect).position(|(a, b)| a != b) {
-        return fail(format!("byte {at} of the variable is not what was written there"));
+        return fail(format!(
+            "byte {at} of the variable is not what was written there"
+        ));
     }
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
