@@ -15,11 +15,17 @@
 
 #include "helpers.h"
 
+/*
+ * With present_only, nothing is faulted in (FOLL_NOFAULT): a page that is
+ * not present, or that a write would first have to copy, fails the call.
+ * The lookup may still take the mmap lock, killably, but never waits for a
+ * fault to be served (a userfaultfd, a file's I/O).
+ */
 long nhbm_pin_user(unsigned long uaddr, unsigned long nr, bool device_writes,
-		   struct page **pages)
+		   bool present_only, struct page **pages)
 {
-	long got = pin_user_pages_fast(uaddr & PAGE_MASK, nr, device_writes ? FOLL_WRITE : 0,
-				       pages);
+	unsigned int flags = (device_writes ? FOLL_WRITE : 0) | (present_only ? FOLL_NOFAULT : 0);
+	long got = pin_user_pages_fast(uaddr & PAGE_MASK, nr, flags, pages);
 
 	if (got < 0)
 		return got;

@@ -219,12 +219,20 @@ impl PciIo {
     }
 
     /// Runs `pairs` through `queue` in batches of at most [`BATCH`], each
-    /// posted while the one before runs, and waits for them all
-    /// ([`PciIo::dma_end`]).
-    fn dma_run(&self, queue: &mut H2tQueue, pairs: &[(End, End, usize)]) -> Result {
+    /// posted while the one before runs, calls `meanwhile` once they are
+    /// all posted, and waits for them all ([`PciIo::dma_end`]).
+    fn dma_run(
+        &self,
+        queue: &mut H2tQueue,
+        pairs: &[(End, End, usize)],
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result {
         let posted = pairs
             .chunks(BATCH)
             .try_for_each(|b| self.dma_post(queue, b));
+        if posted.is_ok() {
+            meanwhile();
+        }
         self.dma_end(queue, posted)
     }
 
@@ -234,7 +242,7 @@ impl PciIo {
         for (i, piece) in src.chunks(DESC_MAX).enumerate() {
             queue.copy_in(piece)?;
             let dst = End::Device(pa + (i * DESC_MAX) as u64);
-            self.dma_run(queue, &[(End::Bounce(0), dst, piece.len())])?;
+            self.dma_run(queue, &[(End::Bounce(0), dst, piece.len())], &mut || {})?;
         }
         Ok(())
     }
@@ -244,7 +252,7 @@ impl PciIo {
     fn dma_read(&self, queue: &mut H2tQueue, pa: u64, dst: &mut [u8]) -> Result {
         for (i, piece) in dst.chunks_mut(DESC_MAX).enumerate() {
             let src = End::Device(pa + (i * DESC_MAX) as u64);
-            self.dma_run(queue, &[(src, End::Bounce(0), piece.len())])?;
+            self.dma_run(queue, &[(src, End::Bounce(0), piece.len())], &mut || {})?;
             queue.copy_out(piece)?;
         }
         Ok(())
@@ -280,9 +288,15 @@ impl PciIo {
     /// Moves each part's user pages to (`to_device`) or from its BAR4
     /// offset by DMA in place, each segment of their scatter-gather table
     /// one descriptor pair (physically contiguous pages one segment of up
-    /// to [`DESC_MAX`]), as few batches as the pairs need. `ENODEV` once
-    /// the queue is gone (the function is unbound).
-    fn dma_user(&self, parts: &[(u64, &UserPages)], to_device: bool) -> Result {
+    /// to [`DESC_MAX`]), as few batches as the pairs need, calling
+    /// `meanwhile` once they are all posted, while the engine runs them.
+    /// `ENODEV` once the queue is gone (the function is unbound).
+    fn dma_user(
+        &self,
+        parts: &[(u64, &UserPages)],
+        to_device: bool,
+        meanwhile: &mut dyn FnMut(),
+    ) -> Result {
         let mut guard = self.dma.lock();
         let queue = Option::as_mut(&mut *guard).ok_or(ENODEV)?;
         let mut maps = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
@@ -302,7 +316,7 @@ impl PciIo {
             }
             maps.push(mapped, GFP_KERNEL_ACCOUNT)?;
         }
-        self.dma_run(queue, &pairs)
+        self.dma_run(queue, &pairs, meanwhile)
     }
 
     /// Runs `op` with the DMA queue and the device address of BAR4 offset
@@ -359,9 +373,14 @@ impl DeviceIo for PciIo {
     ) -> Result {
         check_range(off, len as u64, self.bar4_size)?;
         // Pinned outside the gate (pinning may fault pages in); memory that
-        // cannot be pinned (an I/O mapping) is copied instead.
+        // cannot be pinned (an I/O mapping) is copied instead. While the
+        // engine runs, the next piece's pages are pinned if they are
+        // present, as the reference prefetches the next copy's pages
+        // (`_ndma_prefetch_user_pages`, neuron_dma.c:137-143, 484-485).
         match self.dma_on.then(|| src.pin_next(len)) {
-            Some(Ok(pages)) => gate(&mut || self.dma_user(&[(off, &pages)], true)),
+            Some(Ok(pages)) => gate(&mut || {
+                self.dma_user(&[(off, &pages)], true, &mut || src.pin_ahead(BULK_PIECE))
+            }),
             _ => write_through_bounce(self, off, src, len, bounce, gate),
         }
     }
@@ -376,7 +395,9 @@ impl DeviceIo for PciIo {
     ) -> Result {
         check_range(off, len as u64, self.bar4_size)?;
         match self.dma_on.then(|| dst.pin_next(len)) {
-            Some(Ok(pages)) => gate(&mut || self.dma_user(&[(off, &pages)], false)),
+            Some(Ok(pages)) => gate(&mut || {
+                self.dma_user(&[(off, &pages)], false, &mut || dst.pin_ahead(BULK_PIECE))
+            }),
             _ => read_through_bounce(self, off, dst, len, bounce, gate),
         }
     }
@@ -399,7 +420,7 @@ impl DeviceIo for PciIo {
         for (off, pages) in &pinned {
             refs.push((*off, pages), GFP_KERNEL_ACCOUNT)?;
         }
-        gate(&mut || self.dma_user(&refs, true))
+        gate(&mut || self.dma_user(&refs, true, &mut || {}))
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {
