@@ -711,10 +711,9 @@ fn load_model_ns(dev: &Device, blob: &[u8]) -> io::Result<f64> {
 }
 
 /// `model_staging`: PLAN_LOAD of a whole model's weights (upload, scrub,
-/// placement) into the simulated device against a userspace copy of the
-/// same bytes with the instructions the module's upload runs
-/// ([`copies::movnti_copy`]; a `memcpy` printed beside it, as
-/// information), and
+/// placement) into the simulated device against a userspace `memcpy` of
+/// the same bytes (a copy with the instructions the module's upload runs,
+/// [`copies::movnti_copy`], printed beside it as information), and
 /// `model_staging_vs_mem_write`: the same PLAN_LOAD against MEM_WRITE of
 /// the same payloads into a fresh plan of the same variables, which
 /// isolates what PLAN_LOAD costs beyond its copy (records, placement,
@@ -723,15 +722,18 @@ pub fn model_staging_figures(dev: &Device) -> io::Result<[Figure; 2]> {
     let (blob, start) = model_blob()?;
     let src = model_payloads(&blob, start)?;
     let peer = StagingPeer {
-        what: "the module's non-temporal copy (movnti)",
-        copy: copies::movnti_copy,
+        what: "memcpy",
+        copy: <[u8]>::copy_from_slice,
     };
     let (staging, p) = staging_figure(dev, "model_staging", &blob, src, MODEL_REPS, peer)?;
     let mut dst = vec![0u8; MODEL_BYTES];
-    note_libc_peer("model_staging", &p, MODEL_BYTES, "memcpy", || {
-        dst.copy_from_slice(std::hint::black_box(src));
-        std::hint::black_box(&dst);
-    });
+    note_beside_peer(
+        "model_staging",
+        &p,
+        MODEL_BYTES,
+        "the module's non-temporal copy (movnti)",
+        || copies::movnti_copy(&mut dst, std::hint::black_box(src)),
+    );
     Ok([staging, model_vs_write_figure(dev, &blob, src)?])
 }
 
@@ -997,22 +999,23 @@ pub fn pci_bar_figures(pci: &Device, bar4: &Path) -> io::Result<Vec<Figure>> {
     ])
 }
 
-/// Repetitions of the `memcpy` and `memset` the PCI figures print beside
-/// theirs, as information.
-const LIBC_REPS: usize = 3;
+/// Repetitions of the other copies (`memcpy`, `memset`, the module's own
+/// instructions) some figures print beside theirs, as information.
+const BESIDE_REPS: usize = 3;
 
-/// Prints, as information, `figure`'s module side against `op` (a libc
-/// `memcpy` or `memset` of the same `len` bytes of the mapping), timed
-/// [`LIBC_REPS`] times: what the figure compared before its peer ran the
-/// module's own loops.
-fn note_libc_peer(figure: &str, p: &Pairs, len: usize, what: &str, mut op: impl FnMut()) {
-    let mut ns: Vec<f64> = (0..LIBC_REPS).map(|_| time_ns(&mut op).1).collect();
+/// Prints, as information, `figure`'s module side against `op`, a copy or
+/// clearing of the same `len` bytes other than the figure's peer (for
+/// the PCI figures a libc `memcpy` or `memset` of the mapping, what they
+/// compared before their peer ran the module's own loops), timed
+/// [`BESIDE_REPS`] times.
+fn note_beside_peer(figure: &str, p: &Pairs, len: usize, what: &str, mut op: impl FnMut()) {
+    let mut ns: Vec<f64> = (0..BESIDE_REPS).map(|_| time_ns(&mut op).1).collect();
     ns.sort_by(f64::total_cmp);
-    let (module, libc) = (len as f64 / p.a_median(), len as f64 / ns[LIBC_REPS / 2]);
+    let (module, other) = (len as f64 / p.a_median(), len as f64 / ns[BESIDE_REPS / 2]);
     note(&format!(
-        "{figure} beside {what}: module {module:.4} bytes/ns, {what} {libc:.4} bytes/ns, \
+        "{figure} beside {what}: module {module:.4} bytes/ns, {what} {other:.4} bytes/ns, \
          ratio {:.3} (information)",
-        module / libc
+        module / other
     ));
 }
 
@@ -1033,7 +1036,7 @@ fn bar_copy_pairs(pci: &Device, plan: u32, map: &BarMap, len: usize) -> io::Resu
         || try_time_ns(write),
         || Ok(time_ns(|| map.store_words_from(&src, &mut bounce)).1),
     )?;
-    note_libc_peer("pci_write_vs_bar_copy", &w, len, "memcpy", || {
+    note_beside_peer("pci_write_vs_bar_copy", &w, len, "memcpy", || {
         map.copy_from(&src)
     });
     let (mut via_module, mut via_map) = (vec![0u8; len], vec![0u8; len]);
@@ -1049,7 +1052,7 @@ fn bar_copy_pairs(pci: &Device, plan: u32, map: &BarMap, len: usize) -> io::Resu
         || try_time_ns(|| pci.mem_read(plan, 1, 0, &mut via_module)),
         || Ok(time_ns(|| map.load_words_to(&mut via_map, &mut bounce)).1),
     )?;
-    note_libc_peer("pci_read_vs_bar_copy", &r, len, "memcpy", || {
+    note_beside_peer("pci_read_vs_bar_copy", &r, len, "memcpy", || {
         map.copy_to(&mut via_map)
     });
     Ok((w, r))
@@ -1081,7 +1084,7 @@ fn bar_scrub_pairs(pci: &Device, blob: &[u8], pa: u64, map: &BarMap) -> io::Resu
     }
     map.zero_words();
     let z = interleave(BAR_REPS, load, || Ok(time_ns(|| map.zero_words()).1))?;
-    note_libc_peer("pci_scrub_vs_memset", &z, BAR_XFER, "memset", || map.zero());
+    note_beside_peer("pci_scrub_vs_memset", &z, BAR_XFER, "memset", || map.zero());
     Ok(z)
 }
 

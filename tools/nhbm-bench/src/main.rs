@@ -103,10 +103,10 @@
 //!
 //! 7. `model_staging`: NHBM_IOC_PLAN_LOAD of a plan of 1,000 MR_BUFFER_STAGED
 //!    records carrying 256 MiB of payloads (upload, scrub, placement) against
-//!    a userspace copy of the same 256 MiB with the module's upload
-//!    instructions (`movnti`, src/copies.rs; a memcpy printed beside it),
-//!    15 repetitions in ABBA order after one untimed pass of each. Figure:
-//!    median copy time / PLAN_LOAD time. Target >= 0.8.
+//!    a userspace memcpy of the same 256 MiB (a copy with the module's
+//!    upload instructions, `movnti`, src/copies.rs, printed beside it), 15
+//!    repetitions in ABBA order after one untimed pass of each. Figure:
+//!    median memcpy time / PLAN_LOAD time. Target >= 0.8.
 //!    `model_staging_vs_mem_write`: the same PLAN_LOAD
 //!    against MEM_WRITE of the same 1,000 payloads into a fresh plan of the
 //!    same variables, 15 repetitions: what PLAN_LOAD costs beyond its copy.
