@@ -43,6 +43,29 @@ fn split(idx: usize) -> (usize, usize) {
     (idx / GROUP, idx % GROUP)
 }
 
+/// Makes `blank` page `i` of `group`, in place of the resident page, which
+/// goes to a free slot of `spares` (or is freed); a page a process maps
+/// (or pinned) stays where the mapping sees it and takes the new bytes.
+fn swap_in(group: &mut Group, i: usize, blank: Blank, spares: &mut Spares) {
+    let spare = match group[i].as_mut() {
+        Some(old) if old.is_shared() => {
+            let new = blank.finish(Some(old));
+            old.copy_from(&new);
+            Some(new)
+        }
+        _ => {
+            let old = group[i].take();
+            group[i] = Some(blank.finish(old.as_ref()));
+            old
+        }
+    };
+    // Beyond the spares kept, the page is freed; a shared page never
+    // becomes a spare.
+    if let (Some(page), Some(free)) = (spare, spares.iter_mut().find(|s| s.is_none())) {
+        *free = Some(page);
+    }
+}
+
 /// The resident pages, by group; a group holds at least one.
 struct Pages {
     tree: RBTree<usize, Group>,
@@ -254,6 +277,11 @@ impl SparseMem {
         check_range(off, len as u64, self.size)?;
         let mut done = 0usize;
         let mut spares: Spares = [const { None }; GROUP];
+        // Tree nodes for groups not yet resident, allocated with the lock
+        // dropped; one is reserved before each first try (after an unload
+        // every group is new) and kept for the next group if unused.
+        let mut nodes: [Option<RBTreeNodeReservation<usize, Group>>; GROUP] =
+            [const { None }; GROUP];
         while done < len {
             let mut blanks: [Option<(usize, Blank)>; GROUP] = [const { None }; GROUP];
             let mut count = 0;
@@ -272,10 +300,9 @@ impl SparseMem {
                 *slot = Some((idx, blank));
                 done += n;
             }
-            // Tree nodes for pages not yet resident, allocated with the lock
-            // dropped as many as the last try missed.
-            let mut nodes: [Option<RBTreeNodeReservation<usize, Group>>; GROUP] =
-                [const { None }; GROUP];
+            if nodes.iter().all(Option::is_none) {
+                nodes[0] = Some(RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?);
+            }
             loop {
                 let mut missing = 0;
                 gate(&mut || {
@@ -296,60 +323,46 @@ impl SparseMem {
     /// Puts each filled page of `blanks` (in ascending order) in place under
     /// one hold of the lock: in place of the resident page (which goes to
     /// `spares`), in its resident group, or in a new group in a node of
-    /// `nodes`. Returns how many new groups found no node (their pages are
-    /// left in `blanks`).
+    /// `nodes`; one tree lookup a group. Returns how many new groups found
+    /// no node (their pages are left in `blanks`).
     fn place(
         &self,
         blanks: &mut [Option<(usize, Blank)>],
         nodes: &mut [Option<RBTreeNodeReservation<usize, Group>>],
         spares: &mut Spares,
     ) -> usize {
+        let group_of = |slot: &Option<(usize, Blank)>| slot.as_ref().map(|(idx, _)| split(*idx).0);
         let mut pages = self.pages.lock();
         let mut missing = 0;
-        let mut last_missing = None;
-        for slot in blanks.iter_mut() {
-            let Some((idx, _)) = slot.as_ref() else {
+        let mut k = 0;
+        while k < blanks.len() {
+            let Some(g) = group_of(&blanks[k]) else {
+                k += 1;
                 continue;
             };
-            let (g, i) = split(*idx);
-            if let Some(group) = pages.tree.get_mut(&g) {
-                if let Some((_, blank)) = slot.take() {
-                    let spare = match group[i].as_mut() {
-                        // A process maps the page (or pinned it): it stays
-                        // where the mapping sees it and takes the new bytes.
-                        Some(old) if old.is_shared() => {
-                            let new = blank.finish(Some(old));
-                            old.copy_from(&new);
-                            Some(new)
-                        }
-                        _ => {
-                            let old = group[i].take();
-                            group[i] = Some(blank.finish(old.as_ref()));
-                            old
-                        }
-                    };
-                    // Beyond the spares kept, the page is freed; a shared
-                    // page never becomes a spare.
-                    if let (Some(page), Some(free)) =
-                        (spare, spares.iter_mut().find(|s| s.is_none()))
-                    {
-                        *free = Some(page);
-                    }
-                }
-                continue;
-            }
-            let mut node = nodes.iter_mut().find_map(Option::take);
-            if node.is_none() {
-                if last_missing != Some(g) {
+            // Ascending order keeps a group's pages together.
+            let end = k
+                + 1
+                + blanks[k + 1..]
+                    .iter()
+                    .take_while(|s| group_of(s).is_none_or(|h| h == g))
+                    .count();
+            if pages.tree.get(&g).is_none() {
+                let Some(node) = nodes.iter_mut().find_map(Option::take) else {
                     missing += 1;
-                    last_missing = Some(g);
+                    k = end;
+                    continue;
+                };
+                let _ = pages
+                    .tree
+                    .insert(node.into_node(g, [const { None }; GROUP]));
+            }
+            if let Some(group) = pages.tree.get_mut(&g) {
+                for (idx, blank) in blanks[k..end].iter_mut().filter_map(Option::take) {
+                    swap_in(group, split(idx).1, blank, spares);
                 }
-                continue;
             }
-            if let Some((idx, blank)) = slot.take() {
-                // Cannot be handed back: `node` is there for the new group.
-                let _ = pages.put(idx, blank.finish(None), &mut node);
-            }
+            k = end;
         }
         missing
     }
