@@ -130,6 +130,15 @@ int nhbm_dma_map_user(struct device *dev, struct page **pages, unsigned long nr,
 		      bool device_writes, struct sg_table **sgt);
 void nhbm_dma_unmap_user(struct device *dev, struct sg_table *sgt, bool device_writes);
 
+/*
+ * The `len` bytes from `offset` in the first of `pages` (pinned user pages)
+ * copied with the CPU to the MMIO range at `dst`, or from the one at `src`
+ * (user_mmio.c).
+ */
+void nhbm_pages_to_io(struct page **pages, unsigned int offset, size_t len, void __iomem *dst);
+void nhbm_io_to_pages(struct page **pages, unsigned int offset, size_t len,
+		      const void __iomem *src);
+
 /* sysfs attributes of a device node (sysfs.c): which value each shows. */
 enum nhbm_attr {
 	NHBM_ATTR_ARCH = 0,

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-only
 
-//! User memory a device's DMA engine reads or writes in place (zero copy),
-//! over `user_dma.c`: the pages of a range pinned ([`UserPages`]), then
-//! mapped for the device with the DMA API as a scatter-gather table
-//! ([`Mapped`]), read through the kernel crate's [`SGTable`]. The crate
-//! builds and maps tables only of memory the kernel allocated (vmalloc
-//! buffers), not of pinned user pages.
+//! User memory a device reads or writes in place, over `user_dma.c` and
+//! `user_mmio.c`: the pages of a range pinned ([`UserPages`]), then mapped
+//! for the device's DMA engine with the DMA API as a scatter-gather table
+//! ([`Mapped`]), read through the kernel crate's [`SGTable`], or copied to
+//! and from a BAR by the CPU in one copy. The crate builds and maps tables
+//! only of memory the kernel allocated (vmalloc buffers), not of pinned
+//! user pages.
 
 use crate::abstractions::helpers::{
-    self, nhbm_dma_map_user, nhbm_dma_unmap_user, nhbm_pin_user, nhbm_unpin_user,
+    self, nhbm_dma_map_user, nhbm_dma_unmap_user, nhbm_io_to_pages, nhbm_pages_to_io,
+    nhbm_pin_user, nhbm_unpin_user,
 };
 use core::ptr;
 use kernel::{
@@ -97,6 +99,44 @@ impl UserPages {
     /// Whether these are the pages of exactly the `len` bytes at `at`.
     pub(crate) fn covers(&self, at: UserPtr, len: usize) -> bool {
         self.start == at.as_const_ptr() as usize && self.len == len
+    }
+
+    /// Bytes of the range.
+    pub(crate) fn bytes(&self) -> usize {
+        self.len
+    }
+
+    /// Copies the range's bytes with the CPU to the MMIO range at `dst`.
+    ///
+    /// # Safety
+    ///
+    /// `dst` is the start of [`UserPages::bytes`] bytes of an MMIO mapping
+    /// that stays mapped until this returns.
+    pub(crate) unsafe fn copy_to_io(&self, dst: *mut c_void) {
+        // SAFETY: the pages are pinned while `self` lives and the range
+        // (`offset`, `len`) lies inside them; the helper only reads the
+        // array and the range's bytes, and writes `len` bytes at `dst`,
+        // which the caller vouches for.
+        unsafe { nhbm_pages_to_io(self.pages.as_ptr().cast_mut(), self.offset, self.len, dst) }
+    }
+
+    /// Copies [`UserPages::bytes`] bytes with the CPU from the MMIO range
+    /// at `src` into the range: `EINVAL` unless the pages were pinned for
+    /// writing (a page pinned for reading may be shared copy-on-write).
+    ///
+    /// # Safety
+    ///
+    /// `src` is the start of [`UserPages::bytes`] bytes of an MMIO mapping
+    /// that stays mapped until this returns.
+    pub(crate) unsafe fn copy_from_io(&self, src: *const c_void) -> Result {
+        if !self.device_writes {
+            return Err(EINVAL);
+        }
+        // SAFETY: as in `copy_to_io`; the pages were pinned with
+        // `FOLL_WRITE` (checked above), so writing them writes the
+        // process's own copy, and they are unpinned dirty.
+        unsafe { nhbm_io_to_pages(self.pages.as_ptr().cast_mut(), self.offset, self.len, src) };
+        Ok(())
     }
 
     /// Maps the range for `dev` as a scatter-gather table of segments of

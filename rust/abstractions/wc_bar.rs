@@ -12,6 +12,7 @@
 //! [`Words`], a range checked once for bulk copies. It is meant to go away
 //! once the PCI abstraction grows an `iomap_region_wc` and `Io` a bulk copy.
 
+use crate::abstractions::user_dma::UserPages;
 use core::marker::PhantomData;
 use kernel::{
     bindings,
@@ -88,6 +89,37 @@ impl WcBar {
 
 /// Bytes of one access of [`Words`].
 pub(crate) const WORD: usize = size_of::<u64>();
+
+impl WcBar {
+    /// The address of `[off, off + len)` of the mapping: `ERANGE` past the
+    /// BAR.
+    fn span(&self, off: usize, len: usize) -> Result<usize> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.io.size() => Ok(self.io.addr() + off),
+            _ => Err(ERANGE),
+        }
+    }
+
+    /// Copies the bytes of `pages` to `[off, off + pages.bytes())` of the
+    /// mapping with the CPU, one 64-bit store an aligned word
+    /// ([`UserPages::copy_to_io`]); `ERANGE` past the BAR.
+    pub(crate) fn store_pages(&self, off: usize, pages: &UserPages) -> Result {
+        let at = self.span(off, pages.bytes())?;
+        // SAFETY: `[at, at + bytes)` lies inside the mapping (checked
+        // above), which stays mapped while `self` is borrowed.
+        unsafe { pages.copy_to_io(core::ptr::with_exposed_provenance_mut(at)) };
+        Ok(())
+    }
+
+    /// Copies `[off, off + pages.bytes())` of the mapping into `pages`
+    /// with the CPU, one 64-bit load an aligned word
+    /// ([`UserPages::copy_from_io`]); `ERANGE` past the BAR.
+    pub(crate) fn load_pages(&self, off: usize, pages: &UserPages) -> Result {
+        let at = self.span(off, pages.bytes())?;
+        // SAFETY: as in `store_pages`.
+        unsafe { pages.copy_from_io(core::ptr::with_exposed_provenance(at)) }
+    }
+}
 
 impl WcBar {
     /// The range `[off, off + len)` of the mapping as 64-bit words, checked

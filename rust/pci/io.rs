@@ -11,8 +11,9 @@
 //! pages pinned and mapped ([`UserPages`]), kernel memory through the
 //! queue's bounce buffer; with the `dma` module
 //! parameter off, through BAR4 with 64-bit MMIO accesses in a loop without
-//! calls ([`bar4::write_words`]), only the unaligned bytes at the ends one
-//! at a time.
+//! calls, only the unaligned bytes at the ends one at a time: user memory
+//! in one copy from or to its pinned pages ([`WcBar::store_pages`]),
+//! kernel memory from its buffer ([`bar4::write_words`]).
 
 use crate::{
     abstractions::dma_mask,
@@ -26,7 +27,7 @@ use crate::{
     hw::bar4,
     hw::io::{
         check_range, read_through_bounce, write_each, write_through_bounce, zero_each, Bounce,
-        DeviceIo, Gate, XFER_CHUNK,
+        DeviceIo, Gate,
     },
     hw::regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
     hw::udma::{End, H2tQueue, BATCH, DESC_MAX},
@@ -64,6 +65,16 @@ pub(super) const BAR_DRAM: u32 = 4;
 /// 4 ms there (about 1.6 ms at 10 GB/s): what another tenant's transfer
 /// waits at most before its own begins.
 const BULK_PIECE: usize = 16 * 1024 * 1024;
+
+/// Longest piece of a user transfer or a scrub with the CPU (the `dma`
+/// parameter off): a user piece's 256 pages are pinned at once and copied
+/// straight to or from BAR4 inside the reset gate. Measured in the
+/// bench's PCI guest, 64 KiB pieces spent a quarter of MEM_WRITE's time
+/// outside the copy (the pinning, the gate and the remap of each); on
+/// hardware, where a CPU load from BAR4 waits for the device, a 1 MiB
+/// piece still ends within milliseconds, what a device reset or a kill
+/// waits at most.
+const CPU_PIECE: usize = 1024 * 1024;
 
 /// Bytes of the widest BAR4 access a bulk transfer makes.
 const WIDE: usize = size_of::<u64>();
@@ -359,7 +370,7 @@ impl DeviceIo for PciIo {
         if self.dma_on {
             BULK_PIECE
         } else {
-            XFER_CHUNK
+            CPU_PIECE
         }
     }
 
@@ -377,11 +388,13 @@ impl DeviceIo for PciIo {
         // engine runs, the next piece's pages are pinned if they are
         // present, as the reference prefetches the next copy's pages
         // (`_ndma_prefetch_user_pages`, neuron_dma.c:137-143, 484-485).
-        match self.dma_on.then(|| src.pin_next(len)) {
-            Some(Ok(pages)) => gate(&mut || {
+        // Without DMA, the CPU copies the pinned pages to BAR4 in one copy.
+        match src.pin_next(len) {
+            Ok(pages) if self.dma_on => gate(&mut || {
                 self.dma_user(&[(off, &pages)], true, &mut || src.pin_ahead(BULK_PIECE))
             }),
-            _ => write_through_bounce(self, off, src, len, bounce, gate),
+            Ok(pages) => gate(&mut || self.with_bar4(|b| b.store_pages(off as usize, &pages))),
+            Err(_) => write_through_bounce(self, off, src, len, bounce, gate),
         }
     }
 
@@ -394,11 +407,12 @@ impl DeviceIo for PciIo {
         gate: Gate<'_>,
     ) -> Result {
         check_range(off, len as u64, self.bar4_size)?;
-        match self.dma_on.then(|| dst.pin_next(len)) {
-            Some(Ok(pages)) => gate(&mut || {
+        match dst.pin_next(len) {
+            Ok(pages) if self.dma_on => gate(&mut || {
                 self.dma_user(&[(off, &pages)], false, &mut || dst.pin_ahead(BULK_PIECE))
             }),
-            _ => read_through_bounce(self, off, dst, len, bounce, gate),
+            Ok(pages) => gate(&mut || self.with_bar4(|b| b.load_pages(off as usize, &pages))),
+            Err(_) => read_through_bounce(self, off, dst, len, bounce, gate),
         }
     }
 

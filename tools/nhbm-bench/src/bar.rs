@@ -111,31 +111,23 @@ impl BarMap {
     }
 
     /// Copies `src` (whole 64-bit words) to the start of the mapping as the
-    /// module's MEM_WRITE does: a piece at a time through `bounce` with
-    /// `rep movsq`, then one 64-bit store a word.
-    pub fn store_words_from(&self, src: &[u8], bounce: &mut [u8]) {
+    /// module's MEM_WRITE does without its engine: one 64-bit store a word,
+    /// straight from the buffer.
+    pub fn store_words_from(&self, src: &[u8]) {
         let n = src.len().min(self.len);
-        for (i, piece) in src[..n].chunks(copies::PIECE).enumerate() {
-            let b = &mut bounce[..piece.len()];
-            copies::rep_movsq(b, piece);
-            // SAFETY: the piece lies in the mapping (`n <= self.len`), which
-            // is writable and page-aligned.
-            unsafe { copies::store_words(self.ptr.add(i * copies::PIECE), b) };
-        }
+        // SAFETY: the first `n` bytes lie in the mapping, which is writable
+        // and page-aligned.
+        unsafe { copies::store_words(self.ptr, &src[..n]) };
     }
 
     /// Copies `dst.len()` bytes (whole 64-bit words) from the start of the
-    /// mapping as the module's MEM_READ does: one 64-bit load a word into
-    /// `bounce`, then `rep movsq` into `dst`, a piece at a time.
-    pub fn load_words_to(&self, dst: &mut [u8], bounce: &mut [u8]) {
+    /// mapping as the module's MEM_READ does without its engine: one 64-bit
+    /// load a word, straight into the buffer.
+    pub fn load_words_to(&self, dst: &mut [u8]) {
         let n = dst.len().min(self.len);
-        for (i, piece) in dst[..n].chunks_mut(copies::PIECE).enumerate() {
-            let b = &mut bounce[..piece.len()];
-            // SAFETY: the piece lies in the mapping (`n <= self.len`), which
-            // is readable and page-aligned.
-            unsafe { copies::load_words(b, self.ptr.add(i * copies::PIECE)) };
-            copies::rep_movsq(piece, b);
-        }
+        // SAFETY: the first `n` bytes lie in the mapping, which is readable
+        // and page-aligned.
+        unsafe { copies::load_words(&mut dst[..n], self.ptr) };
         std::hint::black_box(dst);
     }
 

@@ -3,16 +3,12 @@
 //! instructions on the same bytes: under an emulator the cost of a copy is
 //! the cost of translating its instructions, and a `memcpy` of 32-byte
 //! vector stores and the module's 8-byte stores are priced differently on
-//! each host CPU. The module's loops (rust/hw/bar4.rs, rust/abstractions/
-//! wc_bar.rs): user memory through a 64 KiB bounce buffer with the kernel's
-//! user copy (`rep movsq` on a CPU without ERMS/FSRM, as the bench guest
-//! is), and the BAR one volatile 64-bit access per word, four words a loop
-//! iteration; and the simulated device's upload, the kernel's
-//! non-temporal user copy (`movnti`).
-
-/// Bytes the module moves through its bounce buffer at once (a transfer
-/// piece, `XFER_CHUNK`).
-pub const PIECE: usize = 64 * 1024;
+//! each host CPU. The module's loops (rust/abstractions/wc_bar.rs,
+//! user_mmio.c): the BAR one volatile 64-bit access per word, four words a
+//! loop iteration, straight from and to the user's pinned pages; and the
+//! simulated device's upload, the kernel's non-temporal user copy
+//! (`movnti`). `rep movsq` is the kernel's user copy on a CPU without
+//! ERMS/FSRM, as the bench guest is.
 
 /// `dst.copy_from_slice(src)` with the string instruction the guest
 /// kernel's user copies use, eight bytes at a time.

@@ -664,10 +664,16 @@ fn on_emulated_functions() -> Result<(), Unready> {
     }
 }
 
+/// Whether the guest loaded the module with `dma=0` (it says so with
+/// `NHBM_DMA=0`: the module's parameters are not in sysfs), so that bytes
+/// move with the CPU, not the engine.
+pub(super) fn on_cpu_path() -> bool {
+    std::env::var("NHBM_DMA").as_deref() == Ok("0")
+}
+
 /// The suite for device `index`, named after its function's arch
-/// (`nhbm_pci_v2`, `nhbm_pci_v3`, `nhbm_pci_v4`, with `_cpu` after it when
-/// the guest says, with `NHBM_DMA=0`, that it loaded the module with
-/// `dma=0`: the module's parameters are not in sysfs) so that the runs on
+/// (`nhbm_pci_v2`, `nhbm_pci_v3`, `nhbm_pci_v4`, with `_cpu` after it on
+/// the CPU path, [`on_cpu_path`]) so that the runs on
 /// several functions and both paths stay apart; `nhbm_pci` where there is
 /// no such function.
 pub fn suite_for(index: u32) -> Suite {
@@ -675,8 +681,7 @@ pub fn suite_for(index: u32) -> Suite {
     let arch = Function::all()
         .ok()
         .and_then(|all| all.get(index as usize).and_then(Function::arch));
-    let cpu = std::env::var("NHBM_DMA").as_deref() == Ok("0");
-    let name = match (arch, cpu) {
+    let name = match (arch, on_cpu_path()) {
         (Some("v2"), false) => "nhbm_pci_v2",
         (Some("v3"), false) => "nhbm_pci_v3",
         (Some("v4"), false) => "nhbm_pci_v4",
