@@ -119,9 +119,7 @@ impl WcBar {
         // SAFETY: as in `store_pages`.
         unsafe { pages.copy_from_io(core::ptr::with_exposed_provenance(at)) }
     }
-}
 
-impl WcBar {
     /// The range `[off, off + len)` of the mapping as 64-bit words, checked
     /// once: `ERANGE` past the BAR, `EINVAL` unless both are multiples of
     /// the word.
@@ -160,7 +158,7 @@ pub(crate) struct Words<'a> {
 
 /// Words a loop iteration of [`Words`] moves: a loop that checks its end
 /// after every access runs twice the instructions of the accesses.
-pub(crate) const BLOCK: usize = 4;
+const BLOCK: usize = 4;
 
 /// The little-endian 64-bit value of `w` (one [`WORD`]).
 #[inline(always)]
