@@ -2,8 +2,9 @@
 
 //! The device-access interface: the MISC RAM registers of BAR0, as a view
 //! the kernel crate's [`Io`](kernel::io::Io) reads and writes, and bulk
-//! bytes in BAR4, to and from kernel memory only (user memory is bounced by
-//! [`crate::device::Device`], never copied under a backend's lock). The PCI
+//! bytes in BAR4, to and from kernel memory, or user memory a backend
+//! pinned outside the gate (never copied from user space under a
+//! backend's lock). The PCI
 //! backend ([`crate::pci::io::PciIo`]) and the simulated one
 //! ([`crate::sim`]) implement it; nothing above this file knows which one
 //! runs.
@@ -20,8 +21,9 @@ pub(crate) type Gate<'a> = &'a dyn Fn(&mut dyn FnMut() -> Result) -> Result;
 
 /// Largest piece a bulk transfer moves at once (bounds time under any lock
 /// and the size of the bounce buffer that user transfers go through), but
-/// for a backend whose engine moves user memory in place, and zeros, in
-/// longer ones ([`DeviceIo::bulk_piece`]).
+/// for a backend that moves user memory in place (its pages pinned, by
+/// its engine or its CPU), and zeros, in longer ones
+/// ([`DeviceIo::bulk_piece`]).
 pub(crate) const XFER_CHUNK: usize = 64 * 1024;
 
 /// The bounce buffer of one user transfer: allocated on first use, as long
