@@ -101,41 +101,52 @@ impl UserPages {
         self.start == at.as_const_ptr() as usize && self.len == len
     }
 
-    /// Bytes of the range.
-    pub(crate) fn bytes(&self) -> usize {
-        self.len
+    /// Where `[from, from + n)` of the range starts in the pages' bytes:
+    /// `EINVAL` past the range.
+    fn part(&self, from: usize, n: usize) -> Result<u32> {
+        match from.checked_add(n) {
+            Some(end) if end <= self.len => {
+                u32::try_from(self.offset as usize + from).map_err(|_| EINVAL)
+            }
+            _ => Err(EINVAL),
+        }
     }
 
-    /// Copies the range's bytes with the CPU to the MMIO range at `dst`.
+    /// Copies the range's bytes `[from, from + n)` with the CPU to the
+    /// MMIO range at `dst`: `EINVAL` past the range.
     ///
     /// # Safety
     ///
-    /// `dst` is the start of [`UserPages::bytes`] bytes of an MMIO mapping
-    /// that stays mapped until this returns.
-    pub(crate) unsafe fn copy_to_io(&self, dst: *mut c_void) {
-        // SAFETY: the pages are pinned while `self` lives and the range
-        // (`offset`, `len`) lies inside them; the helper only reads the
-        // array and the range's bytes, and writes `len` bytes at `dst`,
-        // which the caller vouches for.
-        unsafe { nhbm_pages_to_io(self.pages.as_ptr().cast_mut(), self.offset, self.len, dst) }
+    /// `dst` is the start of `n` bytes of an MMIO mapping that stays
+    /// mapped until this returns.
+    pub(crate) unsafe fn copy_to_io(&self, from: usize, n: usize, dst: *mut c_void) -> Result {
+        let at = self.part(from, n)?;
+        // SAFETY: the pages are pinned while `self` lives and the part
+        // lies inside the range, which lies inside them (checked above);
+        // the helper only reads the array and the part's bytes, and writes
+        // `n` bytes at `dst`, which the caller vouches for.
+        unsafe { nhbm_pages_to_io(self.pages.as_ptr().cast_mut(), at, n, dst) };
+        Ok(())
     }
 
-    /// Copies [`UserPages::bytes`] bytes with the CPU from the MMIO range
-    /// at `src` into the range: `EINVAL` unless the pages were pinned for
-    /// writing (a page pinned for reading may be shared copy-on-write).
+    /// Copies `n` bytes with the CPU from the MMIO range at `src` into
+    /// the range's bytes `[from, from + n)`: `EINVAL` past the range, or
+    /// unless the pages were pinned for writing (a page pinned for reading
+    /// may be shared copy-on-write).
     ///
     /// # Safety
     ///
-    /// `src` is the start of [`UserPages::bytes`] bytes of an MMIO mapping
-    /// that stays mapped until this returns.
-    pub(crate) unsafe fn copy_from_io(&self, src: *const c_void) -> Result {
+    /// `src` is the start of `n` bytes of an MMIO mapping that stays
+    /// mapped until this returns.
+    pub(crate) unsafe fn copy_from_io(&self, from: usize, n: usize, src: *const c_void) -> Result {
         if !self.device_writes {
             return Err(EINVAL);
         }
+        let at = self.part(from, n)?;
         // SAFETY: as in `copy_to_io`; the pages were pinned with
         // `FOLL_WRITE` (checked above), so writing them writes the
         // process's own copy, and they are unpinned dirty.
-        unsafe { nhbm_io_to_pages(self.pages.as_ptr().cast_mut(), self.offset, self.len, src) };
+        unsafe { nhbm_io_to_pages(self.pages.as_ptr().cast_mut(), at, n, src) };
         Ok(())
     }
 

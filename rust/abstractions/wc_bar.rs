@@ -100,24 +100,37 @@ impl WcBar {
         }
     }
 
-    /// Copies the bytes of `pages` to `[off, off + pages.bytes())` of the
-    /// mapping with the CPU, one 64-bit store an aligned word
-    /// ([`UserPages::copy_to_io`]); `ERANGE` past the BAR.
-    pub(crate) fn store_pages(&self, off: usize, pages: &UserPages) -> Result {
-        let at = self.span(off, pages.bytes())?;
-        // SAFETY: `[at, at + bytes)` lies inside the mapping (checked
-        // above), which stays mapped while `self` is borrowed.
-        unsafe { pages.copy_to_io(core::ptr::with_exposed_provenance_mut(at)) };
-        Ok(())
+    /// Copies the bytes `[from, from + n)` of `pages` to `[off, off + n)`
+    /// of the mapping with the CPU, one 64-bit store an aligned word
+    /// ([`UserPages::copy_to_io`]); `ERANGE` past the BAR, `EINVAL` past
+    /// the pages.
+    pub(crate) fn store_pages(
+        &self,
+        off: usize,
+        pages: &UserPages,
+        from: usize,
+        n: usize,
+    ) -> Result {
+        let at = self.span(off, n)?;
+        // SAFETY: `[at, at + n)` lies inside the mapping (checked above),
+        // which stays mapped while `self` is borrowed.
+        unsafe { pages.copy_to_io(from, n, core::ptr::with_exposed_provenance_mut(at)) }
     }
 
-    /// Copies `[off, off + pages.bytes())` of the mapping into `pages`
-    /// with the CPU, one 64-bit load an aligned word
-    /// ([`UserPages::copy_from_io`]); `ERANGE` past the BAR.
-    pub(crate) fn load_pages(&self, off: usize, pages: &UserPages) -> Result {
-        let at = self.span(off, pages.bytes())?;
+    /// Copies `[off, off + n)` of the mapping into the bytes
+    /// `[from, from + n)` of `pages` with the CPU, one 64-bit load an
+    /// aligned word ([`UserPages::copy_from_io`]); `ERANGE` past the BAR,
+    /// `EINVAL` past the pages.
+    pub(crate) fn load_pages(
+        &self,
+        off: usize,
+        pages: &UserPages,
+        from: usize,
+        n: usize,
+    ) -> Result {
+        let at = self.span(off, n)?;
         // SAFETY: as in `store_pages`.
-        unsafe { pages.copy_from_io(core::ptr::with_exposed_provenance(at)) }
+        unsafe { pages.copy_from_io(from, n, core::ptr::with_exposed_provenance(at)) }
     }
 
     /// The range `[off, off + len)` of the mapping as 64-bit words, checked

@@ -27,7 +27,7 @@ use crate::{
     hw::bar4,
     hw::io::{
         check_range, read_through_bounce, write_each, write_through_bounce, zero_each, Bounce,
-        DeviceIo, Gate,
+        DeviceIo, Gate, XFER_CHUNK,
     },
     hw::regs::{MiscRam, DEVICE_ID, GONE, MISC_RAM_SIZE},
     hw::udma::{End, H2tQueue, BATCH, DESC_MAX},
@@ -70,10 +70,12 @@ const BULK_PIECE: usize = 16 * 1024 * 1024;
 /// parameter off): a user piece's 256 pages are pinned at once and copied
 /// straight to or from BAR4 inside the reset gate. Measured in the
 /// bench's PCI guest, 64 KiB pieces spent a quarter of MEM_WRITE's time
-/// outside the copy (the pinning, the gate and the remap of each); on
-/// hardware, where a CPU load from BAR4 waits for the device, a 1 MiB
-/// piece still ends within milliseconds, what a device reset or a kill
-/// waits at most.
+/// outside the copy (the pinning, the gate and the remap of each). On
+/// hardware a CPU load from BAR4 waits for the device (tens to hundreds
+/// of MB/s), so a 1 MiB read piece may take tens of milliseconds: what a
+/// device reset or a kill of the reader waits at most; other tenants'
+/// transfers do not wait for it (the gate is no lock), and the BAR is
+/// reached [`XFER_CHUNK`] bytes at a time ([`PciIo::cpu_pages`]).
 const CPU_PIECE: usize = 1024 * 1024;
 
 /// Bytes of the widest BAR4 access a bulk transfer makes.
@@ -330,6 +332,24 @@ impl PciIo {
         self.dma_run(queue, &pairs, meanwhile)
     }
 
+    /// Runs `copy(bar, bar_offset, from, n)` over the `len` bytes of a
+    /// pinned user piece at BAR4 offset `off`, [`XFER_CHUNK`] bytes at a
+    /// time, each with its own access to BAR4: the access holds off the
+    /// BAR's release (an RCU read-side section), which a CPU read of BAR4,
+    /// waiting for the device, makes long.
+    fn cpu_pages(
+        &self,
+        off: u64,
+        len: usize,
+        mut copy: impl FnMut(&WcBar, usize, usize, usize) -> Result,
+    ) -> Result {
+        let off = usize::try_from(off)?;
+        (0..len).step_by(XFER_CHUNK).try_for_each(|from| {
+            let n = (len - from).min(XFER_CHUNK);
+            self.with_bar4(|b| copy(b, off + from, from, n))
+        })
+    }
+
     /// Runs `op` with the DMA queue and the device address of BAR4 offset
     /// `off`; `None` when bytes go through BAR4 instead.
     fn with_dma(&self, off: u64, op: impl FnOnce(&mut H2tQueue, u64) -> Result) -> Option<Result> {
@@ -393,7 +413,11 @@ impl DeviceIo for PciIo {
             Ok(pages) if self.dma_on => gate(&mut || {
                 self.dma_user(&[(off, &pages)], true, &mut || src.pin_ahead(BULK_PIECE))
             }),
-            Ok(pages) => gate(&mut || self.with_bar4(|b| b.store_pages(off as usize, &pages))),
+            Ok(pages) => gate(&mut || {
+                self.cpu_pages(off, len, |b, at, from, n| {
+                    b.store_pages(at, &pages, from, n)
+                })
+            }),
             Err(_) => write_through_bounce(self, off, src, len, bounce, gate),
         }
     }
@@ -411,7 +435,9 @@ impl DeviceIo for PciIo {
             Ok(pages) if self.dma_on => gate(&mut || {
                 self.dma_user(&[(off, &pages)], false, &mut || dst.pin_ahead(BULK_PIECE))
             }),
-            Ok(pages) => gate(&mut || self.with_bar4(|b| b.load_pages(off as usize, &pages))),
+            Ok(pages) => gate(&mut || {
+                self.cpu_pages(off, len, |b, at, from, n| b.load_pages(at, &pages, from, n))
+            }),
             Err(_) => read_through_bounce(self, off, dst, len, bounce, gate),
         }
     }
