@@ -114,7 +114,7 @@ void nhbm_page_put(struct page *page);
  * User pages for the DMA engine (user_dma.c): `nr` pages from the page of
  * `uaddr` pinned (all or none: the count, or a negative errno with none
  * held; with `present_only`, only pages already present, none faulted
- * in) and unpinned (marked dirty when the device wrote them); the `len`
+ * in, the mmap lock only tried) and unpinned (marked dirty when the device wrote them); the `len`
  * bytes from `offset` in the first of them mapped for the device as a
  * scatter-gather table of segments of at most `max_segment` bytes (0 and
  * the table in `*sgt`, or a negative errno with nothing allocated or

@@ -67,9 +67,10 @@ impl UserPages {
 
     /// Pins the `len` bytes at `at` as [`UserPages::pin`] does, if every
     /// page is present and, with `device_writes`, writable as it is: never
-    /// waits for a fault to be served (a userfaultfd, a file's I/O), so it
-    /// may run where a slow fault must not hold anything up. `EFAULT`
-    /// otherwise, nothing pinned.
+    /// waits for a fault to be served (a userfaultfd, a file's I/O) nor for
+    /// the process's mmap lock, so it may run under a lock other tenants
+    /// wait on. `EFAULT` otherwise, `EAGAIN` while the mmap lock is taken;
+    /// nothing pinned.
     pub(crate) fn pin_present(at: UserPtr, len: usize, device_writes: bool) -> Result<Self> {
         Self::pin_with(at, len, device_writes, true)
     }

@@ -64,8 +64,8 @@ impl Cursor {
     }
 
     /// Pins the next `n` bytes (at most the rest) ahead of their turn, if
-    /// their pages are all present: no fault is waited for, so a device
-    /// transfer may do it while its engine runs. Nothing happens
+    /// their pages are all present: no fault and no lock is waited for, so
+    /// a device transfer may do it while its engine runs. Nothing happens
     /// otherwise; the bytes are pinned (or copied) in their turn.
     fn pin_ahead(&mut self, n: usize, device_writes: bool) {
         let n = n.min(self.len);
