@@ -409,7 +409,7 @@ impl OpenFile {
         // first, either comes after (and unlists it) or the plan is gone.
         let st = self.state.lock();
         let plan = &st.entry(req.plan_id)?.plan;
-        (req.offset, req.size) = self.maps.offset(&self.dev, plan, req.var_id, slot)?;
+        (req.offset, req.size) = self.maps.offset(plan, req.var_id, slot)?;
         drop(st);
         writeback(arg, &req)
     }

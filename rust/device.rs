@@ -11,6 +11,7 @@ pub(crate) mod node_index;
 pub(crate) mod reset;
 pub(crate) mod reset_line;
 pub(crate) mod transfer;
+pub(crate) mod tree_batch;
 
 use crate::{
     abstractions::dmem::Region,
@@ -19,8 +20,8 @@ use crate::{
     device::fault::FaultInjector,
     device::node_index::NodeIndex,
     device::reset_line::ResetLine,
+    device::tree_batch::{batch_from, walk, Batch, BATCH},
     hw::io::DeviceIo,
-    pool::tree_batch::{batch_from, walk, Batch},
     pool::{Geometry, Grid},
     sim::SimIo,
 };
@@ -73,7 +74,7 @@ pub(crate) struct Device {
     pub(crate) fault: FaultInjector,
     /// What each live plan holds, for telemetry, by serial number.
     #[pin]
-    pub(crate) plans: Mutex<RBTree<u64, PlanSummary>>,
+    pub(crate) plans: Mutex<RBTree<u64, Listed>>,
     /// The address space of each open file (its own, holding its mappings
     /// only), by the file's client id: what a device reset and the
     /// device's removal take every mapping of its memory away from.
@@ -121,6 +122,28 @@ pub(crate) struct PlanSummary {
     pub(crate) bytes: u64,
     /// Kernel bytes of its bookkeeping.
     pub(crate) kmem: u64,
+}
+
+/// One HBM chunk a live plan holds, for telemetry.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ChunkLine {
+    /// HBM channel.
+    pub(crate) channel: u32,
+    /// Region within the channel.
+    pub(crate) region: u32,
+    /// Device PA of its first byte.
+    pub(crate) pa: u64,
+    /// Bytes.
+    pub(crate) size: u64,
+}
+
+/// What the device's telemetry keeps of one live plan: its summary and its
+/// chunks (the pools keep no list of chunks; their owners do).
+pub(crate) struct Listed {
+    /// The plan's numbers.
+    pub(crate) summary: PlanSummary,
+    /// Its chunks, scratchpads included.
+    pub(crate) chunks: KVVec<ChunkLine>,
 }
 
 impl Device {
@@ -267,19 +290,53 @@ impl Device {
             g.draining -= 1;
         }
         let spaces = |from| batch_from(&self.spaces.lock(), from, |_, s| s.clone());
-        let _ = walk(spaces, |space: Arc<Space>| {
+        let _ = walk(0, spaces, |space: Arc<Space>| {
             space.unmap(0, 0);
             crate::abstractions::resched::yield_now();
             Ok::<(), Error>(())
         });
     }
 
-    /// Up to [`BATCH`](crate::pool::tree_batch::BATCH) summaries of live plans with serial numbers from
+    /// Up to [`BATCH`] summaries of live plans with serial numbers from
     /// `from` on, in order, taken under one short hold of the plans' lock:
     /// readers walk batch by batch, so a tenant's many plans never keep
     /// loads and unloads waiting on a reader.
     pub(crate) fn plans_from(&self, from: u64) -> Batch<PlanSummary> {
-        batch_from(&self.plans.lock(), from, |_, summary| *summary)
+        batch_from(&self.plans.lock(), from, |_, listed| listed.summary)
+    }
+
+    /// Up to [`BATCH`] chunks of live plans, from chunk `at.1` of the plan
+    /// of serial `at.0` on, in order, and where the next batch starts,
+    /// taken under one short hold of the plans' lock: each plan looked at
+    /// counts as an item, so that no hold walks more than [`BATCH`] of
+    /// them however many hold no chunk.
+    pub(crate) fn chunks_from(&self, at: (u64, usize)) -> Batch<ChunkLine, (u64, usize)> {
+        let plans = self.plans.lock();
+        let mut batch = [const { None }; BATCH];
+        let (mut from, mut first) = at;
+        let mut steps = 0;
+        while let Some(c) = plans.cursor_lower_bound(&from) {
+            let (&serial, listed) = c.current();
+            if serial != from {
+                first = 0;
+            }
+            for (i, line) in listed.chunks.iter().enumerate().skip(first) {
+                if steps == BATCH {
+                    return (batch, Some((serial, i)));
+                }
+                batch[steps] = Some(*line);
+                steps += 1;
+            }
+            let Some(next) = serial.checked_add(1) else {
+                break;
+            };
+            (from, first) = (next, 0);
+            steps += 1;
+            if steps >= BATCH {
+                return (batch, Some((from, 0)));
+            }
+        }
+        (batch, None)
     }
 }
 
@@ -311,7 +368,6 @@ impl Device {
 mod tests {
     use super::*;
     use crate::hw::fw::ResetKind;
-    use crate::pool::tree_batch::BATCH;
 
     #[test]
     fn unplugged_device_answers_enodev() -> Result {
@@ -338,12 +394,17 @@ mod tests {
                 bytes: 0,
                 kmem: 0,
             };
+            let listed = Listed {
+                summary,
+                chunks: KVVec::new(),
+            };
             dev.plans
                 .lock()
-                .try_create_and_insert(serial, summary, GFP_KERNEL)?;
+                .try_create_and_insert(serial, listed, GFP_KERNEL)?;
         }
         let (mut seen, mut batches) = (0, 0);
         walk(
+            0,
             |key| {
                 batches += 1;
                 dev.plans_from(key)
@@ -355,6 +416,64 @@ mod tests {
             },
         )?;
         assert_eq!((seen, batches), (PLANS, 3));
+        Ok(())
+    }
+
+    /// Chunks of plans walk in order, a plan of many chunks across
+    /// batches, and plans of none count against a batch: no hold of the
+    /// lock looks at more than [`BATCH`] of them.
+    #[test]
+    fn plan_chunks_walk_in_short_batches() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        // Plan 1 holds 150 chunks, plans 2..=200 none, plan 201 three.
+        for serial in 1..=201u64 {
+            let count = match serial {
+                1 => 150,
+                201 => 3,
+                _ => 0,
+            };
+            let mut chunks = KVVec::new();
+            for i in 0..count {
+                let pa = (serial << 32) + i * 4096;
+                let line = ChunkLine {
+                    channel: 0,
+                    region: 0,
+                    pa,
+                    size: 4096,
+                };
+                chunks.push(line, GFP_KERNEL)?;
+            }
+            let summary = PlanSummary {
+                serial,
+                pid: 1,
+                plan_id: serial as u32,
+                vars: 0,
+                bytes: 0,
+                kmem: 0,
+            };
+            dev.plans.lock().try_create_and_insert(
+                serial,
+                Listed { summary, chunks },
+                GFP_KERNEL,
+            )?;
+        }
+        let (mut seen, mut last, mut batches) = (0, 0, 0);
+        walk(
+            (0, 0),
+            |at| {
+                batches += 1;
+                dev.chunks_from(at)
+            },
+            |c: ChunkLine| {
+                assert!(c.pa > last);
+                last = c.pa;
+                seen += 1;
+                Ok::<(), Error>(())
+            },
+        )?;
+        // 153 chunks and 201 plans: 354 steps in batches of at most 64.
+        assert_eq!(seen, 153);
+        assert_eq!(batches, 354usize.div_ceil(BATCH));
         Ok(())
     }
 }

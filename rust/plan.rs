@@ -17,7 +17,7 @@ pub(crate) mod uploads;
 
 use crate::{
     abstractions::resched,
-    device::Device,
+    device::{ChunkLine, Device},
     plan::{
         index::VarIndex,
         mr_type::MrType,
@@ -27,9 +27,6 @@ use crate::{
     uapi::{MAX_PLANS_PER_FILE, MAX_REMOTE_DEPTH, PA_UNSTAGED},
 };
 use kernel::{prelude::*, sync::Arc};
-
-/// Kernel bytes of one grid index node (an rbtree node in a 64-byte slab).
-const INDEX_NODE_BYTES: usize = 64;
 
 /// Kernel bytes of the rbtree nodes that list a plan in its file's table and
 /// in the device's telemetry (two nodes in 64-byte slabs).
@@ -147,7 +144,13 @@ pub(crate) struct Var {
     pub(crate) size: u64,
     /// Kind.
     pub(crate) mr_type: MrType,
+    /// Index of the chunk holding it in the plan's chunk list when it
+    /// allocates, else [`NO_CHUNK`]. It sits in what would be padding.
+    pub(crate) chunk: u32,
 }
+
+/// [`Var::chunk`] of a variable that allocates nothing.
+pub(crate) const NO_CHUNK: u32 = u32::MAX;
 
 /// A loaded plan. Dropping it frees all of its device memory.
 pub(crate) struct Plan {
@@ -254,6 +257,13 @@ impl Plan {
         self.channel
     }
 
+    /// `(pa, size)` of the chunk holding `var`, a variable of this plan;
+    /// `None` for a variable that allocates nothing.
+    pub(crate) fn chunk_of(&self, var: &Var) -> Option<(u64, u64)> {
+        let c = self.chunks.get(var.chunk as usize)?;
+        Some((c.pa(), c.size()))
+    }
+
     /// `(pa, size)` of each chunk holding the plan's allocating variables
     /// (its scratchpads are not among them).
     pub(crate) fn var_chunks(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
@@ -265,8 +275,7 @@ impl Plan {
         self.chunks.len() + self.scratch.len()
     }
 
-    /// Kernel bytes this plan's bookkeeping takes, the grid's index nodes of
-    /// its chunks included, each array counted at the size the allocator
+    /// Kernel bytes this plan's bookkeeping takes, each array counted at the size the allocator
     /// really hands out (kmalloc rounds up to a power of two).
     pub(crate) fn footprint(&self) -> usize {
         let arr = |bytes: usize| bytes.next_power_of_two();
@@ -278,14 +287,16 @@ impl Plan {
             + arr(self.chunks.capacity() * size_of::<Chunk>())
             + arr(self.scratch.capacity() * size_of::<Chunk>())
             + self.index.footprint()
-            + self.chunk_count() * INDEX_NODE_BYTES
+            + arr(self.chunk_count() * size_of::<ChunkLine>())
     }
 }
 
 impl Drop for Plan {
     fn drop(&mut self) {
         if self.serial != 0 {
-            self.dev.plans.lock().remove(&self.serial);
+            // Its telemetry goes with the lock dropped.
+            let listed = self.dev.plans.lock().remove(&self.serial);
+            drop(listed);
         }
         let grid = &self.dev.grid;
         // What backs each chunk goes with it (the simulated device's pages,

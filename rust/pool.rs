@@ -7,8 +7,9 @@
 //! ([`DEVMEM_TAG`], the reference's `GENPOOL_DEVMEM_BASE`), its physical axis
 //! the clean PA: genalloc treats 0 as failure, and device PA 0 is legal HBM.
 //! Only [`Chunk`] carries the tagged VA (to free it); everyone else sees the
-//! clean PA. Each pool has its own lock (statistics and the PA index);
-//! genalloc itself is lock-free. A chunk whose token is dropped without
+//! clean PA. Allocating and freeing take no lock: genalloc is lock-free and
+//! each pool's counters are atomics; a chunk is known only to its owner (a
+//! plan, which answers what lies where). A chunk whose token is dropped without
 //! [`Grid::free`] stays allocated: `GenPool`'s drop then reports it and keeps
 //! the pool rather than destroy it with chunks in use.
 
@@ -16,13 +17,11 @@
 pub(crate) mod bench;
 pub(crate) mod fit;
 pub(crate) mod mempool;
-pub(crate) mod tree_batch;
 
 use crate::{
     abstractions::genpool::GenPool,
     arch::{ArchInfo, MAX_CHANNELS, MAX_REGIONS},
     pool::mempool::{Chunk, Pool, PoolStats, DEVMEM_TAG, MAX_ALIGN, SMALL_ALLOC_MAX},
-    pool::tree_batch::walk,
 };
 use kernel::prelude::*;
 
@@ -52,7 +51,7 @@ impl Geometry {
 pub(crate) struct Grid {
     geo: Geometry,
     min_order: u32,
-    pools: KVec<Pin<KBox<Pool>>>,
+    pools: KVec<Pool>,
 }
 
 impl Grid {
@@ -186,11 +185,6 @@ impl Grid {
         }
     }
 
-    /// The live chunk `(pa, size)` containing device PA `pa`, if any.
-    pub(crate) fn lookup(&self, pa: u64) -> Option<(u64, u64)> {
-        self.pools.iter().find(|p| p.contains(pa))?.lookup(pa)
-    }
-
     /// Statistics of pool (`channel`, `region`).
     pub(crate) fn stats(&self, channel: usize, region: usize) -> Result<PoolStats> {
         Ok(self.pool(channel, region)?.stats())
@@ -210,25 +204,6 @@ impl Grid {
             .unwrap_or(0)
     }
 
-    /// Writes every live chunk as `channel region pa size`, pool by pool.
-    /// The pool's lock is held for [`BATCH`](crate::pool::tree_batch::BATCH)
-    /// chunks at a time, never while writing: a tenant may make millions of
-    /// chunks, and allocations must not wait for a reader of debugfs.
-    pub(crate) fn dump_chunks(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        for ch in 0..self.geo.info.nr_channels {
-            for r in 0..self.geo.regions {
-                let Ok(pool) = self.pool(ch, r) else {
-                    continue;
-                };
-                walk(
-                    |key| pool.chunks_from(key),
-                    |(start, size)| writeln!(f, "{} {} {:#x} {}", ch, r, start, size),
-                )?;
-            }
-        }
-        Ok(())
-    }
-
     /// First and one-past-last PA of pool (`channel`, `region`).
     pub(crate) fn pool_range(&self, channel: usize, region: usize) -> Result<(u64, u64)> {
         Ok(self.pool(channel, region)?.range())
@@ -243,14 +218,6 @@ impl Grid {
     ) -> Result<Option<(u64, u64, u64)>> {
         Ok(self.pool(channel, region)?.small_range())
     }
-
-    /// The longest hold of the books' lock of (`channel`, `region`) since
-    /// the last call (negative if holds were not timed), and times the
-    /// holds from now on if `on`, else no longer.
-    #[cfg(nhbm_bench)]
-    pub(crate) fn take_longest_hold(&self, channel: usize, region: usize, on: bool) -> Result<i64> {
-        Ok(self.pool(channel, region)?.take_longest_hold(on))
-    }
 }
 
 #[kunit_tests(neuron_hbm_mempool)]
@@ -258,7 +225,6 @@ mod tests {
     use super::*;
     use crate::arch::{FW_CARVEOUT, GIB, MIB, V2, V3, V4};
     use crate::pool::mempool::SMALL_POOL_SIZE;
-    use crate::pool::tree_batch::BATCH;
 
     fn grid(info: &'static ArchInfo, regions: usize, carveout: bool) -> Result<Grid> {
         Grid::new(Geometry {
@@ -393,7 +359,6 @@ mod tests {
         // A scratchpad comes from the top of the main pool, below the small one.
         let scratch = g.alloc_scratch(0, 0, 4096)?;
         assert_eq!(scratch.pa(), s_start - 4096);
-        assert_eq!(g.lookup(s_start), Some((s_start, SMALL_ALLOC_MAX)));
         for c in [small, large, scratch] {
             g.free(c);
         }
@@ -470,8 +435,6 @@ mod tests {
                         n => Some(g.alloc(ch, r, n, 0)?),
                     };
                     assert_eq!(g.alloc(ch, r, 4096, 0).err(), Some(ENOMEM));
-                    assert!(g.lookup(base).is_none());
-                    assert!(g.lookup(base + FW_CARVEOUT - 1).is_none());
                     g.free(all);
                     let top = g.alloc_scratch(ch, r, end - start - small)?;
                     assert_eq!(top.pa(), base + FW_CARVEOUT);
@@ -498,32 +461,6 @@ mod tests {
     #[test]
     fn v4_carveout_is_never_handed_out() -> Result {
         carveout_is_never_handed_out(&V4)
-    }
-
-    #[test]
-    fn chunk_dump_walks_in_short_batches() -> Result {
-        let g = grid(&V2, 1, false)?;
-        let mut held = KVec::new();
-        for _ in 0..2 * BATCH + 5 {
-            held.push(g.alloc(0, 0, 4096, 0)?, GFP_KERNEL)?;
-        }
-        let pool = g.pool(0, 0)?;
-        let (mut seen, mut last_pa, mut from) = (0usize, None, Some(0u64));
-        while let Some(key) = from {
-            let (batch, next) = pool.chunks_from(key);
-            for &(pa, size) in batch.iter().flatten() {
-                assert_eq!(size, 4096);
-                assert!(last_pa.is_none_or(|p| pa > p));
-                last_pa = Some(pa);
-                seen += 1;
-            }
-            from = next;
-        }
-        assert_eq!(seen, held.len());
-        for c in held.drain_all() {
-            g.free(c);
-        }
-        Ok(())
     }
 
     #[test]
@@ -602,24 +539,6 @@ mod tests {
         assert_eq!(g.alloc_scratch(0, 0, 4096).err(), Some(ENOMEM));
         g.free(s);
         g.free(main);
-        Ok(())
-    }
-
-    #[test]
-    fn lookup_by_pa() -> Result {
-        let g = grid(&V2, 1, false)?;
-        let gap = g.alloc(1, 0, 4096, 0)?;
-        let c = g.alloc(1, 0, 3 * 4096, 0)?;
-        g.free(gap);
-        let (pa, size) = (c.pa(), c.size());
-        assert_eq!(g.lookup(pa), Some((pa, size)));
-        assert_eq!(g.lookup(pa + size / 2), Some((pa, size)));
-        assert_eq!(g.lookup(pa + size - 1), Some((pa, size)));
-        assert_eq!(g.lookup(pa + size), None);
-        assert_eq!(g.lookup(pa - 1), None);
-        assert_eq!(g.lookup(20 * GIB), None);
-        g.free(c);
-        assert_eq!(g.lookup(pa), None);
         Ok(())
     }
 

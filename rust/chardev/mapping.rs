@@ -89,13 +89,7 @@ impl FileMaps {
     /// non-zero size, starting on a page; its last page is mapped whole
     /// only where it lies in the same chunk (else `EINVAL`): a mapping
     /// never reaches another plan's memory or free space.
-    pub(crate) fn offset(
-        &self,
-        dev: &Device,
-        plan: &Arc<Plan>,
-        var_id: u32,
-        node: Slot,
-    ) -> Result<(u64, u64)> {
+    pub(crate) fn offset(&self, plan: &Arc<Plan>, var_id: u32, node: Slot) -> Result<(u64, u64)> {
         plan.check_live()?;
         let var = plan.var(var_id)?;
         let page = PAGE_SIZE as u64;
@@ -107,7 +101,7 @@ impl FileMaps {
             .checked_add(var.size)
             .and_then(|e| e.checked_next_multiple_of(page))
             .ok_or(EINVAL)?;
-        let (start, size) = dev.grid.lookup(var.pa).ok_or(EINVAL)?;
+        let (start, size) = plan.chunk_of(var).ok_or(EINVAL)?;
         if end > start + size {
             return Err(EINVAL);
         }

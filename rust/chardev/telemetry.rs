@@ -7,14 +7,15 @@
 //!   (the numbers of `NHBM_IOC_MEM_STATS`);
 //! - `plans`: per live plan `pid plan_id vars bytes kmem` (`pid`: the
 //!   loading process, as the initial pid namespace numbers it);
-//! - `chunks`: every live chunk `ch region pa size`;
+//! - `chunks`: every chunk of a live plan `ch region pa size`, plan by
+//!   plan in the order they were loaded;
 //! - `kmem`: `plans <n> vars <n> bytes <n>`, kernel memory of plan bookkeeping;
 //! - `fail_nth` (rw), `fail_points` (ro): fault injection, see [`crate::device::fault`];
 //! - `unplug` (wo): writing 1 simulates surprise removal of a simulated device;
 //! - `state`: `ready`, `resetting`, `unknown` (the last device reset
 //!   failed) or `removed`.
 
-use crate::{device::Device, pool::tree_batch::walk};
+use crate::{device::tree_batch::walk, device::Device};
 use core::fmt::{self, Formatter};
 use kernel::{
     debugfs::{Dir, File},
@@ -95,6 +96,7 @@ fn show_pools(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
 
 fn show_plans(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
     walk(
+        0,
         |key| dev.plans_from(key),
         |p| {
             writeln!(
@@ -107,12 +109,17 @@ fn show_plans(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
 }
 
 fn show_chunks(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
-    dev.grid.dump_chunks(f)
+    walk(
+        (0, 0),
+        |at| dev.chunks_from(at),
+        |c| writeln!(f, "{} {} {:#x} {}", c.channel, c.region, c.pa, c.size),
+    )
 }
 
 fn show_kmem(dev: &Arc<Device>, f: &mut Formatter<'_>) -> fmt::Result {
     let (mut count, mut vars, mut bytes) = (0u64, 0u64, 0u64);
     walk(
+        0,
         |key| dev.plans_from(key),
         |p| {
             count += 1;

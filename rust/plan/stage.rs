@@ -11,12 +11,12 @@ use super::{
     index::VarIndex,
     parse::{Backing, ParsedPlan, Placement, Record},
     uploads::{Scrub, Uploads},
-    Plan, Remotes, Var,
+    Plan, Remotes, Var, NO_CHUNK,
 };
 use crate::{
     abstractions::{current, resched},
     arch::addr::sbuf_window,
-    device::{Device, PlanSummary},
+    device::{ChunkLine, Device, Listed, PlanSummary},
     pool::{mempool::Chunk, Grid},
     uapi::PA_UNSTAGED,
 };
@@ -106,10 +106,25 @@ impl Plan {
             bytes: self.bytes,
             kmem: self.footprint() as u64,
         };
+        let mut chunks = KVVec::with_capacity(self.chunk_count(), GFP_KERNEL_ACCOUNT)?;
+        for (i, c) in Iterator::chain(self.chunks.iter(), self.scratch.iter()).enumerate() {
+            if i % resched::EVERY == 0 {
+                resched::checkpoint()?;
+            }
+            let line = ChunkLine {
+                channel: c.channel() as u32,
+                region: c.region() as u32,
+                pa: c.pa(),
+                size: c.size(),
+            };
+            // Cannot fail: there is room for every chunk.
+            chunks.push_within_capacity(line).map_err(|_| ENOMEM)?;
+        }
         let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
+        let listed = Listed { summary, chunks };
         dev.plans
             .lock()
-            .insert(node.into_node(summary.serial, summary));
+            .insert(node.into_node(summary.serial, listed));
         self.serial = summary.serial;
         Ok(())
     }
@@ -208,9 +223,12 @@ fn place_records(
         if i % resched::EVERY == 0 {
             resched::checkpoint()?;
         }
+        let mut chunk = NO_CHUNK;
         let (pa, size) = match rec.placement {
             Placement::Alloc | Placement::List { .. } => {
-                (allocs.place(plan, rec, src, channel)?, rec.size)
+                let pa;
+                (pa, chunk) = allocs.place(plan, rec, src, channel)?;
+                (pa, rec.size)
             }
             Placement::Scratch { backing, offset } => {
                 let base = match backing {
@@ -230,7 +248,13 @@ fn place_records(
             Placement::Ptr { .. } => (PA_UNSTAGED, rec.size),
         };
         let mr_type = rec.mr_type;
-        vars.push(Var { pa, size, mr_type }, GFP_KERNEL_ACCOUNT)?;
+        let var = Var {
+            pa,
+            size,
+            mr_type,
+            chunk,
+        };
+        vars.push(var, GFP_KERNEL_ACCOUNT)?;
     }
     allocs.finish(src)
 }
@@ -276,14 +300,15 @@ impl<'a> Allocs<'a> {
         })
     }
 
-    /// Places the allocating record `rec`, uploading its payload from `src`.
+    /// Places the allocating record `rec`, uploading its payload from `src`:
+    /// its PA and the index of its chunk in the plan's list.
     fn place(
         &mut self,
         plan: &mut Plan,
         rec: &Record,
         src: &(impl BlobSource + ?Sized),
         channel: usize,
-    ) -> Result<u64> {
+    ) -> Result<(u64, u32)> {
         let (pa, gap_from, end) = match self.arena {
             Some((base, _)) => {
                 let off = align_up(self.done, rec.alignment.max(self.min_alloc))?;
@@ -311,7 +336,12 @@ impl<'a> Allocs<'a> {
         if let Some((base, _)) = self.arena {
             self.done = end - base;
         }
-        Ok(pa)
+        // The arena is the plan's first chunk; else this record's is its last.
+        let chunk = match self.arena {
+            Some(_) => 0,
+            None => plan.chunks.len() - 1,
+        };
+        Ok((pa, u32::try_from(chunk)?))
     }
 
     /// Uploads the payloads still waiting and scrubs what is left of the
@@ -424,6 +454,7 @@ mod tests {
     use crate::{
         arch::addr::sbuf_window,
         arch::{GIB, MIB, V2},
+        device::tree_batch::walk,
         plan::{mr_type::MrType, parse::parse, test_blob::TestBlob},
         uapi::MAX_REMOTE_DEPTH,
     };
@@ -516,6 +547,14 @@ mod tests {
         // small pool (the top GiB), the local one above.
         assert_eq!(plan.local_scratch_pa, 79 * GIB - MIB);
         assert_eq!(plan.shared_scratch_pa, plan.local_scratch_pa - 2 * MIB);
+        // What the plan allocates lies in its arena; the rest in no chunk.
+        let arena = plan.chunk_of(plan.var(1)?).ok_or(EINVAL)?;
+        assert_eq!(arena.0, w_pa);
+        for id in 1..=8 {
+            let v = plan.var(id)?;
+            let want = v.mr_type.allocates().then_some(arena);
+            assert_eq!(plan.chunk_of(v), want);
+        }
         Ok(())
     }
 
@@ -729,6 +768,10 @@ mod tests {
         // 5 MiB + 4 KiB of records, rounded up to the 2 MiB alignment.
         assert_eq!(c + 3 * MIB + 4096 - a, 5 * MIB + 4096);
         assert_eq!(plan.bytes, 6 * MIB);
+        // Each variable's chunk is the arena (what a mapping may reach).
+        for id in 1..=3 {
+            assert_eq!(plan.chunk_of(plan.var(id)?), Some((a, 6 * MIB)));
+        }
         Ok(())
     }
 
@@ -742,6 +785,50 @@ mod tests {
         assert_eq!(plan.chunk_count(), 2);
         let (a, c) = (plan.resolve(1, 0, 0)?, plan.resolve(2, 0, 0)?);
         assert!(a < 8 * GIB && c >= 8 * GIB); // one per region
+
+        // Each variable's chunk is its own.
+        assert_eq!(plan.chunk_of(plan.var(1)?), Some((a, 5 * GIB)));
+        assert_eq!(plan.chunk_of(plan.var(2)?), Some((c, 5 * GIB)));
+        Ok(())
+    }
+
+    #[test]
+    fn telemetry_lists_every_chunk_of_every_plan() -> Result {
+        let dev = device()?;
+        let mut plans = KVec::new();
+        // Plans of one arena, of a scratchpad and an arena, and of none
+        // (a State Buffer window only).
+        for scratch in [0, MIB, 0] {
+            let mut b = TestBlob::new(scratch, 0);
+            let kind = match plans.len() {
+                2 => MrType::Sb,
+                _ => MrType::Buffer,
+            };
+            b.rec(kind, 1, 4096)?;
+            plans.push(load(&dev, &b, 0)?, GFP_KERNEL)?;
+        }
+        let mut seen = KVec::new();
+        walk(
+            (0, 0),
+            |at| dev.chunks_from(at),
+            |c| seen.push(c, GFP_KERNEL),
+        )?;
+        let mut spans = KVec::new();
+        for c in seen.iter() {
+            assert_eq!(c.channel, 0);
+            spans.push((c.region, c.pa, c.size), GFP_KERNEL)?;
+        }
+        let arena = |p: &Plan| {
+            let (pa, size) = p.chunk_of(p.var(1)?).ok_or(EINVAL)?;
+            Ok::<_, Error>((0, pa, size))
+        };
+        // Scratchpads come from the last region down.
+        let want = [
+            arena(&plans[0])?,
+            arena(&plans[1])?,
+            (1, plans[1].local_scratch_pa, MIB),
+        ];
+        assert_eq!(&spans[..], &want[..]);
         Ok(())
     }
 

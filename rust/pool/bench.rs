@@ -9,8 +9,8 @@
 use crate::{
     abstractions::genpool::{raw, GenPool},
     abstractions::ref_pool,
-    arch::{V2, V4},
-    pool::mempool::{Chunk, DEVMEM_TAG},
+    arch::V2,
+    pool::mempool::DEVMEM_TAG,
     pool::{Geometry, Grid},
 };
 use kernel::{
@@ -196,141 +196,10 @@ fn allocator() -> Result {
     Ok(())
 }
 
-/// Allocate+free pairs per round of the lock-hold benchmark.
-const HOLD_PAIRS: u32 = 20;
-
-/// Bytes of each allocation the lock-hold benchmark times: more than the
-/// holes the full pool has, so that first fit searches its whole bitmap.
-const HOLD_BYTES: u64 = 2048;
-
-/// Bytes of the chunks between the holes of the full pool.
-const FULL_CHUNK: u64 = 64 << 20;
-
-/// The largest pool there is (V4, one region of 36 GiB, 1 KiB granules:
-/// 36 M bits), full and fragmented: the small pool full (one chunk), the
-/// main pool full of 64 MiB chunks with a 1 KiB hole after each, and room
-/// for one more allocation only at its very end.
-fn full_grid() -> Result<(Grid, KVec<Chunk>)> {
-    let grid = Grid::new(Geometry {
-        info: &V4,
-        regions: 1,
-        min_alloc: 1024,
-        carveout: false,
-    })?;
-    let (start, end) = grid.pool_range(0, 0)?;
-    let (small_start, _, _) = grid.small_pool(0, 0)?.ok_or(EINVAL)?;
-    let mut held = KVec::new();
-    // The main pool whole, then the small pool whole (a large chunk falls
-    // back on it), then the main pool free again.
-    let main = grid.alloc(0, 0, small_start - start, 0)?;
-    held.push(grid.alloc(0, 0, end - small_start, 0)?, GFP_KERNEL)?;
-    grid.free(main);
-    let mut holes = KVec::new();
-    loop {
-        // Small chunks go to the main pool now that the small one is full.
-        let Ok(hole) = grid.alloc(0, 0, 1024, 0) else {
-            break;
-        };
-        holes.push(hole, GFP_KERNEL)?;
-        match grid.alloc(0, 0, FULL_CHUNK, 0) {
-            Ok(c) => held.push(c, GFP_KERNEL)?,
-            Err(_) => break,
-        }
-    }
-    for c in holes.drain_all() {
-        grid.free(c);
-    }
-    // The last large chunk goes: the only room left, at the end.
-    if let Some(last) = held.pop() {
-        grid.free(last);
-    }
-    Ok((grid, held))
-}
-
-/// Reads every word of `words`: as much memory traffic as a search of the
-/// full pool's bitmaps.
-fn sweep(words: &[u64]) {
-    let sum = words.iter().fold(0u64, |a, &w| a.wrapping_add(w));
-    core::hint::black_box(sum);
-}
-
-/// The longest hold of the books' lock over `HOLD_PAIRS` allocate+free pairs
-/// on pool (0, 0) of `grid`, each allocation after a read of `traffic` (if
-/// given) with no lock held.
-fn longest_hold(grid: &Grid, traffic: Option<&[u64]>) -> Result<i64> {
-    grid.take_longest_hold(0, 0, true)?;
-    for _ in 0..HOLD_PAIRS {
-        if let Some(words) = traffic {
-            sweep(words);
-        }
-        let chunk = grid.alloc(0, 0, HOLD_BYTES, 0)?;
-        grid.free(chunk);
-    }
-    grid.take_longest_hold(0, 0, false)
-}
-
-/// `pool_lock_hold_full_vs_empty`: the longest hold of a pool's lock by an
-/// allocation or a free on the full, fragmented pool of [`full_grid`] / the
-/// same on an empty pool of the same geometry, each of its allocations
-/// after as much memory traffic as a search of the full pool, rounds in
-/// ABBA order. The
-/// lock must not be held across genalloc's bitmap search, whose length
-/// grows with the pool; the books' own work grows with the log of the
-/// chunks.
-fn pool_lock_hold() -> Result {
-    let (full, held) = full_grid()?;
-    let empty = Grid::new(*full.geometry())?;
-    // Each allocation on the full pool searches its bitmaps (1 KiB a bit)
-    // with no lock held, and leaves the caches cold for what the lock then
-    // covers; each one on the empty pool follows as much memory traffic, so
-    // that the figure compares what the lock covers, not the caches.
-    let (start, end) = full.pool_range(0, 0)?;
-    let words = usize::try_from((end - start) / 1024 / 64)?;
-    let traffic = KVVec::from_elem(0x5555_5555_5555_5555u64, words, GFP_KERNEL)?;
-    let mut full_holds = [0i64; ROUNDS];
-    let mut empty_holds = [0i64; ROUNDS];
-    for (r, (f, e)) in full_holds
-        .iter_mut()
-        .zip(empty_holds.iter_mut())
-        .enumerate()
-    {
-        if r % 2 == 0 {
-            *f = longest_hold(&full, None)?;
-            *e = longest_hold(&empty, Some(&traffic))?;
-        } else {
-            *e = longest_hold(&empty, Some(&traffic))?;
-            *f = longest_hold(&full, None)?;
-        }
-    }
-    figure(
-        "pool_lock_hold_full_vs_empty",
-        ("full pool longest hold median ns", full_holds),
-        ("empty pool longest hold median ns", empty_holds),
-        "<=",
-        4000,
-    );
-    pr_info!(
-        "# bench: pool_lock_hold_full_vs_empty: {} chunks in the full pool, {} alloc+free pairs of {} bytes per round\n",
-        held.len(),
-        HOLD_PAIRS,
-        HOLD_BYTES
-    );
-    for c in held {
-        full.free(c);
-    }
-    Ok(())
-}
-
 /// Runs every in-kernel benchmark. A figure that cannot be measured prints a
 /// failing line of its own, so that `make bench` counts it.
 pub(crate) fn run() {
     if let Err(e) = allocator() {
         pr_info!("bench: allocator: error ({:?}) FAIL\n", e);
-    }
-    if let Err(e) = pool_lock_hold() {
-        pr_info!(
-            "bench: pool_lock_hold_full_vs_empty: error ({:?}) FAIL\n",
-            e
-        );
     }
 }

@@ -3,7 +3,8 @@
 //! Reading a `u64`-keyed rbtree that writers share in short batches: each
 //! batch is taken under one hold of the writers' lock, and the reader works
 //! on it with the lock dropped, so a tree a tenant made huge never keeps
-//! the writers waiting on a reader (debugfs `chunks`, `plans`, `kmem`).
+//! the writers waiting on a reader (debugfs `chunks`, `plans`, `kmem`, and
+//! the revocation of every mapping).
 
 use kernel::rbtree::RBTree;
 
@@ -12,7 +13,7 @@ pub(crate) const BATCH: usize = 64;
 
 /// One batch: up to [`BATCH`] items, and the key the next starts from
 /// (`None`: nothing left).
-pub(crate) type Batch<T> = ([Option<T>; BATCH], Option<u64>);
+pub(crate) type Batch<T, K = u64> = ([Option<T>; BATCH], Option<K>);
 
 /// Up to [`BATCH`] items `item(key, value)` of `tree` whose key is at or
 /// above `from`, in key order. The caller holds the lock that guards `tree`.
@@ -36,15 +37,16 @@ pub(crate) fn batch_from<V, T>(
     (batch, Some(from))
 }
 
-/// Calls `f` with every item of the batches `next` gives, from key 0 on;
-/// `next` takes and drops the lock itself, so none is held while `f` runs,
-/// and the walk offers to reschedule between batches: a tree of millions of
-/// items is read without hogging the CPU.
-pub(crate) fn walk<T, E>(
-    mut next: impl FnMut(u64) -> Batch<T>,
+/// Calls `f` with every item of the batches `next` gives, from key `start`
+/// on; `next` takes and drops the lock itself, so none is held while `f`
+/// runs, and the walk offers to reschedule between batches: a tree of
+/// millions of items is read without hogging the CPU.
+pub(crate) fn walk<K, T, E>(
+    start: K,
+    mut next: impl FnMut(K) -> Batch<T, K>,
     mut f: impl FnMut(T) -> core::result::Result<(), E>,
 ) -> core::result::Result<(), E> {
-    let mut from = Some(0);
+    let mut from = Some(start);
     while let Some(key) = from {
         let (batch, after) = next(key);
         for item in batch.into_iter().flatten() {
