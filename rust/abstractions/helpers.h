@@ -113,8 +113,7 @@ void nhbm_page_put(struct page *page);
 /*
  * User pages for the DMA engine (user_dma.c): `nr` pages from the page of
  * `uaddr` pinned (all or none: the count, or a negative errno with none
- * held; with `present_only`, only pages already present, none faulted
- * in, the mmap lock only tried) and unpinned (marked dirty when the device wrote them); the `len`
+ * held) and unpinned (marked dirty when the device wrote them); the `len`
  * bytes from `offset` in the first of them mapped for the device as a
  * scatter-gather table of segments of at most `max_segment` bytes (0 and
  * the table in `*sgt`, or a negative errno with nothing allocated or
@@ -123,7 +122,7 @@ void nhbm_page_put(struct page *page);
 struct device;
 struct sg_table;
 long nhbm_pin_user(unsigned long uaddr, unsigned long nr, bool device_writes,
-		   bool present_only, struct page **pages);
+		   struct page **pages);
 void nhbm_unpin_user(struct page **pages, unsigned long nr, bool dirty);
 int nhbm_dma_map_user(struct device *dev, struct page **pages, unsigned long nr,
 		      unsigned int offset, unsigned long len, unsigned int max_segment,

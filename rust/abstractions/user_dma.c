@@ -10,40 +10,16 @@
  */
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
-#include <linux/mmap_lock.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 
 #include "helpers.h"
 
-/*
- * With present_only, nothing is faulted in (FOLL_NOFAULT): a page that is
- * not present, or that a write would first have to copy, fails the call
- * (-EFAULT). Nor is the mmap lock waited for: the caller may hold a lock
- * other tenants wait on (the DMA queue's), and a process of its own can
- * hold its mmap lock for writing as long as it likes (an mprotect of a
- * large range), so the lock is only tried (-EAGAIN when it is taken) and
- * the pages are looked up under it, never dropping it.
- */
-static long nhbm_pin_present(unsigned long uaddr, unsigned long nr, unsigned int flags,
-			     struct page **pages)
-{
-	struct mm_struct *mm = current->mm;
-	long got;
-
-	if (!mmap_read_trylock(mm))
-		return -EAGAIN;
-	got = pin_user_pages(uaddr, nr, flags | FOLL_NOFAULT, pages);
-	mmap_read_unlock(mm);
-	return got;
-}
-
 long nhbm_pin_user(unsigned long uaddr, unsigned long nr, bool device_writes,
-		   bool present_only, struct page **pages)
+		   struct page **pages)
 {
-	unsigned int flags = device_writes ? FOLL_WRITE : 0;
-	long got = present_only ? nhbm_pin_present(uaddr & PAGE_MASK, nr, flags, pages) :
-				  pin_user_pages_fast(uaddr & PAGE_MASK, nr, flags, pages);
+	long got = pin_user_pages_fast(uaddr & PAGE_MASK, nr, device_writes ? FOLL_WRITE : 0,
+				       pages);
 
 	if (got < 0)
 		return got;

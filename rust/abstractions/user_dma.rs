@@ -48,8 +48,6 @@ impl DmaDevice {
 /// no transfer should wait for an order-3 allocation.
 pub(crate) struct UserPages {
     pages: KVVec<*mut helpers::page>,
-    /// The user address the range starts at.
-    start: usize,
     /// Where in the first page the range starts, and its length.
     offset: u32,
     len: usize,
@@ -58,24 +56,10 @@ pub(crate) struct UserPages {
 
 impl UserPages {
     /// Pins the `len` bytes at `at` (`len` > 0) for the device to read or,
-    /// with `device_writes`, to write, faulting them in as needed. `EFAULT`
-    /// when part of the range is not ordinary user memory (an I/O mapping,
-    /// a hole): the caller copies it instead, and the copy answers for it.
+    /// with `device_writes`, to write. `EFAULT` when part of the range is
+    /// not ordinary user memory (an I/O mapping, a hole): the caller copies
+    /// it instead, and the copy answers for it.
     pub(crate) fn pin(at: UserPtr, len: usize, device_writes: bool) -> Result<Self> {
-        Self::pin_with(at, len, device_writes, false)
-    }
-
-    /// Pins the `len` bytes at `at` as [`UserPages::pin`] does, if every
-    /// page is present and, with `device_writes`, writable as it is: never
-    /// waits for a fault to be served (a userfaultfd, a file's I/O) nor for
-    /// the process's mmap lock, so it may run under a lock other tenants
-    /// wait on. `EFAULT` otherwise, `EAGAIN` while the mmap lock is taken;
-    /// nothing pinned.
-    pub(crate) fn pin_present(at: UserPtr, len: usize, device_writes: bool) -> Result<Self> {
-        Self::pin_with(at, len, device_writes, true)
-    }
-
-    fn pin_with(at: UserPtr, len: usize, device_writes: bool, present_only: bool) -> Result<Self> {
         let start = at.as_const_ptr() as usize;
         let end = start.checked_add(len).filter(|_| len > 0).ok_or(EFAULT)?;
         let nr = (end - 1) / PAGE_SIZE - start / PAGE_SIZE + 1;
@@ -83,23 +67,16 @@ impl UserPages {
         // SAFETY: `pages` holds `nr` slots for the helper to write; it pins
         // `nr` pages or none (returning an error), and holds no reference
         // to `pages` after it returns.
-        let got =
-            unsafe { nhbm_pin_user(start, nr, device_writes, present_only, pages.as_mut_ptr()) };
+        let got = unsafe { nhbm_pin_user(start, nr, device_writes, pages.as_mut_ptr()) };
         if got < 0 {
             return Err(Error::from_errno(got as i32));
         }
         Ok(Self {
             pages,
-            start,
             offset: (start % PAGE_SIZE) as u32,
             len,
             device_writes,
         })
-    }
-
-    /// Whether these are the pages of exactly the `len` bytes at `at`.
-    pub(crate) fn covers(&self, at: UserPtr, len: usize) -> bool {
-        self.start == at.as_const_ptr() as usize && self.len == len
     }
 
     /// Where `[from, from + n)` of the range starts in the pages' bytes:

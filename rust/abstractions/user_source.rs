@@ -21,27 +21,15 @@ use kernel::{
 struct Cursor {
     ptr: UserPtr,
     len: usize,
-    /// The next bytes' pages, pinned ahead of their turn
-    /// ([`Cursor::pin_ahead`]); unpinned when anything else takes them.
-    ahead: Option<UserPages>,
 }
 
 impl Cursor {
-    fn new(ptr: UserPtr, len: usize) -> Self {
-        Self {
-            ptr,
-            len,
-            ahead: None,
-        }
-    }
-
     /// Takes the next `n` bytes: `EFAULT` past the end, as the kernel's
     /// reader and writer answer it.
     fn take(&mut self, n: usize) -> Result<UserPtr> {
         if n > self.len {
             return Err(EFAULT);
         }
-        self.ahead = None;
         let at = self.ptr;
         self.ptr = self.ptr.wrapping_byte_add(n);
         self.len -= n;
@@ -49,29 +37,14 @@ impl Cursor {
     }
 
     /// Pins the next `n` bytes (`n` > 0), taking them only if they are
-    /// pinned: the caller copies them otherwise. Pages pinned ahead for
-    /// exactly these bytes are used as they are.
+    /// pinned: the caller copies them otherwise.
     fn pin_next(&mut self, n: usize, device_writes: bool) -> Result<UserPages> {
         if n > self.len {
             return Err(EFAULT);
         }
-        let pages = match self.ahead.take() {
-            Some(p) if p.covers(self.ptr, n) => p,
-            _ => UserPages::pin(self.ptr, n, device_writes)?,
-        };
+        let pages = UserPages::pin(self.ptr, n, device_writes)?;
         self.take(n)?;
         Ok(pages)
-    }
-
-    /// Pins the next `n` bytes (at most the rest) ahead of their turn, if
-    /// their pages are all present: no fault and no lock is waited for, so
-    /// a device transfer may do it while its engine runs. Nothing happens
-    /// otherwise; the bytes are pinned (or copied) in their turn.
-    fn pin_ahead(&mut self, n: usize, device_writes: bool) {
-        let n = n.min(self.len);
-        if n > 0 && self.ahead.is_none() {
-            self.ahead = UserPages::pin_present(self.ptr, n, device_writes).ok();
-        }
     }
 }
 
@@ -82,19 +55,13 @@ impl UserSource {
     /// The `len` bytes at user address `ptr`. Nothing is checked until a
     /// read: each read faults (`EFAULT`) where the memory does.
     pub(crate) fn new(ptr: UserPtr, len: usize) -> Self {
-        Self(Cursor::new(ptr, len))
+        Self(Cursor { ptr, len })
     }
 
     /// Pins the next `n` bytes for a device to read in place; `EFAULT`
     /// (nothing taken) where they cannot be pinned.
     pub(crate) fn pin_next(&mut self, n: usize) -> Result<UserPages> {
         self.0.pin_next(n, false)
-    }
-
-    /// Pins the next `n` bytes for a device to read ahead of their turn,
-    /// if they are present ([`UserSource::pin_next`] then takes them).
-    pub(crate) fn pin_ahead(&mut self, n: usize) {
-        self.0.pin_ahead(n, false)
     }
 
     /// Copies the next `out.len()` bytes into `out`.
@@ -129,20 +96,13 @@ pub(crate) struct UserSink(Cursor);
 impl UserSink {
     /// The `len` bytes at user address `ptr`, checked at each write.
     pub(crate) fn new(ptr: UserPtr, len: usize) -> Self {
-        Self(Cursor::new(ptr, len))
+        Self(Cursor { ptr, len })
     }
 
     /// Pins the next `n` bytes for a device to write in place; `EFAULT`
     /// (nothing taken) where they cannot be pinned.
     pub(crate) fn pin_next(&mut self, n: usize) -> Result<UserPages> {
         self.0.pin_next(n, true)
-    }
-
-    /// Pins the next `n` bytes for a device to write ahead of their turn,
-    /// if they are present and writable as they are
-    /// ([`UserSink::pin_next`] then takes them).
-    pub(crate) fn pin_ahead(&mut self, n: usize) {
-        self.0.pin_ahead(n, true)
     }
 
     /// Copies `data` to the next `data.len()` bytes.

@@ -232,20 +232,12 @@ impl PciIo {
     }
 
     /// Runs `pairs` through `queue` in batches of at most [`BATCH`], each
-    /// posted while the one before runs, calls `meanwhile` once they are
-    /// all posted, and waits for them all ([`PciIo::dma_end`]).
-    fn dma_run(
-        &self,
-        queue: &mut H2tQueue,
-        pairs: &[(End, End, usize)],
-        meanwhile: &mut dyn FnMut(),
-    ) -> Result {
+    /// posted while the one before runs, and waits for them all
+    /// ([`PciIo::dma_end`]).
+    fn dma_run(&self, queue: &mut H2tQueue, pairs: &[(End, End, usize)]) -> Result {
         let posted = pairs
             .chunks(BATCH)
             .try_for_each(|b| self.dma_post(queue, b));
-        if posted.is_ok() {
-            meanwhile();
-        }
         self.dma_end(queue, posted)
     }
 
@@ -255,7 +247,7 @@ impl PciIo {
         for (i, piece) in src.chunks(DESC_MAX).enumerate() {
             queue.copy_in(piece)?;
             let dst = End::Device(pa + (i * DESC_MAX) as u64);
-            self.dma_run(queue, &[(End::Bounce(0), dst, piece.len())], &mut || {})?;
+            self.dma_run(queue, &[(End::Bounce(0), dst, piece.len())])?;
         }
         Ok(())
     }
@@ -265,7 +257,7 @@ impl PciIo {
     fn dma_read(&self, queue: &mut H2tQueue, pa: u64, dst: &mut [u8]) -> Result {
         for (i, piece) in dst.chunks_mut(DESC_MAX).enumerate() {
             let src = End::Device(pa + (i * DESC_MAX) as u64);
-            self.dma_run(queue, &[(src, End::Bounce(0), piece.len())], &mut || {})?;
+            self.dma_run(queue, &[(src, End::Bounce(0), piece.len())])?;
             queue.copy_out(piece)?;
         }
         Ok(())
@@ -301,15 +293,9 @@ impl PciIo {
     /// Moves each part's user pages to (`to_device`) or from its BAR4
     /// offset by DMA in place, each segment of their scatter-gather table
     /// one descriptor pair (physically contiguous pages one segment of up
-    /// to [`DESC_MAX`]), as few batches as the pairs need, calling
-    /// `meanwhile` once they are all posted, while the engine runs them.
-    /// `ENODEV` once the queue is gone (the function is unbound).
-    fn dma_user(
-        &self,
-        parts: &[(u64, &UserPages)],
-        to_device: bool,
-        meanwhile: &mut dyn FnMut(),
-    ) -> Result {
+    /// to [`DESC_MAX`]), as few batches as the pairs need. `ENODEV` once
+    /// the queue is gone (the function is unbound).
+    fn dma_user(&self, parts: &[(u64, &UserPages)], to_device: bool) -> Result {
         let mut guard = self.dma.lock();
         let queue = Option::as_mut(&mut *guard).ok_or(ENODEV)?;
         let mut maps = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
@@ -329,7 +315,7 @@ impl PciIo {
             }
             maps.push(mapped, GFP_KERNEL_ACCOUNT)?;
         }
-        self.dma_run(queue, &pairs, meanwhile)
+        self.dma_run(queue, &pairs)
     }
 
     /// Runs `copy(bar, bar_offset, from, n)` over the `len` bytes of a
@@ -404,15 +390,10 @@ impl DeviceIo for PciIo {
     ) -> Result {
         check_range(off, len as u64, self.bar4_size)?;
         // Pinned outside the gate (pinning may fault pages in); memory that
-        // cannot be pinned (an I/O mapping) is copied instead. While the
-        // engine runs, the next piece's pages are pinned if they are
-        // present, as the reference prefetches the next copy's pages
-        // (`_ndma_prefetch_user_pages`, neuron_dma.c:137-143, 484-485).
-        // Without DMA, the CPU copies the pinned pages to BAR4 in one copy.
+        // cannot be pinned (an I/O mapping) is copied instead. Without
+        // DMA, the CPU copies the pinned pages to BAR4 in one copy.
         match src.pin_next(len) {
-            Ok(pages) if self.dma_on => gate(&mut || {
-                self.dma_user(&[(off, &pages)], true, &mut || src.pin_ahead(BULK_PIECE))
-            }),
+            Ok(pages) if self.dma_on => gate(&mut || self.dma_user(&[(off, &pages)], true)),
             Ok(pages) => gate(&mut || {
                 self.cpu_pages(off, len, |b, at, from, n| {
                     b.store_pages(at, &pages, from, n)
@@ -432,9 +413,7 @@ impl DeviceIo for PciIo {
     ) -> Result {
         check_range(off, len as u64, self.bar4_size)?;
         match dst.pin_next(len) {
-            Ok(pages) if self.dma_on => gate(&mut || {
-                self.dma_user(&[(off, &pages)], false, &mut || dst.pin_ahead(BULK_PIECE))
-            }),
+            Ok(pages) if self.dma_on => gate(&mut || self.dma_user(&[(off, &pages)], false)),
             Ok(pages) => gate(&mut || {
                 self.cpu_pages(off, len, |b, at, from, n| b.load_pages(at, &pages, from, n))
             }),
@@ -460,7 +439,7 @@ impl DeviceIo for PciIo {
         for (off, pages) in &pinned {
             refs.push((*off, pages), GFP_KERNEL_ACCOUNT)?;
         }
-        gate(&mut || self.dma_user(&refs, true, &mut || {}))
+        gate(&mut || self.dma_user(&refs, true))
     }
 
     fn bar4_read(&self, off: u64, dst: &mut [u8]) -> Result {

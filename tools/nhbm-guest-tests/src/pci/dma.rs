@@ -421,63 +421,6 @@ pub fn a_piece_posts_its_next_batch_while_one_runs() -> TestResult {
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
 
-/// While the engine runs a piece of a large MEM_READ, the next piece's
-/// pages are pinned (they are present), as the reference prefetches the
-/// next copy's pages: with the engine stalled under the first piece, the
-/// system has pinned more pages than that piece holds, and once the engine
-/// runs again every byte arrives. A read that times out on a stalled
-/// engine with the next piece pinned ahead leaves nothing pinned.
-pub fn a_piece_pins_the_next_while_the_engine_runs() -> TestResult {
-    let len = 48 * MIB;
-    let d = dev()?;
-    let p = d
-        .plan_load(&one_buffer(1, len).to_blob().ctx("build")?, 0)
-        .ctx("PLAN_LOAD")?;
-    let pa = d.resolve(p.plan_id, 1, 0, len).ctx("RESOLVE")?;
-    let w = pattern(len, 31);
-    d.mem_write(p.plan_id, 1, 0, &w).ctx("MEM_WRITE")?;
-    // Present and writable: the pages are faulted in here.
-    let mut back = vec![1u8; len as usize];
-    let first_pages = (USER_PIECE - pa % USER_PIECE) / 4096 + 1;
-    let (acquired, released) = pins()?;
-    let (read, pinned) = with_engines(
-        |c| c.write(DMA_STALL, 1),
-        |c| {
-            Ok(std::thread::scope(|s| {
-                let t = s.spawn(|| d.mem_read(p.plan_id, 1, 0, &mut back));
-                let mut pinned = 0;
-                // Under the 2 s a batch may wait.
-                wait_until(Duration::from_millis(1500), || {
-                    pinned = pins().map_or(0, |(a, _)| a - acquired);
-                    pinned > first_pages
-                });
-                c.write(DMA_STALL, 0);
-                (t.join().ok(), pinned)
-            }))
-        },
-    )?;
-    ensure(pinned > first_pages, || {
-        format!("{pinned} pages pinned with the engine stalled, the first piece has {first_pages}")
-    })?;
-    match read {
-        Some(r) => r.ctx("MEM_READ")?,
-        None => return fail("the reader panicked"),
-    }
-    ensure(back == w, || {
-        "MEM_READ differs from what was written".into()
-    })?;
-    with_engines(
-        |c| c.write(DMA_STALL, 1),
-        |_| {
-            let r = d.mem_read(p.plan_id, 1, 0, &mut back);
-            ensure_errno("MEM_READ on a stalled engine", r, libc::ETIMEDOUT)
-        },
-    )?;
-    let (a, r) = pins()?;
-    ensure_eq("pages unpinned as pinned", r - released, a - acquired)?;
-    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
-}
-
 /// One tenant's rounds of write-then-read of its own pattern.
 fn tenant_rounds(d: &Device, plan_id: u32, seed: u32) -> Result<(), String> {
     for round in 0..24u32 {
