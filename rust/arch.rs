@@ -300,6 +300,11 @@ impl ArchInfo {
         ARCHS.into_iter().find(|a| a.arch as u32 == number)
     }
 
+    /// The map of every core the device has, one bit per core.
+    pub(crate) fn all_cores(&self) -> u32 {
+        ((1u64 << self.nr_cores) - 1) as u32
+    }
+
     /// The mailbox map of a TPB reset of the cores in `cores` (one bit per
     /// core, none past `nr_cores`): each core's bit and its engines' bits.
     pub(crate) fn tpb_reset_map(&self, cores: u32) -> u32 {

@@ -28,6 +28,7 @@ use crate::{
     chardev::mapping::FileMaps,
     chardev::telemetry::Telemetry,
     device::node_index::MAX_NODES,
+    device::reset::Requester,
     device::Device,
     hw::fw::ResetKind,
     plan::{
@@ -202,7 +203,7 @@ fn user_range(addr: u64, len: u64) -> Result<(UserPtr, usize)> {
 impl PinnedDrop for OpenFile {
     fn drop(self: Pin<&mut Self>) {
         self.dev.remove_space(self.client_id);
-        self.dev.file_closed();
+        self.dev.file_closed(self.client_id);
     }
 }
 
@@ -529,21 +530,39 @@ impl OpenFile {
             return Err(EINVAL);
         }
         let kind = ResetKind::from_u32(req.type_).ok_or(EINVAL)?;
-        // Asked quietly first: a tenant refused by the sole-opener rule below
-        // leaves no audit record (it could make a flood of them); an
-        // administrator's reset is audited as a privileged operation is.
+        // Asked quietly first: a tenant refused by the rule below leaves no
+        // audit record (it could make a flood of them); an administrator's
+        // reset is audited as a privileged operation is.
         let admin = capability::admin_quietly() && capability::admin();
-        // One tenant may not wipe the others: only an administrator or the
-        // device's only open file (a runtime that owns it) may reset, and
-        // anyone the device reset that ends a "reset state unknown"; checked
-        // under the lock that opens take.
-        let res = Device::reset(&self.dev, kind, req.nc_map, !admin);
+        // One tenant may not wipe the others: the rule of `Gate::may_reset`
+        // (the cores one owns, the device's only open file, or an
+        // administrator; never another file's cores), checked under the
+        // lock that opens and claims take.
+        let who = Requester {
+            client: self.client_id,
+            admin,
+        };
+        let res = Device::reset(&self.dev, kind, req.nc_map, who);
         req.status = match &res {
             Ok(_) => 0,
             Err(e) => e.to_errno(),
         };
         writeback(arg, &req)?;
         res.map(|_| ())
+    }
+
+    fn cores(&self, arg: usize) -> Result {
+        let mut req: Cores = reader(arg)?;
+        if req.owned != 0 || req.taken != 0 || req.owner_pid.iter().any(|&p| p != 0) {
+            return Err(EINVAL);
+        }
+        let view = self
+            .dev
+            .claim_cores(self.client_id, req.claim, req.release)?;
+        req.owned = view.owned;
+        req.taken = view.taken;
+        req.owner_pid = view.pids;
+        writeback(arg, &req)
     }
 }
 
@@ -587,6 +606,7 @@ impl NodeFile for OpenFile {
             IOC_MEM_STATS => me.mem_stats(arg)?,
             IOC_RESET => me.reset(arg)?,
             IOC_MAP_OFFSET => me.map_offset(arg)?,
+            IOC_CORES => me.cores(arg)?,
             _ => return Err(ENOTTY),
         }
         Ok(0)

@@ -6,6 +6,7 @@
 //! Shared (`Arc`) by its device node and every open file, so it outlives a
 //! PCI unbind until the last file is closed.
 
+pub(crate) mod cores;
 pub(crate) mod fault;
 pub(crate) mod node_index;
 pub(crate) mod reset;
@@ -17,6 +18,7 @@ use crate::{
     abstractions::dmem::Region,
     abstractions::vma::Space,
     arch::ArchInfo,
+    device::cores::{claimants, CoreOwners, CoreView},
     device::fault::FaultInjector,
     device::node_index::NodeIndex,
     device::reset_line::ResetLine,
@@ -105,6 +107,8 @@ struct Gate {
     unknown: bool,
     /// The order in which waiting resets start.
     line: ResetLine,
+    /// Which open file owns which cores.
+    cores: CoreOwners,
 }
 
 /// Telemetry of one live plan.
@@ -196,6 +200,7 @@ impl Device {
                     draining: 0,
                     unknown: false,
                     line: ResetLine::new(),
+                    cores: CoreOwners::new(),
                 }),
                 gate_changed <- new_condvar!(),
                 reset_epoch: Atomic::new(0),
@@ -242,9 +247,32 @@ impl Device {
         self.gate.lock().open_files += 1;
     }
 
-    /// Counts a closed file of the device node.
-    pub(crate) fn file_closed(&self) {
-        self.gate.lock().open_files -= 1;
+    /// Counts the closed file `client` of the device node, releasing its
+    /// cores.
+    pub(crate) fn file_closed(&self, client: u64) {
+        let mut g = self.gate.lock();
+        g.open_files -= 1;
+        g.cores.release_all(client);
+    }
+
+    /// For the open file `client`: releases the cores of `release`, then
+    /// claims those of `claim`, all or nothing, and says who owns what
+    /// (`NHBM_IOC_CORES`). `EINVAL` for a core the device does not have, a
+    /// core in both maps, or a released core the file does not own;
+    /// `EBUSY` for a claimed core another file owns; `ENODEV` for a claim
+    /// on a device gone.
+    pub(crate) fn claim_cores(&self, client: u64, claim: u32, release: u32) -> Result<CoreView> {
+        if (claim | release) & !self.info.all_cores() != 0 || claim & release != 0 {
+            return Err(EINVAL);
+        }
+        if claim != 0 {
+            self.check_present()?;
+        }
+        let procs = claimants(claim)?;
+        self.gate
+            .lock()
+            .cores
+            .change(client, (claim, release), procs)
     }
 
     /// Open files of the device node.
@@ -367,17 +395,35 @@ impl Device {
 #[kunit_tests(neuron_hbm_device)]
 mod tests {
     use super::*;
-    use crate::hw::fw::ResetKind;
+
+    #[test]
+    fn core_claims_are_checked_and_released_with_their_file() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        // A core the device does not have, or one in both maps: EINVAL,
+        // nothing claimed.
+        assert_eq!(dev.claim_cores(1, 0b100, 0).err(), Some(EINVAL));
+        assert_eq!(dev.claim_cores(1, 0b01, 0b01).err(), Some(EINVAL));
+        assert_eq!(dev.claim_cores(1, 0, 0)?.owned, 0);
+        dev.file_opened();
+        dev.file_opened();
+        dev.claim_cores(1, 0b01, 0)?;
+        dev.claim_cores(2, 0b10, 0)?;
+        assert_eq!(dev.claim_cores(2, 0b01, 0).err(), Some(EBUSY));
+        // Closing file 1 frees its core, not file 2's.
+        dev.file_closed(1);
+        let v = dev.claim_cores(2, 0, 0)?;
+        assert_eq!((v.owned, v.taken, v.pids[0]), (0b10, 0, 0));
+        assert_eq!(dev.claim_cores(2, 0b01, 0)?.owned, 0b11);
+        dev.file_closed(2);
+        assert_eq!(dev.claim_cores(3, 0b11, 0)?.owned, 0b11);
+        Ok(())
+    }
 
     #[test]
     fn unplugged_device_answers_enodev() -> Result {
         let dev = Device::new_test_sim(1)?;
         dev.sim().unwrap().unplug();
         assert_eq!(dev.write(0, 0, b"x"), Err(ENODEV));
-        assert_eq!(
-            Device::reset(&dev, ResetKind::Device, 0, false).err(),
-            Some(ENODEV)
-        );
         Ok(())
     }
 

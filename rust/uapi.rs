@@ -57,6 +57,8 @@ pub(crate) const MR_PTR_TABLE: u32 = c::NHBM_MR_PTR_TABLE;
 /// `NHBM_MR_REMOTE`: variable of another plan.
 pub(crate) const MR_REMOTE: u32 = c::NHBM_MR_REMOTE;
 
+/// `struct nhbm_cores`.
+pub(crate) use c::nhbm_cores as Cores;
 /// `struct nhbm_device_info`.
 pub(crate) use c::nhbm_device_info as DeviceInfo;
 /// `struct nhbm_map_offset`.
@@ -104,3 +106,5 @@ pub(crate) const IOC_MEM_STATS: u32 = _IOR::<MemStats>(IOC_MAGIC, 0x07);
 pub(crate) const IOC_RESET: u32 = _IOWR::<Reset>(IOC_MAGIC, 0x08);
 /// `NHBM_IOC_MAP_OFFSET`.
 pub(crate) const IOC_MAP_OFFSET: u32 = _IOWR::<MapOffset>(IOC_MAGIC, 0x09);
+/// `NHBM_IOC_CORES`.
+pub(crate) const IOC_CORES: u32 = _IOWR::<Cores>(IOC_MAGIC, 0x0a);

@@ -126,3 +126,10 @@ plain_fields!(nhbm_map_offset {
     offset,
     size
 });
+plain_fields!(nhbm_cores {
+    claim,
+    release,
+    owned,
+    taken,
+    owner_pid
+});

@@ -80,6 +80,42 @@ impl WorkItem for ResetJob {
     }
 }
 
+/// Who asks for a reset through an open file, for [`Device::reset`]'s rule.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Requester {
+    /// The client id of the open file.
+    pub(crate) client: u64,
+    /// The caller has `CAP_SYS_ADMIN`.
+    pub(crate) admin: bool,
+}
+
+/// An administrator's file, for the tests.
+#[cfg(CONFIG_KUNIT = "y")]
+pub(crate) const ADMIN_FOR_TESTS: Requester = Requester {
+    client: 0,
+    admin: true,
+};
+
+impl Gate {
+    /// Whether `who` may reset (`kind`) the cores in `cores` (`all`: every
+    /// core of the device). A TPB reset never names a core another file
+    /// owns, and needs the caller to own every core it names, to be the
+    /// device's only open file, or `CAP_SYS_ADMIN`. A device reset needs
+    /// `CAP_SYS_ADMIN`, the only open file, every core of the device, or a
+    /// device in "reset state unknown" (it has nothing left to lose: else
+    /// one tenant could fail a reset and keep every other from loading).
+    fn may_reset(&self, kind: ResetKind, cores: u32, all: u32, who: Requester) -> bool {
+        let mine = self.cores.of(who.client);
+        match kind {
+            ResetKind::Tpb => {
+                cores & self.cores.of_others(who.client) == 0
+                    && (who.admin || cores & !mine == 0 || self.open_files == 1)
+            }
+            ResetKind::Device => who.admin || self.unknown || self.open_files == 1 || mine == all,
+        }
+    }
+}
+
 impl Device {
     /// The device's state as an administrator reads it (debugfs `state`):
     /// `removed` once it is gone, `resetting` while a reset runs, `unknown`
@@ -169,19 +205,17 @@ impl Device {
         (g, Ok(()))
     }
 
-    /// Takes the gate for a reset of `kind`: waits, in line
-    /// ([`ResetLine`](super::reset_line::ResetLine)), for the resets under
-    /// way or asked for earlier and, for a device reset, for the transfers
-    /// in flight, then moves the epoch. Only a fatal signal ends these waits (`EINTR`). With
-    /// `exclusive`, `EPERM` unless the caller's file is the device's only
-    /// open file or the reset is the device reset that ends a "reset state
-    /// unknown", checked under the lock that opens take.
-    fn begin_reset(&self, kind: ResetKind, exclusive: bool) -> Result {
-        // A device in "reset state unknown" has no data left to lose: anyone
-        // may run the device reset that ends it, or one tenant could fail a
-        // reset and keep every other from loading.
-        let allowed =
-            |g: &Gate| !exclusive || g.open_files == 1 || (g.unknown && kind == ResetKind::Device);
+    /// Takes the gate for a reset of `kind` of the cores in `cores`:
+    /// waits, in line ([`ResetLine`](super::reset_line::ResetLine)), for
+    /// the resets under way or asked for earlier and, for a device reset,
+    /// for the transfers in flight, then moves the epoch. Only a fatal
+    /// signal ends these waits (`EINTR`). With a requester, `EPERM` unless
+    /// [`Gate::may_reset`] allows it, checked under the lock that opens,
+    /// closes and claims take, before taking a place in line and at every
+    /// wake-up in it.
+    fn begin_reset(&self, kind: ResetKind, cores: u32, who: Option<Requester>) -> Result {
+        let all = self.info.all_cores();
+        let allowed = |g: &Gate| who.is_none_or(|w| g.may_reset(kind, cores, all, w));
         let room = reset_line::room()?;
         let mut g = self.gate.lock();
         // Refused before taking a place: a refusal leaves the line as it was.
@@ -289,20 +323,18 @@ impl Device {
     /// (loads answer `EIO`) until a device reset succeeds. Only a fatal
     /// signal ends the caller's waits (`EINTR`); a reset once started runs
     /// to its own end regardless, and its outcome alone decides the device's
-    /// state. No lock is held while the firmware is waited for. With
-    /// `exclusive`, `EPERM` unless the caller's file is the only open file
-    /// of the device, or the device is in "reset state unknown" and this is
-    /// a device reset.
+    /// state. No lock is held while the firmware is waited for. `EPERM`
+    /// unless [`Gate::may_reset`] allows `who` the reset.
     pub(crate) fn reset(
         dev: &Arc<Self>,
         kind: ResetKind,
         cores: u32,
-        exclusive: bool,
+        who: Requester,
     ) -> Result<WaitReport> {
         dev.check_present()?;
         let map = dev.reset_map(kind, cores)?;
         let job = Self::new_job(dev, kind, map)?;
-        dev.begin_reset(kind, exclusive)?;
+        dev.begin_reset(kind, cores, Some(who))?;
         if kind == ResetKind::Device {
             // The reset wipes the HBM: no process keeps a page of it.
             dev.revoke_mappings();
@@ -324,7 +356,7 @@ impl Device {
     /// every device reset does. Called before the device's node exists.
     pub(crate) fn reset_at_probe(dev: &Arc<Self>) -> Result {
         let job = Self::new_job(dev, ResetKind::Device, 0)?;
-        dev.begin_reset(ResetKind::Device, false)?;
+        dev.begin_reset(ResetKind::Device, 0, None)?;
         dev.start(job)
     }
 }
@@ -334,18 +366,26 @@ mod tests {
     use super::*;
     use crate::{arch::GIB, sim::FwScript};
 
+    /// An administrator's file.
+    const ADMIN: Requester = ADMIN_FOR_TESTS;
+    /// A tenant's file, client 1.
+    const TENANT: Requester = Requester {
+        client: 1,
+        admin: false,
+    };
+
     #[test]
     fn tpb_reset_checks_the_core_map() -> Result {
         let dev = Device::new_test_sim(1)?;
         assert_eq!(
-            Device::reset(&dev, ResetKind::Tpb, 0, false).err(),
+            Device::reset(&dev, ResetKind::Tpb, 0, ADMIN).err(),
             Some(EINVAL)
         );
         assert_eq!(
-            Device::reset(&dev, ResetKind::Tpb, 0b100, false).err(),
+            Device::reset(&dev, ResetKind::Tpb, 0b100, ADMIN).err(),
             Some(EINVAL)
         );
-        assert!(Device::reset(&dev, ResetKind::Tpb, 0b11, false).is_ok());
+        assert!(Device::reset(&dev, ResetKind::Tpb, 0b11, ADMIN).is_ok());
         Ok(())
     }
 
@@ -356,7 +396,7 @@ mod tests {
             let sim = dev.sim().ok_or(EINVAL)?;
             let last = 1u32 << (info.nr_cores - 1);
             for cores in [0b1, last, last | 1] {
-                Device::reset(&dev, ResetKind::Tpb, cores, false)?;
+                Device::reset(&dev, ResetKind::Tpb, cores, ADMIN)?;
                 assert_eq!(sim.tpb_map_taken(), info.tpb_reset_map(cores));
                 // Each core's engines are in it, not only the core's bit.
                 assert!(sim.tpb_map_taken() & !cores != 0);
@@ -377,14 +417,25 @@ mod tests {
     }
 
     #[test]
+    fn unplugged_device_refuses_a_reset() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        dev.sim().ok_or(EINVAL)?.unplug();
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Device, 0, ADMIN).err(),
+            Some(ENODEV)
+        );
+        Ok(())
+    }
+
+    #[test]
     fn device_reset_takes_no_core_map() -> Result {
         let dev = Device::new_test_sim(1)?;
         assert_eq!(
-            Device::reset(&dev, ResetKind::Device, 0b1, false).err(),
+            Device::reset(&dev, ResetKind::Device, 0b1, ADMIN).err(),
             Some(EINVAL)
         );
         assert_eq!(dev.sim().map(|s| s.resets_taken()), Some(0));
-        assert!(Device::reset(&dev, ResetKind::Device, 0, false).is_ok());
+        assert!(Device::reset(&dev, ResetKind::Device, 0, ADMIN).is_ok());
         Ok(())
     }
 
@@ -393,9 +444,9 @@ mod tests {
         let dev = Device::new_test_sim(1)?;
         let before = dev.ready_epoch()?;
         assert!(dev.check_epoch(before).is_ok());
-        Device::reset(&dev, ResetKind::Tpb, 0b1, false)?;
+        Device::reset(&dev, ResetKind::Tpb, 0b1, ADMIN)?;
         assert!(dev.check_epoch(before).is_ok());
-        Device::reset(&dev, ResetKind::Device, 0, false)?;
+        Device::reset(&dev, ResetKind::Device, 0, ADMIN)?;
         assert_eq!(dev.check_epoch(before), Err(EIO));
         assert!(dev.check_epoch(dev.ready_epoch()?).is_ok());
         // A transfer of data staged before the reset is refused.
@@ -414,7 +465,7 @@ mod tests {
             ..FwScript::PROMPT
         });
         assert_eq!(
-            Device::reset(&dev, ResetKind::Device, 0, false).err(),
+            Device::reset(&dev, ResetKind::Device, 0, ADMIN).err(),
             Some(ETIMEDOUT)
         );
         assert_eq!(dev.reset_state(), "unknown");
@@ -423,10 +474,10 @@ mod tests {
         assert_eq!(dev.ready_epoch(), Err(EIO));
         // ... a TPB reset does not end it ...
         sim.set_fw_script(FwScript::PROMPT);
-        Device::reset(&dev, ResetKind::Tpb, 0b1, false)?;
+        Device::reset(&dev, ResetKind::Tpb, 0b1, ADMIN)?;
         assert_eq!(dev.ready_epoch(), Err(EIO));
         // ... a device reset that succeeds does.
-        Device::reset(&dev, ResetKind::Device, 0, false)?;
+        Device::reset(&dev, ResetKind::Device, 0, ADMIN)?;
         assert_eq!(dev.reset_state(), "ready");
         let now = dev.ready_epoch()?;
         assert!(dev.write(now, GIB, b"x").is_ok());
@@ -440,13 +491,13 @@ mod tests {
         dev.file_opened();
         dev.file_opened();
         assert_eq!(
-            Device::reset(&dev, ResetKind::Device, 0, true).err(),
+            Device::reset(&dev, ResetKind::Device, 0, TENANT).err(),
             Some(EPERM)
         );
         assert_eq!(dev.sim().map(|s| s.resets_taken()), Some(0));
-        dev.file_closed();
-        assert!(Device::reset(&dev, ResetKind::Device, 0, true).is_ok());
-        dev.file_closed();
+        dev.file_closed(1);
+        assert!(Device::reset(&dev, ResetKind::Device, 0, TENANT).is_ok());
+        dev.file_closed(1);
         assert_eq!(dev.open_files(), 0);
         Ok(())
     }
@@ -462,7 +513,7 @@ mod tests {
             ..FwScript::PROMPT
         });
         assert_eq!(
-            Device::reset(&dev, ResetKind::Device, 0, true).err(),
+            Device::reset(&dev, ResetKind::Device, 0, TENANT).err(),
             Some(ETIMEDOUT)
         );
         dev.file_opened();
@@ -470,18 +521,67 @@ mod tests {
         sim.set_fw_script(FwScript::PROMPT);
         // A TPB reset still needs the only open file; the recovery does not.
         assert_eq!(
-            Device::reset(&dev, ResetKind::Tpb, 0b1, true).err(),
+            Device::reset(&dev, ResetKind::Tpb, 0b1, TENANT).err(),
             Some(EPERM)
         );
-        assert!(Device::reset(&dev, ResetKind::Device, 0, true).is_ok());
+        assert!(Device::reset(&dev, ResetKind::Device, 0, TENANT).is_ok());
         assert!(dev.ready_epoch().is_ok());
         // Recovered: exclusive again.
         assert_eq!(
-            Device::reset(&dev, ResetKind::Device, 0, true).err(),
+            Device::reset(&dev, ResetKind::Device, 0, TENANT).err(),
             Some(EPERM)
         );
-        dev.file_closed();
-        dev.file_closed();
+        dev.file_closed(1);
+        dev.file_closed(1);
+        Ok(())
+    }
+
+    /// A tenant's file, client 2.
+    const OTHER: Requester = Requester {
+        client: 2,
+        admin: false,
+    };
+
+    #[test]
+    fn owners_reset_their_own_cores_beside_each_other() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        let sim = dev.sim().ok_or(EINVAL)?;
+        dev.file_opened();
+        dev.file_opened();
+        dev.claim_cores(TENANT.client, 0b01, 0)?;
+        dev.claim_cores(OTHER.client, 0b10, 0)?;
+        // Each resets its own core while both files are open.
+        Device::reset(&dev, ResetKind::Tpb, 0b01, TENANT)?;
+        Device::reset(&dev, ResetKind::Tpb, 0b10, OTHER)?;
+        assert_eq!(sim.resets_taken(), 2);
+        // The other's core, alone or beside one's own, even for an
+        // administrator: EPERM, and the firmware is asked nothing.
+        for (cores, who) in [(0b10, TENANT), (0b11, TENANT), (0b01, OTHER), (0b10, ADMIN)] {
+            assert_eq!(
+                Device::reset(&dev, ResetKind::Tpb, cores, who).err(),
+                Some(EPERM)
+            );
+        }
+        // A device reset wipes the other's cores too: EPERM to a tenant
+        // that does not own every core.
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Device, 0, TENANT).err(),
+            Some(EPERM)
+        );
+        assert_eq!(sim.resets_taken(), 2);
+        // Released, the core is the first tenant's to claim and reset;
+        // owning every core, it may reset the device.
+        dev.claim_cores(OTHER.client, 0, 0b10)?;
+        assert_eq!(
+            Device::reset(&dev, ResetKind::Tpb, 0b10, TENANT).err(),
+            Some(EPERM)
+        );
+        dev.claim_cores(TENANT.client, 0b10, 0)?;
+        Device::reset(&dev, ResetKind::Tpb, 0b11, TENANT)?;
+        Device::reset(&dev, ResetKind::Device, 0, TENANT)?;
+        assert_eq!(sim.resets_taken(), 4);
+        dev.file_closed(TENANT.client);
+        dev.file_closed(OTHER.client);
         Ok(())
     }
 }

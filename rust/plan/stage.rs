@@ -609,7 +609,12 @@ mod tests {
         let target = Arc::new(load(&dev, &tb, 0)?, GFP_KERNEL)?;
         // The reference is taken after the reset here, as it is when the
         // reset ends between PLAN_LOAD taking it and staging.
-        crate::device::Device::reset(&dev, crate::hw::fw::ResetKind::Device, 0, false)?;
+        crate::device::Device::reset(
+            &dev,
+            crate::hw::fw::ResetKind::Device,
+            0,
+            crate::device::reset::ADMIN_FOR_TESTS,
+        )?;
         let mut b = TestBlob::new(0, 0);
         let r = b.rec(MrType::Remote, 1, 0)?;
         b.recs[r].u = [1 | (5 << 32), 0];

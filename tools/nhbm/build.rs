@@ -59,7 +59,7 @@ impl ParseCallbacks for Names {
     /// their value.
     fn int_macro(&self, name: &str, _value: i64) -> Option<IntKind> {
         match name {
-            "NHBM_MAX_CHANNELS" | "NHBM_MAX_REGIONS" => Some(IntKind::Custom {
+            "NHBM_MAX_CHANNELS" | "NHBM_MAX_REGIONS" | "NHBM_MAX_CORES" => Some(IntKind::Custom {
                 name: "usize",
                 is_signed: false,
             }),

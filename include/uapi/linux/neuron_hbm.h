@@ -22,6 +22,8 @@
 
 #define NHBM_MAX_CHANNELS 4
 #define NHBM_MAX_REGIONS 4
+/* Most NeuronCores of one device (nhbm_device_info.nr_cores is at most this). */
+#define NHBM_MAX_CORES 8
 
 /* Unstaged sentinel: device PA 0 is a legal address, so "none" is all ones. */
 #define NHBM_PA_UNSTAGED 0xFFFFFFFFFFFFFFFFULL
@@ -290,6 +292,23 @@ struct nhbm_map_offset {
 	__u64 size;    /* out: bytes mappable, the variable rounded up to pages */
 };
 
+/*
+ * NHBM_IOC_CORES: the NeuronCores an open file owns. `release` (cores this
+ * file owns) is given up, then `claim` (cores no other file owns) taken,
+ * all or nothing; 0 and 0 only asks. The owner of a core may TPB-reset it
+ * beside other open files, and no other file may. Closing the file
+ * releases its cores.
+ */
+struct nhbm_cores {
+	__u32 claim;
+	__u32 release;
+	__u32 owned; /* out: the cores this file owns */
+	__u32 taken; /* out: the cores other open files own */
+	__u32 owner_pid[NHBM_MAX_CORES]; /* out: per core, the process that
+					  * claimed it as the caller's pid
+					  * namespace numbers it; 0 if none
+					  * or not visible there */
+};
 #define NHBM_IOC_DEVICE_INFO   _IOR(NHBM_IOC_MAGIC, 0x00, struct nhbm_device_info)
 #define NHBM_IOC_PLAN_LOAD     _IOWR(NHBM_IOC_MAGIC, 0x01, struct nhbm_plan_load)
 #define NHBM_IOC_PLAN_UNLOAD   _IOW(NHBM_IOC_MAGIC, 0x02, struct nhbm_plan_unload)
@@ -300,5 +319,6 @@ struct nhbm_map_offset {
 #define NHBM_IOC_MEM_STATS     _IOR(NHBM_IOC_MAGIC, 0x07, struct nhbm_mem_stats)
 #define NHBM_IOC_RESET         _IOWR(NHBM_IOC_MAGIC, 0x08, struct nhbm_reset)
 #define NHBM_IOC_MAP_OFFSET    _IOWR(NHBM_IOC_MAGIC, 0x09, struct nhbm_map_offset)
+#define NHBM_IOC_CORES         _IOWR(NHBM_IOC_MAGIC, 0x0a, struct nhbm_cores)
 
 #endif /* _UAPI_LINUX_NEURON_HBM_H */

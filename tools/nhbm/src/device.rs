@@ -359,6 +359,37 @@ impl Device {
     }
 }
 
+/// Who owns the NeuronCores of a device, as NHBM_IOC_CORES answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CoreOwners {
+    /// The cores this open file owns (one bit per core).
+    pub owned: u32,
+    /// The cores other open files own.
+    pub taken: u32,
+    /// Per core, the owner's process id in the caller's pid namespace
+    /// (0: none, or not visible there).
+    pub owner_pid: [u32; MAX_CORES],
+}
+
+impl Device {
+    /// NHBM_IOC_CORES: gives up the cores of `release` (this file's), then
+    /// claims those of `claim`, all or nothing (`EBUSY` when another file
+    /// owns one); 0 and 0 only asks. Closing the file releases its cores.
+    pub fn cores(&self, claim: u32, release: u32) -> io::Result<CoreOwners> {
+        let mut arg = Cores {
+            claim,
+            release,
+            ..Cores::default()
+        };
+        self.ioctl(IOC_CORES, &mut arg)?;
+        Ok(CoreOwners {
+            owned: arg.owned,
+            taken: arg.taken,
+            owner_pid: arg.owner_pid,
+        })
+    }
+}
+
 impl AsRawFd for Device {
     fn as_raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()

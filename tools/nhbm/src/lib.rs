@@ -41,7 +41,9 @@ pub mod uapi;
 pub mod validate;
 
 pub use blob::RawPlan;
-pub use device::{device_path, Device, LoadedPlan, Mapping, OpenError, OpenErrorKind, PlanHandle};
+pub use device::{
+    device_path, CoreOwners, Device, LoadedPlan, Mapping, OpenError, OpenErrorKind, PlanHandle,
+};
 pub use error::{errno_name, io_errno, io_errno_name, PlanError};
 pub use plan::{Backing, Kind, Plan, Record};
 pub use resolve::Resolver;

@@ -57,11 +57,11 @@ mod generated {
 }
 
 pub use generated::{
-    Backing, DeviceInfo, MapOffset, MemRef, MemRefUnion, MemStats, MemXfer, MrList, MrPtr,
+    Backing, Cores, DeviceInfo, MapOffset, MemRef, MemRefUnion, MemStats, MemXfer, MrList, MrPtr,
     MrRemote, MrSb, MrType, MrVtmp, PlanHeader, PlanLoad, PlanUnload, PoolStats, Reset, ResetType,
     Resolve, ResolveBatch, ResolveQuery, ABI_VERSION, ARCH_V2, ARCH_V3, ARCH_V4, BACKING_LOCAL,
     BACKING_MAIN, BACKING_SHARDED, BACKING_SHARED, CHANNEL_ANY, IOC_MAGIC, MAX_ALIGNMENT,
-    MAX_BATCH, MAX_CHANNELS, MAX_LIST_COUNT, MAX_PLANS_PER_DEVICE, MAX_PLANS_PER_FILE,
+    MAX_BATCH, MAX_CHANNELS, MAX_CORES, MAX_LIST_COUNT, MAX_PLANS_PER_DEVICE, MAX_PLANS_PER_FILE,
     MAX_PLAN_RECORDS, MAX_REGIONS, MAX_REMOTE_DEPTH, MR_BUFFER, MR_BUFFER_STAGED, MR_INPUT,
     MR_INVALID, MR_LIST, MR_OUTPUT, MR_PTR, MR_PTR_TABLE, MR_REMOTE, MR_SB, MR_TMP_BUF,
     MR_VIRTUAL_TMP_BUF, PA_UNSTAGED, RESET_DEVICE, RESET_TPB,
@@ -206,6 +206,8 @@ pub const IOC_MEM_STATS: u32 = ior::<MemStats>(0x07);
 pub const IOC_RESET: u32 = iowr::<Reset>(0x08);
 /// `NHBM_IOC_MAP_OFFSET`.
 pub const IOC_MAP_OFFSET: u32 = iowr::<MapOffset>(0x09);
+/// `NHBM_IOC_CORES`.
+pub const IOC_CORES: u32 = iowr::<Cores>(0x0a);
 
 #[cfg(test)]
 mod tests {
@@ -226,6 +228,7 @@ mod tests {
         assert_eq!(IOC_MEM_STATS, 0x8210_BB07); // R, 528 bytes
         assert_eq!(IOC_RESET, 0xC010_BB08); // RW, 16 bytes
         assert_eq!(IOC_MAP_OFFSET, 0xC020_BB09); // RW, 32 bytes
+        assert_eq!(IOC_CORES, 0xC030_BB0A); // RW, 48 bytes
     }
 
     #[test]

@@ -234,3 +234,10 @@ pub fn transient_all_ones_is_waited_out() -> TestResult {
         },
     )
 }
+
+/// NeuronCores owned per open file, on this function's arch: two
+/// unprivileged tenants each reset their own core beside each other and
+/// root, and no one resets the other's (the stress suite's case).
+pub fn owners_reset_their_own_cores() -> TestResult {
+    crate::stress::owners_reset_their_own_cores(&mut crate::ktap::Notes::default())
+}

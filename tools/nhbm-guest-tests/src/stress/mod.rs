@@ -24,6 +24,7 @@ mod child;
 use nhbm::cli::num;
 
 pub use concurrency::{set_load, Load};
+pub use tenancy::owners_reset_their_own_cores;
 
 use crate::ktap::Case;
 use crate::suite::{device_opens, CaseArgs, Suite};

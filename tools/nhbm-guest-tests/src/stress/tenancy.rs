@@ -177,6 +177,134 @@ pub fn reset_is_not_every_tenants(notes: &mut Notes) -> TestResult {
     Ok(())
 }
 
+/// `Ok(())` when `r` is the errno `want`, else what it was, for a child.
+fn refused(what: &str, r: std::io::Result<i32>, want: i32) -> Result<(), String> {
+    match r {
+        Err(e) if e.raw_os_error() == Some(want) => Ok(()),
+        other => Err(format!("{what}: {other:?}, want errno {want}")),
+    }
+}
+
+/// Waits (up to 10 s) until the cores other files own, seen from `d`, are
+/// `taken`.
+fn await_taken(d: &Device, taken: u32) -> TestResult {
+    for _ in 0..1000 {
+        if d.cores(0, 0).ctx("CORES")?.taken == taken {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    fail(format!("the cores other files own never became {taken:#b}"))
+}
+
+/// The second tenant, beside the first (`first_pid`, owning core 0): its
+/// own core 1 is its to claim and reset, core 0 and the device are not.
+fn second_tenant(first_pid: u32) -> Result<(), String> {
+    let d = open_unprivileged()?;
+    refused(
+        "claim of the other's core",
+        d.cores(0b01, 0).map(|_| 0),
+        libc::EBUSY,
+    )?;
+    let v = d
+        .cores(0b10, 0)
+        .map_err(|e| format!("CORES claim 1: {e}"))?;
+    if (v.owned, v.taken, v.owner_pid[0]) != (0b10, 0b01, first_pid) {
+        return Err(format!(
+            "after claiming core 1: {v:?}, the other is {first_pid}"
+        ));
+    }
+    match d.reset(RESET_TPB, 0b10) {
+        Ok(0) => {}
+        other => return Err(format!("TPB RESET of its own core: {other:?}")),
+    }
+    refused(
+        "TPB RESET of the other's core",
+        d.reset(RESET_TPB, 0b01),
+        libc::EPERM,
+    )?;
+    refused("TPB RESET of both", d.reset(RESET_TPB, 0b11), libc::EPERM)?;
+    refused("device RESET", d.reset(RESET_DEVICE, 0), libc::EPERM)
+}
+
+/// Two unprivileged tenants, each owning one core (CORES), reset their own
+/// core while both files and a third are open; the other's core is EPERM
+/// to each and to root (a TPB reset of it changes nothing), a device reset
+/// is EPERM to a tenant owning only one core, and each sees who owns the
+/// other core. A SIGKILLed owner's core is free again.
+pub fn owners_reset_their_own_cores(notes: &mut Notes) -> TestResult {
+    let keeper = open_device(device_index())?;
+    let info = keeper.device_info().ctx("DEVICE_INFO")?;
+    let victims = load_victims(&keeper, &info)?;
+    let first = spawn_child(|| {
+        let d = open_unprivileged()?;
+        let v = d
+            .cores(0b01, 0)
+            .map_err(|e| format!("CORES claim 0: {e}"))?;
+        if v.owned != 0b01 {
+            return Err(format!("owns {:#b} after claiming core 0", v.owned));
+        }
+        match d.reset(RESET_TPB, 0b01) {
+            Ok(0) => {}
+            other => return Err(format!("TPB RESET of its own core: {other:?}")),
+        }
+        // Holds its core until killed.
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+    })?;
+    let checked = (|| -> TestResult {
+        await_taken(&keeper, 0b01)?;
+        let first_pid = first.pid as u32;
+        let r = fork_child(move || second_tenant(first_pid))?;
+        if let Err(m) = r {
+            return fail(m);
+        }
+        ensure_errno(
+            "root's TPB RESET of a tenant's core",
+            keeper.reset(RESET_TPB, 0b01),
+            libc::EPERM,
+        )?;
+        cli_shows_the_owner(first_pid)
+    })();
+    // SAFETY: plain kill of our own child.
+    unsafe { libc::kill(first.pid, libc::SIGKILL) };
+    let _ = first.wait();
+    checked?;
+    await_taken(&keeper, 0)?;
+    victims_intact(&keeper, &victims)?;
+    notes.add("own cores reset beside two other files; the other's EPERM, even to root");
+    Ok(())
+}
+
+/// `nhbm cores` names `pid` as core 0's owner and no owner of core 1;
+/// `nhbm reset --tpb 0x1`, which claims the core first, fails.
+fn cli_shows_the_owner(pid: u32) -> TestResult {
+    let dev = device_index().to_string();
+    let run = |args: &[&str]| {
+        std::process::Command::new("/tests/nhbm")
+            .args(["-d", &dev, "--json"])
+            .args(args)
+            .output()
+            .ctx("/tests/nhbm")
+    };
+    let out = run(&["cores"])?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => return fail(format!("nhbm cores: {e}: {text:?}")),
+    };
+    let owner = |c: usize| v["cores"][c]["pid"].as_u64();
+    ensure(
+        owner(0) == Some(u64::from(pid)) && owner(1).is_none(),
+        || format!("nhbm cores: {text}, want core 0 owned by {pid}, core 1 free"),
+    )?;
+    let out = run(&["reset", "--tpb", "0x1"])?;
+    ensure(!out.status.success(), || {
+        "nhbm reset --tpb 0x1 of a core another process owns succeeded".to_string()
+    })
+}
+
 /// Device-wide usage is for the administrator: an unprivileged tenant's
 /// MEM_STATS shows every pool's size but none of what other tenants hold
 /// (used, peak, live chunks all 0) and its own figures; root sees the
