@@ -81,7 +81,9 @@ pub enum Cmd {
     Read(VarArgs),
     /// Stage PLAN, write bytes to VAR (OFFSET HEX), read them back
     Write(WriteArgs),
-    /// Reset the device (or NeuronCores)
+    /// Which open file owns which NeuronCores
+    Cores,
+    /// Reset the device (or NeuronCores, claimed first for the reset)
     Reset {
         /// Reset only the NeuronCores of this map
         #[arg(long, value_name = "NC_MAP", value_parser = num::<u32>)]

@@ -72,6 +72,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Info => cmd::info::run(&s),
         Cmd::Stats => cmd::stats::run(&s),
+        Cmd::Cores => cmd::cores::run(&s),
         Cmd::Reset { tpb } => cmd::reset::run(&s, tpb),
         Cmd::Load {
             plan,

@@ -1,5 +1,6 @@
 //! The subcommands of `nhbm`, one module each.
 
+pub mod cores;
 pub mod demo;
 pub mod generate;
 pub mod info;
