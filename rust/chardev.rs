@@ -28,7 +28,7 @@ use crate::{
     chardev::mapping::FileMaps,
     chardev::telemetry::Telemetry,
     device::node_index::MAX_NODES,
-    device::reset::Requester,
+    device::reset_batch::{Request, Requester},
     device::Device,
     hw::fw::ResetKind,
     plan::{
@@ -124,6 +124,8 @@ struct FileState {
     plans: RBTree<u32, PlanEntry>,
     /// Number of entries in `plans`.
     count: usize,
+    /// The reset RESET_START asked for last (RESET_WAIT's).
+    started: Option<Arc<Request>>,
 }
 
 impl FileState {
@@ -524,31 +526,74 @@ impl OpenFile {
         writeback(arg, &out)
     }
 
-    fn reset(&self, arg: usize) -> Result {
-        let mut req: Reset = reader(arg)?;
+    /// A RESET or RESET_START request: its kind, and who asks.
+    fn reset_request(&self, req: &Reset) -> Result<(ResetKind, Requester)> {
         if req.rsvd != 0 || req.status != 0 {
             return Err(EINVAL);
         }
         let kind = ResetKind::from_u32(req.type_).ok_or(EINVAL)?;
-        // Asked quietly first: a tenant refused by the rule below leaves no
-        // audit record (it could make a flood of them); an administrator's
-        // reset is audited as a privileged operation is.
+        // Asked quietly first: a tenant refused by the rule of
+        // `Gate::may_reset` leaves no audit record (it could make a flood
+        // of them); an administrator's reset is audited as a privileged
+        // operation is.
         let admin = capability::admin_quietly() && capability::admin();
-        // One tenant may not wipe the others: the rule of `Gate::may_reset`
-        // (the cores one owns, the device's only open file, or an
-        // administrator; never another file's cores), checked under the
-        // lock that opens and claims take.
         let who = Requester {
             client: self.client_id,
             admin,
         };
-        let res = Device::reset(&self.dev, kind, req.nc_map, who);
+        Ok((kind, who))
+    }
+
+    /// `res`'s errno (0 for success) in `req.status`, written back.
+    fn reset_status<T>(arg: usize, mut req: Reset, res: Result<T>) -> Result {
         req.status = match &res {
             Ok(_) => 0,
             Err(e) => e.to_errno(),
         };
         writeback(arg, &req)?;
         res.map(|_| ())
+    }
+
+    fn reset(&self, arg: usize) -> Result {
+        let req: Reset = reader(arg)?;
+        let (kind, who) = self.reset_request(&req)?;
+        // One tenant may not wipe the others: the rule of `Gate::may_reset`
+        // (the cores one owns, the device's only open file, or an
+        // administrator; never another file's cores), checked under the
+        // lock that opens and claims take.
+        let res = Device::reset(&self.dev, kind, req.nc_map, who);
+        Self::reset_status(arg, req, res)
+    }
+
+    fn reset_start(&self, arg: usize) -> Result {
+        let req: Reset = reader(arg)?;
+        let (kind, who) = self.reset_request(&req)?;
+        let mut st = self.state.lock();
+        if st.started.as_ref().is_some_and(|r| r.outcome().is_none()) {
+            return Err(EBUSY);
+        }
+        let res = Device::request_reset(&self.dev, kind, req.nc_map, Some(who));
+        if let Ok(r) = &res {
+            st.started = Some(r.clone());
+        }
+        drop(st);
+        Self::reset_status(arg, req, res)
+    }
+
+    fn reset_wait(&self, arg: usize) -> Result {
+        let mut req: Reset = reader(arg)?;
+        if req.type_ != 0 || req.nc_map != 0 || req.status != 0 || req.rsvd != 0 {
+            return Err(EINVAL);
+        }
+        let started = self.state.lock().started.clone().ok_or(ENOENT)?;
+        let res = self.dev.wait_reset(&started);
+        if res == Err(EINTR) {
+            return res.map(|_| ());
+        }
+        let (kind, cores) = started.asked();
+        req.type_ = kind as u32;
+        req.nc_map = cores;
+        Self::reset_status(arg, req, res)
     }
 
     fn cores(&self, arg: usize) -> Result {
@@ -582,6 +627,7 @@ impl NodeFile for OpenFile {
                     ids: PlanIds::new(),
                     plans: RBTree::new(),
                     count: 0,
+                    started: None,
                 }),
                 maps <- FileMaps::new(space),
             }),
@@ -607,6 +653,8 @@ impl NodeFile for OpenFile {
             IOC_RESET => me.reset(arg)?,
             IOC_MAP_OFFSET => me.map_offset(arg)?,
             IOC_CORES => me.cores(arg)?,
+            IOC_RESET_START => me.reset_start(arg)?,
+            IOC_RESET_WAIT => me.reset_wait(arg)?,
             _ => return Err(ENOTTY),
         }
         Ok(0)

@@ -10,7 +10,7 @@ pub(crate) mod cores;
 pub(crate) mod fault;
 pub(crate) mod node_index;
 pub(crate) mod reset;
-pub(crate) mod reset_line;
+pub(crate) mod reset_batch;
 pub(crate) mod transfer;
 pub(crate) mod tree_batch;
 
@@ -21,18 +21,19 @@ use crate::{
     device::cores::{claimants, CoreOwners, CoreView},
     device::fault::FaultInjector,
     device::node_index::NodeIndex,
-    device::reset_line::ResetLine,
+    device::reset_batch::ResetBatch,
     device::tree_batch::{batch_from, walk, Batch, BATCH},
     hw::io::DeviceIo,
     pool::{Geometry, Grid},
     sim::SimIo,
 };
 use kernel::{
-    new_condvar, new_mutex,
+    new_condvar, new_mutex, new_work,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
     str::CString,
     sync::{atomic::Atomic, Arc, CondVar, Mutex},
+    workqueue::Work,
 };
 
 /// Where a device's registers and HBM window come from.
@@ -68,6 +69,11 @@ pub(crate) struct Device {
     /// Signalled when the gate changes.
     #[pin]
     gate_changed: CondVar,
+    /// The device's work on the module's reset workqueue (the reference's
+    /// per-device reset thread): it carries out the running batch of
+    /// resets, then starts the pending one.
+    #[pin]
+    reset_work: Work<Device>,
     /// Device resets begun. A plan staged at another value has lost its HBM
     /// contents (read without the gate's lock on every RESOLVE).
     reset_epoch: Atomic<u64>,
@@ -87,15 +93,18 @@ pub(crate) struct Device {
     _index: NodeIndex,
 }
 
-/// The reset gate of a device: resets are serialized, a device reset waits
-/// for the BAR4 transfers in flight and holds new ones off until it ends,
-/// and a device reset that failed leaves the device in "reset state
-/// unknown" until one succeeds.
+/// The reset gate of a device: one handshake at a time, the requests made
+/// meanwhile merged into the next; a device reset waits for the BAR4
+/// transfers in flight and holds new ones off until it ends, and a device
+/// reset that failed leaves the device in "reset state unknown" until one
+/// succeeds.
 struct Gate {
     /// Open files of the device node.
     open_files: u32,
-    /// A reset (of any kind) is under way.
-    resetting: bool,
+    /// The batch whose handshake is under way (on the reset worker).
+    running: Option<Arc<ResetBatch>>,
+    /// The requests made while it is, for the next handshake.
+    pending: Option<Arc<ResetBatch>>,
     /// A device reset is under way: no BAR4 transfer may start.
     blocking: bool,
     /// BAR4 transfer pieces in flight (mapping faults included).
@@ -105,8 +114,6 @@ struct Gate {
     /// The last device reset failed or was interrupted: the firmware may
     /// still carry it out, so no plan can trust its HBM.
     unknown: bool,
-    /// The order in which waiting resets start.
-    line: ResetLine,
     /// Which open file owns which cores.
     cores: CoreOwners,
 }
@@ -194,15 +201,16 @@ impl Device {
                 grid,
                 gate <- new_mutex!(Gate {
                     open_files: 0,
-                    resetting: false,
+                    running: None,
+                    pending: None,
                     blocking: false,
                     transfers: 0,
                     draining: 0,
                     unknown: false,
-                    line: ResetLine::new(),
                     cores: CoreOwners::new(),
                 }),
                 gate_changed <- new_condvar!(),
+                reset_work <- new_work!("Device::reset_work"),
                 reset_epoch: Atomic::new(0),
                 fault: FaultInjector::new(sim || crate::fault_injection_asked()),
                 plans <- new_mutex!(RBTree::new()),
@@ -248,11 +256,24 @@ impl Device {
     }
 
     /// Counts the closed file `client` of the device node, releasing its
-    /// cores.
+    /// cores; a reset it asked for that has not ended goes on, and keeps
+    /// them its own until it ends (no other file can claim a core under a
+    /// reset of it).
     pub(crate) fn file_closed(&self, client: u64) {
         let mut g = self.gate.lock();
         g.open_files -= 1;
-        g.cores.release_all(client);
+        let mut outliving = false;
+        for b in [&g.running, &g.pending].into_iter().flatten() {
+            b.each(|r| {
+                if r.is_unfinished_of(client) {
+                    r.orphan();
+                    outliving = true;
+                }
+            });
+        }
+        if !outliving {
+            g.cores.release_all(client);
+        }
     }
 
     /// For the open file `client`: releases the cores of `release`, then

@@ -108,3 +108,7 @@ pub(crate) const IOC_RESET: u32 = _IOWR::<Reset>(IOC_MAGIC, 0x08);
 pub(crate) const IOC_MAP_OFFSET: u32 = _IOWR::<MapOffset>(IOC_MAGIC, 0x09);
 /// `NHBM_IOC_CORES`.
 pub(crate) const IOC_CORES: u32 = _IOWR::<Cores>(IOC_MAGIC, 0x0a);
+/// `NHBM_IOC_RESET_START`.
+pub(crate) const IOC_RESET_START: u32 = _IOWR::<Reset>(IOC_MAGIC, 0x0b);
+/// `NHBM_IOC_RESET_WAIT`.
+pub(crate) const IOC_RESET_WAIT: u32 = _IOWR::<Reset>(IOC_MAGIC, 0x0c);

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-only
 
-//! The firmware reset of a device, seen from the device: the gate that
-//! serializes resets and holds BAR4 transfers off while a device reset
-//! runs, the reset job on the device's reset worker, and the reset epochs
-//! by which a plan learns that its HBM contents are gone. The handshake
-//! with the firmware itself is [`crate::hw::fw`].
+//! The firmware reset of a device, seen from the device: who may reset
+//! what, the requests merged into one handshake per batch
+//! ([`super::reset_batch`]), the device's reset work that carries each
+//! batch out, the gate that holds BAR4 transfers off while a device reset
+//! runs, and the reset epochs by which a plan learns that its HBM contents
+//! are gone. The handshake with the firmware itself is [`crate::hw::fw`].
 
-use super::{reset_line, Device, Gate};
+use super::{
+    reset_batch::{Request, Requester, ResetBatch},
+    Device, Gate,
+};
 use crate::{
     abstractions::resched,
     abstractions::reset_queue,
@@ -14,87 +18,58 @@ use crate::{
     hw::fw::{self, RealClock, ResetKind, WaitReport, SLEEP_SLICE_MS},
 };
 use kernel::{
-    impl_has_work, new_spinlock, new_work,
+    impl_has_work,
     prelude::*,
     sync::{
         atomic::{Acquire, Release},
-        Arc, MutexGuard, SpinLock,
+        Arc, MutexGuard,
     },
     time::{delay::fsleep, Delta},
-    workqueue::{Work, WorkItem},
+    workqueue::WorkItem,
 };
-
-/// One reset on the module's reset workqueue, the device's reset worker
-/// (the reference's per-device reset thread, `nr_reset_thread_fn` in
-/// neuron_reset.c): it runs to its own end whatever happens to the task
-/// that asked for it.
-#[pin_data]
-struct ResetJob {
-    dev: Arc<Device>,
-    kind: ResetKind,
-    /// RESET_TPB_MAP of the request (0 for a device reset).
-    map: u32,
-    /// How it ended, once it has.
-    #[pin]
-    outcome: SpinLock<Option<Result<WaitReport>>>,
-    #[pin]
-    work: Work<ResetJob>,
-}
 
 impl_has_work! {
-    impl HasWork<Self> for ResetJob { self.work }
+    impl HasWork<Self> for Device { self.reset_work }
 }
 
-impl WorkItem for ResetJob {
-    type Pointer = Arc<ResetJob>;
+/// The device's reset work: carries out the running batch on the module's
+/// reset workqueue, whatever happens to the tasks that asked for it, then
+/// starts the pending one.
+impl WorkItem for Device {
+    type Pointer = Arc<Device>;
 
-    fn run(job: Arc<ResetJob>) {
-        let dev = &job.dev;
-        // Removal (unbind, unload) ends the handshake at its next poll.
-        let stop = || dev.check_present();
-        let clock = RealClock::new(&stop);
-        let timer = trace::reset_begin(dev.index, job.kind as u32, job.map);
-        let (res, report) = fw::reset(dev.io(), &dev.info.reset, &clock, job.kind, job.map);
-        if job.kind == ResetKind::Device {
-            dev.io().engines_reset();
-        }
-        let counts = ResetCounts {
-            polls: report.polls,
-            resends: report.sends.saturating_sub(1),
-            looks: report.tries,
+    fn run(dev: Arc<Device>) {
+        let Some(batch) = dev.gate.lock().running.clone() else {
+            return;
         };
-        trace::reset_end(&timer, dev.index, job.kind as u32, &res, counts);
-        if let Err(e) = res {
-            pr_warn!(
-                "neuron_hbm{}: {:?} reset failed ({}) after {} ms, {} requests\n",
-                dev.index,
-                job.kind,
-                e.to_errno(),
-                report.elapsed_ms,
-                report.sends
-            );
+        let (kind, cores) = dev.still_allowed(&batch);
+        let res = kind.map(|k| dev.handshake(&batch, k, cores));
+        // The outcomes, the gate opening and a closed file's cores going
+        // back are seen at once: a waiter told its outcome finds them so.
+        let mut g = dev.gate.lock();
+        if let Some(res) = res {
+            batch.finish_rest(res);
         }
-        // Published before the gate opens: its waiter wakes on the gate.
-        *job.outcome.lock() = Some(res.map(|()| report));
-        dev.end_reset(job.kind, &res);
+        if kind == Some(ResetKind::Device) {
+            g.unknown = res.is_some_and(|r| r.is_err());
+        }
+        g.blocking = false;
+        g.running = None;
+        // A closed file's cores were kept for its reset, which has ended.
+        batch.each(|r| {
+            if let Some(c) = r.orphaned_client() {
+                let waiting = g.pending.as_ref().is_some_and(|p| p.has_unfinished_of(c));
+                if !waiting {
+                    g.cores.release_all(c);
+                }
+            }
+        });
+        if let Some(next) = g.pending.take() {
+            dev.launch(&mut g, next);
+        }
+        dev.gate_changed.notify_all();
     }
 }
-
-/// Who asks for a reset through an open file, for [`Device::reset`]'s rule.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Requester {
-    /// The client id of the open file.
-    pub(crate) client: u64,
-    /// The caller has `CAP_SYS_ADMIN`.
-    pub(crate) admin: bool,
-}
-
-/// An administrator's file, for the tests.
-#[cfg(CONFIG_KUNIT = "y")]
-pub(crate) const ADMIN_FOR_TESTS: Requester = Requester {
-    client: 0,
-    admin: true,
-};
 
 impl Gate {
     /// Whether `who` may reset (`kind`) the cores in `cores` (`all`: every
@@ -104,14 +79,17 @@ impl Gate {
     /// `CAP_SYS_ADMIN`, the only open file, every core of the device, or a
     /// device in "reset state unknown" (it has nothing left to lose: else
     /// one tenant could fail a reset and keep every other from loading).
+    /// A file that closed with its reset waiting counts as no open file,
+    /// and keeps its cores until that reset ends.
     fn may_reset(&self, kind: ResetKind, cores: u32, all: u32, who: Requester) -> bool {
         let mine = self.cores.of(who.client);
+        let alone = self.open_files <= 1;
         match kind {
             ResetKind::Tpb => {
                 cores & self.cores.of_others(who.client) == 0
-                    && (who.admin || cores & !mine == 0 || self.open_files == 1)
+                    && (who.admin || cores & !mine == 0 || alone)
             }
-            ResetKind::Device => who.admin || self.unknown || self.open_files == 1 || mine == all,
+            ResetKind::Device => who.admin || self.unknown || alone || mine == all,
         }
     }
 }
@@ -125,7 +103,7 @@ impl Device {
             return "removed";
         }
         let g = self.gate.lock();
-        if g.resetting {
+        if g.running.is_some() {
             "resetting"
         } else if g.unknown {
             "unknown"
@@ -205,70 +183,113 @@ impl Device {
         (g, Ok(()))
     }
 
-    /// Takes the gate for a reset of `kind` of the cores in `cores`:
-    /// waits, in line ([`ResetLine`](super::reset_line::ResetLine)), for
-    /// the resets under way or asked for earlier and, for a device reset,
-    /// for the transfers in flight, then moves the epoch. Only a fatal
-    /// signal ends these waits (`EINTR`). With a requester, `EPERM` unless
-    /// [`Gate::may_reset`] allows it, checked under the lock that opens,
-    /// closes and claims take, before taking a place in line and at every
-    /// wake-up in it.
-    fn begin_reset(&self, kind: ResetKind, cores: u32, who: Option<Requester>) -> Result {
-        let all = self.info.all_cores();
-        let allowed = |g: &Gate| who.is_none_or(|w| g.may_reset(kind, cores, all, w));
-        let room = reset_line::room()?;
-        let mut g = self.gate.lock();
-        // Refused before taking a place: a refusal leaves the line as it was.
-        if !allowed(&g) {
-            return Err(EPERM);
+    /// Hands `batch` to the reset work as the running batch, holding loads
+    /// and transfers off from now on if it carries a device reset; if there
+    /// is no reset workqueue (the module is being unloaded), its requests
+    /// end with `ENODEV`.
+    fn launch(self: &Arc<Self>, g: &mut Gate, batch: Arc<ResetBatch>) {
+        // Only launched with none running: the work is not queued.
+        if reset_queue::enqueue(self.clone()).is_ok() {
+            let mut device = false;
+            batch.each(|r| device |= r.kind == ResetKind::Device);
+            g.blocking = device;
+            g.running = Some(batch);
+        } else {
+            batch.finish_rest(Err(ENODEV));
         }
-        let ticket = g.line.take(room);
-        loop {
-            let refused = if !allowed(&g) {
-                Some(EPERM)
-            } else if !g.resetting && g.line.is_first(&ticket) {
-                break;
-            } else {
-                let (back, res) = self.wait_killable(g);
-                g = back;
-                res.err()
-            };
-            if let Some(e) = refused {
-                g.line.give_up(ticket);
-                self.gate_changed.notify_all();
-                return Err(e);
-            }
-        }
-        g.line.start(ticket);
-        g.resetting = true;
-        if kind == ResetKind::Device {
-            g.blocking = true;
-            while g.transfers > 0 {
-                let (back, res) = self.wait_killable(g);
-                g = back;
-                if res.is_err() {
-                    g.resetting = false;
-                    g.blocking = false;
-                    self.gate_changed.notify_all();
-                    return Err(EINTR);
-                }
-            }
-            self.reset_epoch.fetch_add(1, Release);
-            // Transfers of older plans waiting at the gate answer EIO now.
-            self.gate_changed.notify_all();
-        }
-        Ok(())
     }
 
-    /// Opens the gate after a reset of `kind` that ended with `res`.
-    fn end_reset(&self, kind: ResetKind, res: &Result) {
+    /// The requests of `batch` still allowed now, as it starts (a second
+    /// file may have opened, or claimed a core, since they were made); the
+    /// others end with `EPERM`. Returns the reset that covers them all (a
+    /// device reset if one asked for it, else a TPB reset of every core
+    /// they name), none if none is left. Transfers stay held off only for
+    /// a device reset.
+    fn still_allowed(&self, batch: &ResetBatch) -> (Option<ResetKind>, u32) {
+        let all = self.info.all_cores();
         let mut g = self.gate.lock();
-        g.resetting = false;
-        if kind == ResetKind::Device {
-            g.blocking = false;
-            g.unknown = res.is_err();
-        }
+        let (mut kind, mut cores) = (None, 0);
+        batch.each(|r| {
+            if r.who.is_some_and(|w| !g.may_reset(r.kind, r.cores, all, w)) {
+                r.finish(Err(EPERM));
+            } else if r.kind == ResetKind::Device {
+                kind = Some(ResetKind::Device);
+            } else {
+                kind = kind.or(Some(ResetKind::Tpb));
+                cores |= r.cores;
+            }
+        });
+        g.blocking = kind == Some(ResetKind::Device);
+        // The refused learn it now, and loads held off for a device reset
+        // refused go on.
         self.gate_changed.notify_all();
+        (kind, cores)
+    }
+
+    /// The handshake of `batch`: a reset of `kind` of the cores in `cores`
+    /// (all of the device for a device reset), traced once per request
+    /// still waiting. Returns its outcome, for those requests.
+    fn handshake(&self, batch: &ResetBatch, kind: ResetKind, cores: u32) -> Result<WaitReport> {
+        let map = match kind {
+            ResetKind::Device => {
+                self.quiesce();
+                0
+            }
+            ResetKind::Tpb => self.info.tpb_reset_map(cores),
+        };
+        // Removal (unbind, unload) ends the handshake at its next poll.
+        let stop = || self.check_present();
+        let clock = RealClock::new(&stop);
+        let mut timer = None;
+        let mut asked = 0;
+        batch.each(|r| {
+            if r.outcome().is_none() {
+                let t = trace::reset_begin(self.index, kind as u32, map);
+                timer.get_or_insert(t);
+                asked += 1;
+            }
+        });
+        let (res, report) = fw::reset(self.io(), &self.info.reset, &clock, kind, map);
+        if kind == ResetKind::Device {
+            self.io().engines_reset();
+        }
+        if let Some(t) = &timer {
+            for _ in 0..asked {
+                let counts = ResetCounts {
+                    polls: report.polls,
+                    resends: report.sends.saturating_sub(1),
+                    looks: report.tries,
+                };
+                trace::reset_end(t, self.index, kind as u32, &res, counts);
+            }
+        }
+        if let Err(e) = res {
+            pr_warn!(
+                "neuron_hbm{}: {:?} reset failed ({}) after {} ms, {} requests\n",
+                self.index,
+                kind,
+                e.to_errno(),
+                report.elapsed_ms,
+                report.sends
+            );
+        }
+        res.map(|()| report)
+    }
+
+    /// The start of a device reset, on the reset work with transfers held
+    /// off: waits for the transfer pieces in flight (each bounded), moves
+    /// the epoch (transfers of older plans waiting at the gate answer `EIO`
+    /// now), and takes every mapping of the HBM away.
+    fn quiesce(&self) {
+        {
+            let mut g = self.gate.lock();
+            while g.transfers > 0 {
+                self.gate_changed.wait(&mut g);
+            }
+            self.reset_epoch.fetch_add(1, Release);
+            self.gate_changed.notify_all();
+        }
+        self.revoke_mappings();
     }
 
     /// The mailbox map of a reset of `kind` of the cores in `cores`:
@@ -284,80 +305,80 @@ impl Device {
         }
     }
 
-    /// A reset of `kind` with mailbox map `map`, for the worker.
-    fn new_job(dev: &Arc<Self>, kind: ResetKind, map: u32) -> Result<Arc<ResetJob>> {
-        Arc::pin_init(
-            pin_init!(ResetJob {
-                dev: dev.clone(),
-                kind,
-                map,
-                outcome <- new_spinlock!(None),
-                work <- new_work!("ResetJob::work"),
-            }),
-            GFP_KERNEL_ACCOUNT,
-        )
+    /// Asks for a reset of `kind` of the cores in `cores` for `who` (`None`:
+    /// the kernel), and returns at once. Made while no handshake runs, it
+    /// starts one; made while one runs, it joins the next, which carries out
+    /// every request made meanwhile as one handshake. `EPERM` unless
+    /// [`Gate::may_reset`] allows it now (and it is checked again as its
+    /// handshake starts); `EINVAL` for a bad map; `ENODEV` once the device
+    /// is gone; `ENOMEM` when the request cannot be allocated (charged to
+    /// the caller's memory cgroup). Nothing is asked of the firmware on a
+    /// refusal.
+    pub(crate) fn request_reset(
+        dev: &Arc<Self>,
+        kind: ResetKind,
+        cores: u32,
+        who: Option<Requester>,
+    ) -> Result<Arc<Request>> {
+        dev.check_present()?;
+        dev.reset_map(kind, cores)?;
+        let req = Request::new(kind, cores, who)?;
+        let fresh = ResetBatch::new()?;
+        let all = dev.info.all_cores();
+        let mut g = dev.gate.lock();
+        if who.is_some_and(|w| !g.may_reset(kind, cores, all, w)) {
+            return Err(EPERM);
+        }
+        if g.running.is_none() {
+            fresh.join(req.clone())?;
+            dev.launch(&mut g, fresh);
+        } else if let Some(next) = &g.pending {
+            next.join(req.clone())?;
+        } else {
+            fresh.join(req.clone())?;
+            g.pending = Some(fresh);
+        }
+        Ok(req)
     }
 
-    /// Hands `job`, which holds the gate, to the reset worker; if there is
-    /// none (the module is being unloaded) the gate opens again with
-    /// `ENODEV`.
-    fn start(&self, job: Arc<ResetJob>) -> Result {
-        let kind = job.kind;
-        // A job is queued once, when it is made: it cannot be queued already.
-        if let Err(e) = reset_queue::enqueue(job) {
-            self.end_reset(kind, &Err(e));
-            return Err(e);
+    /// Waits for `req` to end and returns its outcome. Only a fatal signal
+    /// ends the wait early (`EINTR`): the reset goes on without the caller.
+    pub(crate) fn wait_reset(&self, req: &Request) -> Result<WaitReport> {
+        let mut g = self.gate.lock();
+        loop {
+            if let Some(res) = req.outcome() {
+                return res;
+            }
+            let (back, res) = self.wait_killable(g);
+            g = back;
+            res?;
         }
-        Ok(())
     }
 
     /// Resets the device (`cores` 0) or the TPBs of the cores in `cores`,
     /// with the engines the reference resets beside each core
     /// ([`ArchInfo::tpb_reset_map`](crate::arch::ArchInfo::tpb_reset_map)),
-    /// on the device's reset worker, and waits for the firmware as the
-    /// reference does ([`fw::reset`]).
-    /// Resets are serialized and start in the order they were asked for; a
+    /// and waits for it ([`Self::request_reset`], [`Self::wait_reset`]). A
     /// device reset first waits for the BAR4 transfers in flight, holds new
     /// ones off while it runs, and makes every plan staged before it answer
     /// `EIO`. One that fails leaves the device in "reset state unknown"
-    /// (loads answer `EIO`) until a device reset succeeds. Only a fatal
-    /// signal ends the caller's waits (`EINTR`); a reset once started runs
-    /// to its own end regardless, and its outcome alone decides the device's
-    /// state. No lock is held while the firmware is waited for. `EPERM`
-    /// unless [`Gate::may_reset`] allows `who` the reset.
+    /// (loads answer `EIO`) until a device reset succeeds. No lock is held
+    /// while the firmware is waited for.
     pub(crate) fn reset(
         dev: &Arc<Self>,
         kind: ResetKind,
         cores: u32,
         who: Requester,
     ) -> Result<WaitReport> {
-        dev.check_present()?;
-        let map = dev.reset_map(kind, cores)?;
-        let job = Self::new_job(dev, kind, map)?;
-        dev.begin_reset(kind, cores, Some(who))?;
-        if kind == ResetKind::Device {
-            // The reset wipes the HBM: no process keeps a page of it.
-            dev.revoke_mappings();
-        }
-        dev.start(job.clone())?;
-        let mut g = dev.gate.lock();
-        loop {
-            if let Some(res) = *job.outcome.lock() {
-                return res;
-            }
-            let (back, res) = dev.wait_killable(g);
-            g = back;
-            res?;
-        }
+        let req = Self::request_reset(dev, kind, cores, Some(who))?;
+        dev.wait_reset(&req)
     }
 
     /// Starts a device reset as the reference's probe ends (`neuron_pci.c`):
     /// asynchronously, holding loads and transfers off until it ends, as
     /// every device reset does. Called before the device's node exists.
     pub(crate) fn reset_at_probe(dev: &Arc<Self>) -> Result {
-        let job = Self::new_job(dev, ResetKind::Device, 0)?;
-        dev.begin_reset(ResetKind::Device, 0, None)?;
-        dev.start(job)
+        Self::request_reset(dev, ResetKind::Device, 0, None).map(|_| ())
     }
 }
 
@@ -367,7 +388,7 @@ mod tests {
     use crate::{arch::GIB, sim::FwScript};
 
     /// An administrator's file.
-    const ADMIN: Requester = ADMIN_FOR_TESTS;
+    const ADMIN: Requester = crate::device::reset_batch::ADMIN_FOR_TESTS;
     /// A tenant's file, client 1.
     const TENANT: Requester = Requester {
         client: 1,
@@ -581,6 +602,102 @@ mod tests {
         Device::reset(&dev, ResetKind::Device, 0, TENANT)?;
         assert_eq!(sim.resets_taken(), 4);
         dev.file_closed(TENANT.client);
+        dev.file_closed(OTHER.client);
+        Ok(())
+    }
+
+    /// A firmware whose every reset takes about 300 ms: requests made
+    /// meanwhile wait for the next handshake.
+    fn slow_firmware(dev: &Device) -> Result {
+        dev.sim().ok_or(EINVAL)?.set_fw_script(FwScript {
+            take_after: 3,
+            ..FwScript::PROMPT
+        });
+        Ok(())
+    }
+
+    #[test]
+    fn requests_made_during_a_handshake_share_the_next() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        let sim = dev.sim().ok_or(EINVAL)?;
+        slow_firmware(&dev)?;
+        let first = Device::request_reset(&dev, ResetKind::Tpb, 0b01, Some(ADMIN))?;
+        let mut rest = KVec::new();
+        for i in 0..7 {
+            let cores = 1 << (i % 2);
+            rest.push(
+                Device::request_reset(&dev, ResetKind::Tpb, cores, Some(ADMIN))?,
+                GFP_KERNEL,
+            )?;
+        }
+        dev.wait_reset(&first)?;
+        for r in rest.iter() {
+            dev.wait_reset(r)?;
+        }
+        // Eight requests, two handshakes; the second reset both cores.
+        assert_eq!(sim.resets_taken(), 2);
+        assert_eq!(sim.tpb_map_taken(), dev.info.tpb_reset_map(0b11));
+        Ok(())
+    }
+
+    #[test]
+    fn a_device_request_absorbs_the_waiting_tpb_ones() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        let sim = dev.sim().ok_or(EINVAL)?;
+        let before = dev.ready_epoch()?;
+        slow_firmware(&dev)?;
+        let first = Device::request_reset(&dev, ResetKind::Tpb, 0b01, Some(ADMIN))?;
+        let tpb = Device::request_reset(&dev, ResetKind::Tpb, 0b10, Some(ADMIN))?;
+        let whole = Device::request_reset(&dev, ResetKind::Device, 0, Some(ADMIN))?;
+        for r in [&first, &tpb, &whole] {
+            dev.wait_reset(r)?;
+        }
+        assert_eq!(sim.resets_taken(), 2);
+        // The second handshake was the device reset: the epoch moved.
+        assert_eq!(dev.check_epoch(before), Err(EIO));
+        Ok(())
+    }
+
+    #[test]
+    fn a_request_no_longer_allowed_at_its_turn_is_refused() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        let sim = dev.sim().ok_or(EINVAL)?;
+        let before = dev.ready_epoch()?;
+        dev.file_opened();
+        slow_firmware(&dev)?;
+        let first = Device::request_reset(&dev, ResetKind::Tpb, 0b01, Some(ADMIN))?;
+        // Allowed while its file is the only one ...
+        let wipe = Device::request_reset(&dev, ResetKind::Device, 0, Some(TENANT))?;
+        // ... but a second file opens before its handshake starts.
+        dev.file_opened();
+        dev.wait_reset(&first)?;
+        assert_eq!(dev.wait_reset(&wipe).err(), Some(EPERM));
+        assert_eq!(sim.resets_taken(), 1);
+        assert!(dev.check_epoch(before).is_ok());
+        dev.file_closed(TENANT.client);
+        dev.file_closed(OTHER.client);
+        Ok(())
+    }
+
+    #[test]
+    fn a_closed_files_reset_goes_on_and_keeps_its_cores_till_then() -> Result {
+        let dev = Device::new_test_sim(1)?;
+        let sim = dev.sim().ok_or(EINVAL)?;
+        dev.file_opened();
+        dev.file_opened();
+        dev.claim_cores(TENANT.client, 0b01, 0)?;
+        slow_firmware(&dev)?;
+        let first = Device::request_reset(&dev, ResetKind::Tpb, 0b10, Some(ADMIN))?;
+        let own = Device::request_reset(&dev, ResetKind::Tpb, 0b01, Some(TENANT))?;
+        dev.file_closed(TENANT.client);
+        // Its core is under its reset: no one else may claim it yet.
+        assert_eq!(dev.claim_cores(OTHER.client, 0b01, 0).err(), Some(EBUSY));
+        dev.wait_reset(&first)?;
+        dev.wait_reset(&own)?;
+        assert_eq!(sim.resets_taken(), 2);
+        assert_eq!(sim.tpb_map_taken(), dev.info.tpb_reset_map(0b01));
+        // Its reset done, the core is free.
+        assert_eq!(dev.claim_cores(OTHER.client, 0b01, 0)?.owned, 0b01);
         dev.file_closed(OTHER.client);
         Ok(())
     }

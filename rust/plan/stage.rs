@@ -613,7 +613,7 @@ mod tests {
             &dev,
             crate::hw::fw::ResetKind::Device,
             0,
-            crate::device::reset::ADMIN_FOR_TESTS,
+            crate::device::reset_batch::ADMIN_FOR_TESTS,
         )?;
         let mut b = TestBlob::new(0, 0);
         let r = b.rec(MrType::Remote, 1, 0)?;

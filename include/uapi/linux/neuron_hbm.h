@@ -320,5 +320,13 @@ struct nhbm_cores {
 #define NHBM_IOC_RESET         _IOWR(NHBM_IOC_MAGIC, 0x08, struct nhbm_reset)
 #define NHBM_IOC_MAP_OFFSET    _IOWR(NHBM_IOC_MAGIC, 0x09, struct nhbm_map_offset)
 #define NHBM_IOC_CORES         _IOWR(NHBM_IOC_MAGIC, 0x0a, struct nhbm_cores)
+/*
+ * NHBM_IOC_RESET_START asks for a reset as NHBM_IOC_RESET does and returns
+ * at once (status 0: asked for); one at a time per open file. Then
+ * NHBM_IOC_RESET_WAIT (type and nc_map 0 on input) waits for it and gives
+ * its type, nc_map and status.
+ */
+#define NHBM_IOC_RESET_START   _IOWR(NHBM_IOC_MAGIC, 0x0b, struct nhbm_reset)
+#define NHBM_IOC_RESET_WAIT    _IOWR(NHBM_IOC_MAGIC, 0x0c, struct nhbm_reset)
 
 #endif /* _UAPI_LINUX_NEURON_HBM_H */

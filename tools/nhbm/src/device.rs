@@ -357,6 +357,28 @@ impl Device {
         self.ioctl(IOC_RESET, &mut arg)?;
         Ok(arg.status)
     }
+
+    /// NHBM_IOC_RESET_START: asks for a reset and returns at once (0 once
+    /// asked for); `EBUSY` while this file's last one has not ended.
+    pub fn reset_start(&self, type_: u32, nc_map: u32) -> io::Result<i32> {
+        let mut arg = Reset {
+            type_,
+            nc_map,
+            status: 0,
+            rsvd: 0,
+        };
+        self.ioctl(IOC_RESET_START, &mut arg)?;
+        Ok(arg.status)
+    }
+
+    /// NHBM_IOC_RESET_WAIT: waits for this file's last RESET_START and
+    /// returns its type and core map; the reset's failure is the error
+    /// (`ENOENT` when the file started none).
+    pub fn reset_wait(&self) -> io::Result<(u32, u32)> {
+        let mut arg = Reset::default();
+        self.ioctl(IOC_RESET_WAIT, &mut arg)?;
+        Ok((arg.type_, arg.nc_map))
+    }
 }
 
 /// Who owns the NeuronCores of a device, as NHBM_IOC_CORES answers.

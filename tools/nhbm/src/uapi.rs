@@ -208,6 +208,10 @@ pub const IOC_RESET: u32 = iowr::<Reset>(0x08);
 pub const IOC_MAP_OFFSET: u32 = iowr::<MapOffset>(0x09);
 /// `NHBM_IOC_CORES`.
 pub const IOC_CORES: u32 = iowr::<Cores>(0x0a);
+/// `NHBM_IOC_RESET_START`.
+pub const IOC_RESET_START: u32 = iowr::<Reset>(0x0b);
+/// `NHBM_IOC_RESET_WAIT`.
+pub const IOC_RESET_WAIT: u32 = iowr::<Reset>(0x0c);
 
 #[cfg(test)]
 mod tests {
@@ -229,6 +233,8 @@ mod tests {
         assert_eq!(IOC_RESET, 0xC010_BB08); // RW, 16 bytes
         assert_eq!(IOC_MAP_OFFSET, 0xC020_BB09); // RW, 32 bytes
         assert_eq!(IOC_CORES, 0xC030_BB0A); // RW, 48 bytes
+        assert_eq!(IOC_RESET_START, 0xC010_BB0B); // RW, 16 bytes
+        assert_eq!(IOC_RESET_WAIT, 0xC010_BB0C); // RW, 16 bytes
     }
 
     #[test]

@@ -1383,7 +1383,7 @@ fn xfer_limits(env: &mut Env, rng: &mut Rng, anchor: u32) -> CaseOut {
 }
 
 /// This driver's ioctls, by name.
-const IOCTLS: [(u32, &str); 9] = [
+const IOCTLS: [(u32, &str); 13] = [
     (IOC_DEVICE_INFO, "DEVICE_INFO"),
     (IOC_PLAN_LOAD, "PLAN_LOAD"),
     (IOC_PLAN_UNLOAD, "PLAN_UNLOAD"),
@@ -1393,6 +1393,10 @@ const IOCTLS: [(u32, &str); 9] = [
     (IOC_MEM_READ, "MEM_READ"),
     (IOC_MEM_STATS, "MEM_STATS"),
     (IOC_RESET, "RESET"),
+    (IOC_MAP_OFFSET, "MAP_OFFSET"),
+    (IOC_CORES, "CORES"),
+    (IOC_RESET_START, "RESET_START"),
+    (IOC_RESET_WAIT, "RESET_WAIT"),
 ];
 
 /// Ioctl numbers that are not this driver's (other magics, other numbers,
@@ -1407,7 +1411,7 @@ pub fn ioctl_numbers(env: &mut Env, rng: &mut Rng) -> CaseOut {
     let size = ((cmd >> 16) & 0x3fff) as usize;
     let arg_kind = rng.below(8);
     let mut bytes = rng.bytes(size.max(64));
-    if cmd == IOC_RESET && bytes.len() >= 16 {
+    if (cmd == IOC_RESET || cmd == IOC_RESET_START) && bytes.len() >= 16 {
         // Never a real reset from random bytes: type 0 is refused.
         bytes[0..4].copy_from_slice(&0u32.to_le_bytes());
     }
@@ -1434,6 +1438,8 @@ pub fn ioctl_numbers(env: &mut Env, rng: &mut Rng) -> CaseOut {
             libc::ENOENT,
             libc::EFAULT,
             libc::EOPNOTSUPP,
+            // CORES claiming a core another open file owns.
+            libc::EBUSY,
         ]));
     }
     if r.is_ok() && cmd == IOC_PLAN_LOAD {
@@ -1443,14 +1449,14 @@ pub fn ioctl_numbers(env: &mut Env, rng: &mut Rng) -> CaseOut {
     out
 }
 
-/// An ioctl number of 0xBB (mostly one of the first nine numbers), one of
+/// An ioctl number of 0xBB (mostly one of the first thirteen numbers), one of
 /// this driver's with its direction or size changed, one of another magic,
 /// or one of this driver's.
 fn random_ioctl_cmd(rng: &mut Rng) -> u32 {
     match rng.below(10) {
         0..=3 => {
             let nr = if rng.chance(3, 4) {
-                rng.below(9)
+                rng.below(13)
             } else {
                 rng.below(256)
             } as u32;

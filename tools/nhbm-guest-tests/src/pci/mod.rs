@@ -15,6 +15,7 @@
 mod dma;
 mod function;
 mod reset;
+mod reset_batches;
 
 use std::io;
 use std::time::{Duration, Instant};

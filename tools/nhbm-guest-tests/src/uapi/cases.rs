@@ -1083,6 +1083,46 @@ pub fn reset_device_succeeds_on_the_simulated_device() -> TestResult {
     info(&d).map(|_| ())
 }
 
+/// RESET_WAIT of a file that started none is ENOENT, with a non-zero
+/// input field EINVAL; RESET_START refuses what RESET refuses; a started
+/// device reset is waited for with its type and map, and again at once.
+pub fn started_resets_are_waited_for() -> TestResult {
+    let d = dev()?;
+    ensure_errno("RESET_WAIT with none started", d.reset_wait(), libc::ENOENT)?;
+    ensure_errno("RESET_START type 3", d.reset_start(3, 0), libc::EINVAL)?;
+    ensure_errno(
+        "RESET_START device with a map",
+        d.reset_start(RESET_DEVICE, 1),
+        libc::EINVAL,
+    )?;
+    ensure_errno("RESET_WAIT after refusals", d.reset_wait(), libc::ENOENT)?;
+    ensure_eq(
+        "RESET_START",
+        d.reset_start(RESET_DEVICE, 0).ctx("RESET_START")?,
+        0,
+    )?;
+    let mut arg = Reset {
+        type_: 0,
+        nc_map: 1,
+        status: 0,
+        rsvd: 0,
+    };
+    // SAFETY: a Reset holds no pointers.
+    let r = unsafe { d.ioctl_raw(IOC_RESET_WAIT, &mut arg as *mut _ as *mut libc::c_void) };
+    ensure_errno("RESET_WAIT with nc_map = 1", r, libc::EINVAL)?;
+    ensure_eq(
+        "RESET_WAIT",
+        d.reset_wait().ctx("RESET_WAIT")?,
+        (RESET_DEVICE, 0),
+    )?;
+    ensure_eq(
+        "RESET_WAIT again",
+        d.reset_wait().ctx("RESET_WAIT")?,
+        (RESET_DEVICE, 0),
+    )?;
+    info(&d).map(|_| ())
+}
+
 pub fn unknown_ioctl_is_enotty() -> TestResult {
     let d = dev()?;
     let mut buf = [0u64; 64];
