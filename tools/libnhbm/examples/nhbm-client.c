@@ -459,6 +459,32 @@ static int reset_of_unknown_type_is_einval(void)
 }
 
 /*
+ * 1.2: the handle claims core 0 (owned by this process), resets it with
+ * nhbm_reset_start() then nhbm_reset_wait(), and gives it back.
+ */
+static int cores_and_a_started_reset(void)
+{
+	struct nhbm_cores c;
+	int rc;
+
+	if (check(nhbm_cores(dev, 1, 0, &c), "cores claim"))
+		return -1;
+	if (c.owned != 1 || c.owner_pid[0] != (uint32_t)getpid())
+		return fail("owned %#x by pid %u, want core 0 by %d", c.owned, c.owner_pid[0],
+			    (int)getpid());
+	if (check(nhbm_reset_start(dev, NHBM_RESET_TPB, 1), "reset_start"))
+		return -1;
+	rc = nhbm_reset_wait(dev);
+	if (rc)
+		return fail("reset_wait: %d (%s)", rc, nhbm_last_error());
+	if (check(nhbm_cores(dev, 0, 1, &c), "cores release"))
+		return -1;
+	if (c.owned)
+		return fail("owned %#x after the release", c.owned);
+	return 0;
+}
+
+/*
  * A corrupt blob: offline validation and the kernel answer the same errno,
  * and validation names the record.
  */
@@ -541,6 +567,7 @@ static const struct {
 	{ "null_pointers_are_einval", null_pointers_are_einval, 1, 1 },
 	{ "unload", unload, 1, 1 },
 	{ "reset_of_unknown_type_is_einval", reset_of_unknown_type_is_einval, 1, 0 },
+	{ "cores_and_a_started_reset", cores_and_a_started_reset, 1, 0 },
 	{ "corrupt_plans_fail_alike", corrupt_plans_fail_alike, 1, 0 },
 };
 

@@ -1,14 +1,15 @@
-//! Devices: open, close, DEVICE_INFO, MEM_STATS and RESET.
+//! Devices: open, close, DEVICE_INFO, MEM_STATS, RESET (and its start
+//! and wait) and CORES.
 
 use std::ffi::{c_char, c_int};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::Arc;
 
-use nhbm::uapi::{DeviceInfo, MemStats};
+use nhbm::uapi::{Cores, DeviceInfo, MemStats};
 use nhbm::Device;
 
 use crate::error::{call, call_void, Error};
-use crate::ptr::{c_path, handle, into_handle, out, take_handle, Out};
+use crate::ptr::{c_path, handle, into_handle, out, out_opt, take_handle, Out};
 
 /// An open neuron_hbm device (`/dev/neuron_hbmN`). Plans loaded through it
 /// keep it open until their handles are freed.
@@ -188,6 +189,89 @@ pub unsafe extern "C" fn nhbm_reset(dev: *const nhbm_device, r#type: u32, nc_map
     })
 }
 
+/// NHBM_IOC_RESET_START: asks for a reset as nhbm_reset() does and returns
+/// at once, so that a runtime can start resets on all its devices and then
+/// wait for each (nhbm_reset_wait()). Returns 0 once it is asked for,
+/// -EBUSY while this handle's last one has not ended, or the errno that
+/// refused it (-EPERM, -EINVAL, ...).
+///
+/// # Safety
+/// `dev` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_reset_start(
+    dev: *const nhbm_device,
+    r#type: u32,
+    nc_map: u32,
+) -> c_int {
+    call(|| {
+        // SAFETY: `dev` is NULL or a live handle.
+        let dev = unsafe { handle(dev, "dev") }?;
+        dev.dev
+            .reset_start(r#type, nc_map)
+            .map_err(|e| Error::io("RESET_START", &e))?;
+        Ok(0)
+    })
+}
+
+/// NHBM_IOC_RESET_WAIT: waits for this handle's last nhbm_reset_start() to
+/// end; any thread may wait, and waiting again gives the same answer.
+/// Returns 0 when the reset completed, its negative errno when it failed,
+/// -ENOENT when the handle started none, -EINTR when a fatal signal ended
+/// the wait (the reset goes on).
+///
+/// # Safety
+/// `dev` is NULL or a live handle.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_reset_wait(dev: *const nhbm_device) -> c_int {
+    call(|| {
+        // SAFETY: `dev` is NULL or a live handle.
+        let dev = unsafe { handle(dev, "dev") }?;
+        dev.dev
+            .reset_wait()
+            .map_err(|e| Error::io("RESET_WAIT", &e))?;
+        Ok(0)
+    })
+}
+
+/// NHBM_IOC_CORES: gives up the NeuronCores of `release` (this handle's),
+/// then claims those of `claim`, all or nothing, and writes who owns what
+/// to `*cores` (NULL: not wanted). The owner of a core may reset it
+/// beside other tenants, and no other tenant may. Returns 0, -EBUSY when
+/// another open file owns a claimed core, -EINVAL for a core the device
+/// does not have or a released one this handle does not own. The cores
+/// are released when the handle's file closes.
+///
+/// # Safety
+/// `dev` is NULL or a live handle; `cores` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nhbm_cores(
+    dev: *const nhbm_device,
+    claim: u32,
+    release: u32,
+    cores: *mut Cores,
+) -> c_int {
+    call(|| {
+        // SAFETY: `dev` is NULL or a live handle, `cores` NULL or writable.
+        let (dev, cores) = unsafe { (handle(dev, "dev")?, out_opt(cores)) };
+        let o = dev
+            .dev
+            .cores(claim, release)
+            .map_err(|e| Error::io("CORES", &e))?;
+        if let Some(out) = cores {
+            let answer = Cores {
+                claim,
+                release,
+                owned: o.owned,
+                taken: o.taken,
+                owner_pid: o.owner_pid,
+            };
+            // SAFETY: the call's only input is a handle, no C buffer.
+            unsafe { out.set(answer) };
+        }
+        Ok(0)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +290,12 @@ mod tests {
             );
             assert_eq!(nhbm_mem_stats(ptr::null(), ptr::null_mut()), -libc::EINVAL);
             assert_eq!(nhbm_reset(ptr::null(), 1, 0), -libc::EINVAL);
+            assert_eq!(nhbm_reset_start(ptr::null(), 1, 0), -libc::EINVAL);
+            assert_eq!(nhbm_reset_wait(ptr::null()), -libc::EINVAL);
+            assert_eq!(
+                nhbm_cores(ptr::null(), 0, 0, ptr::null_mut()),
+                -libc::EINVAL
+            );
             assert_eq!(nhbm_device_from_fd(0, ptr::null_mut()), -libc::EINVAL);
             assert_eq!(nhbm_device_fd(ptr::null()), -libc::EINVAL);
             nhbm_device_close(ptr::null_mut());

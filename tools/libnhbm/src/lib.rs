@@ -29,8 +29,9 @@ use std::ffi::{c_char, c_int};
 use error::Error;
 
 pub use device::{
-    nhbm_device, nhbm_device_close, nhbm_device_fd, nhbm_device_from_fd, nhbm_device_info,
-    nhbm_device_open, nhbm_device_open_path, nhbm_mem_stats, nhbm_reset,
+    nhbm_cores, nhbm_device, nhbm_device_close, nhbm_device_fd, nhbm_device_from_fd,
+    nhbm_device_info, nhbm_device_open, nhbm_device_open_path, nhbm_mem_stats, nhbm_reset,
+    nhbm_reset_start, nhbm_reset_wait,
 };
 pub use loaded::{
     nhbm_load, nhbm_load_info, nhbm_loaded, nhbm_loaded_free, nhbm_loaded_info, nhbm_mem_read,
@@ -48,7 +49,7 @@ pub use resolver::{nhbm_resolver, nhbm_resolver_free, nhbm_resolver_new, nhbm_re
 pub const NHBM_VERSION_MAJOR: u32 = 1;
 /// The minor version of the header: raised by each release that adds to
 /// the interface (a new symbol version node, NHBM_<MAJOR>.<MINOR>).
-pub const NHBM_VERSION_MINOR: u32 = 1;
+pub const NHBM_VERSION_MINOR: u32 = 2;
 /// The patch version of the header: fixes that add nothing.
 pub const NHBM_VERSION_PATCH: u32 = 0;
 

@@ -50,7 +50,7 @@
  * The minor version of the header: raised by each release that adds to
  * the interface (a new symbol version node, NHBM_<MAJOR>.<MINOR>).
  */
-#define NHBM_VERSION_MINOR 1
+#define NHBM_VERSION_MINOR 2
 
 /**
  * The patch version of the header: fixes that add nothing.
@@ -249,6 +249,44 @@ int nhbm_mem_stats(const struct nhbm_device *dev, struct nhbm_mem_stats *stats);
  * `dev` is NULL or a live handle.
  */
 int nhbm_reset(const struct nhbm_device *dev, uint32_t type, uint32_t nc_map);
+
+/**
+ * NHBM_IOC_RESET_START: asks for a reset as nhbm_reset() does and returns
+ * at once, so that a runtime can start resets on all its devices and then
+ * wait for each (nhbm_reset_wait()). Returns 0 once it is asked for,
+ * -EBUSY while this handle's last one has not ended, or the errno that
+ * refused it (-EPERM, -EINVAL, ...).
+ *
+ * # Safety
+ * `dev` is NULL or a live handle.
+ */
+int nhbm_reset_start(const struct nhbm_device *dev, uint32_t type, uint32_t nc_map);
+
+/**
+ * NHBM_IOC_RESET_WAIT: waits for this handle's last nhbm_reset_start() to
+ * end; any thread may wait, and waiting again gives the same answer.
+ * Returns 0 when the reset completed, its negative errno when it failed,
+ * -ENOENT when the handle started none, -EINTR when a fatal signal ended
+ * the wait (the reset goes on).
+ *
+ * # Safety
+ * `dev` is NULL or a live handle.
+ */
+int nhbm_reset_wait(const struct nhbm_device *dev);
+
+/**
+ * NHBM_IOC_CORES: gives up the NeuronCores of `release` (this handle's),
+ * then claims those of `claim`, all or nothing, and writes who owns what
+ * to `*cores` (NULL: not wanted). The owner of a core may reset it
+ * beside other tenants, and no other tenant may. Returns 0, -EBUSY when
+ * another open file owns a claimed core, -EINVAL for a core the device
+ * does not have or a released one this handle does not own. The cores
+ * are released when the handle's file closes.
+ *
+ * # Safety
+ * `dev` is NULL or a live handle; `cores` is NULL or writable.
+ */
+int nhbm_cores(const struct nhbm_device *dev, uint32_t claim, uint32_t release, struct nhbm_cores *cores);
 
 /**
  * NHBM_IOC_PLAN_LOAD of `plan` on `dev`, on HBM channel `channel` (or
