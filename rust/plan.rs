@@ -264,6 +264,16 @@ impl Plan {
         Some((c.pa(), c.size()))
     }
 
+    /// `(pa, size)` of the scratchpad holding all of variable `var` (a
+    /// VIRTUAL_TMP_BUF), if one does.
+    pub(crate) fn scratch_of(&self, var: &Var) -> Option<(u64, u64)> {
+        let end = var.pa.checked_add(var.size)?;
+        self.scratch
+            .iter()
+            .map(|c| (c.pa(), c.size()))
+            .find(|&(pa, size)| pa <= var.pa && end <= pa + size)
+    }
+
     /// `(pa, size)` of each chunk holding the plan's allocating variables
     /// (its scratchpads are not among them).
     pub(crate) fn var_chunks(&self) -> impl Iterator<Item = (u64, u64)> + '_ {

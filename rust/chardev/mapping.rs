@@ -18,7 +18,7 @@ use crate::{
     abstractions::trace,
     abstractions::vma::{Backing, Fault, NewMapping, Space},
     device::Device,
-    plan::Plan,
+    plan::{mr_type::MrType, Plan},
 };
 use kernel::{
     new_mutex,
@@ -85,15 +85,18 @@ impl FileMaps {
     /// The mmap offset and mappable size of variable `var_id` of `plan`, a
     /// live plan of this file (the caller holds the file's plan table, so
     /// the plan cannot be unloaded meanwhile), listed for mmap if it was
-    /// not. `EINVAL` unless the variable is one the plan allocates, of
-    /// non-zero size, starting on a page; its last page is mapped whole
-    /// only where it lies in the same chunk (else `EINVAL`): a mapping
-    /// never reaches another plan's memory or free space.
+    /// not. `EINVAL` unless the variable is of non-zero size and either
+    /// one the plan allocates, starting on a page, whose last page lies in
+    /// the same chunk, or a VIRTUAL_TMP_BUF, whose plan's scratchpad is
+    /// listed whole (its variables overlap one another, and every page of
+    /// it is the plan's own) and which is mapped from the page its first
+    /// byte is in. A mapping never reaches another plan's memory or free
+    /// space.
     pub(crate) fn offset(&self, plan: &Arc<Plan>, var_id: u32, node: Slot) -> Result<(u64, u64)> {
         plan.check_live()?;
         let var = plan.var(var_id)?;
         let page = PAGE_SIZE as u64;
-        if !var.mr_type.allocates() || var.size == 0 || var.pa % page != 0 {
+        if var.size == 0 {
             return Err(EINVAL);
         }
         let end = var
@@ -101,11 +104,25 @@ impl FileMaps {
             .checked_add(var.size)
             .and_then(|e| e.checked_next_multiple_of(page))
             .ok_or(EINVAL)?;
-        let (start, size) = plan.chunk_of(var).ok_or(EINVAL)?;
-        if end > start + size {
-            return Err(EINVAL);
-        }
-        let (first, last) = (var.pa >> PAGE_SHIFT, (end >> PAGE_SHIFT) - 1);
+        // What is listed: the variable's own pages, or its scratchpad.
+        let (pa, listed_end) = if var.mr_type == MrType::VirtualTmpBuf {
+            let (start, size) = plan.scratch_of(var).ok_or(EINVAL)?;
+            let stop = start + size;
+            if start % page != 0 || stop % page != 0 {
+                return Err(EINVAL);
+            }
+            (start, stop)
+        } else {
+            if !var.mr_type.allocates() || var.pa % page != 0 {
+                return Err(EINVAL);
+            }
+            let (start, size) = plan.chunk_of(var).ok_or(EINVAL)?;
+            if end > start + size {
+                return Err(EINVAL);
+            }
+            (var.pa, end)
+        };
+        let (first, last) = (pa >> PAGE_SHIFT, (listed_end >> PAGE_SHIFT) - 1);
         let mut t = self.table.lock();
         let next = t.cursor_lower_bound(&first).map(|c| {
             let (&l, e) = c.current();
@@ -120,12 +137,13 @@ impl FileMaps {
                 let entry = Entry {
                     plan: plan.clone(),
                     first,
-                    pa: var.pa,
+                    pa,
                 };
                 t.insert(node.into_node(last, entry));
             }
         }
-        Ok((first << PAGE_SHIFT, (last - first + 1) << PAGE_SHIFT))
+        let at = var.pa >> PAGE_SHIFT;
+        Ok((at << PAGE_SHIFT, ((end >> PAGE_SHIFT) - at) << PAGE_SHIFT))
     }
 
     /// Accepts `mmap(2)` of `map` if it is shared and lies inside one listed

@@ -1,13 +1,14 @@
 //! A plan's variables mapped into the process (MAP_OFFSET and `mmap`): the
 //! mapping shows the bytes MEM_WRITE and MEM_READ move, reaches nothing but
-//! the caller's own variable, and is taken away (`SIGBUS`) when the plan is
-//! unloaded or the device reset.
+//! the caller's own variable (or, for a scratch variable, its plan's own
+//! scratchpad), and is taken away (`SIGBUS`) when the plan is unloaded or
+//! the device reset.
 
 use std::io;
 use std::os::fd::AsRawFd;
 
 use nhbm::uapi::*;
-use nhbm::{Device, Plan, Record};
+use nhbm::{Backing, Device, Plan, Record};
 
 use crate::fixtures::*;
 use crate::ktap::*;
@@ -154,6 +155,35 @@ pub fn maps_beyond_a_variable_are_refused() -> TestResult {
     )?;
     // A part of the variable is fine.
     try_map(&d, offset + page(), page(), libc::MAP_SHARED).ctx("mmap of the second page")
+}
+
+/// A VIRTUAL_TMP_BUF maps through its plan's scratchpad: two that overlap
+/// (one not starting on a page) both map, each from the page its first
+/// byte is in, show the bytes MEM_WRITE put there, and a mapping may span
+/// the plan's scratchpad but not go past it.
+pub fn scratch_variables_map_through_their_scratchpad() -> TestResult {
+    let d = dev()?;
+    let pg = page();
+    let plan = Plan::new(4 * pg, 0)
+        .with(Record::virtual_tmp_buf(1, 2 * pg, Backing::Local, 0))
+        .with(Record::virtual_tmp_buf(2, 100, Backing::Local, pg + 200));
+    let p = d.load(&plan.to_blob().ctx("build")?, 0).ctx("PLAN_LOAD")?;
+    let (o1, l1) = d.map_offset(p.id(), 1).ctx("MAP_OFFSET of var 1")?;
+    let (o2, l2) = d.map_offset(p.id(), 2).ctx("MAP_OFFSET of var 2")?;
+    ensure_eq("var 1's mappable bytes", l1, 2 * pg)?;
+    ensure_eq("var 2's offset and bytes", (o2, l2), (o1 + pg, pg))?;
+    let bytes = pattern(100, 7);
+    p.write(2, 0, &bytes).ctx("MEM_WRITE of var 2")?;
+    let m = p.map(2).ctx("map var 2")?;
+    let mut got = vec![0u8; 100];
+    m.read(200, &mut got).ctx("read through the mapping")?;
+    ensure_bytes("var 2 through its mapping", &got, &bytes)?;
+    try_map(&d, o1, 4 * pg, libc::MAP_SHARED).ctx("mmap of the whole scratchpad")?;
+    ensure_errno(
+        "a mapping past the scratchpad",
+        try_map(&d, o1, 5 * pg, libc::MAP_SHARED),
+        libc::EINVAL,
+    )
 }
 
 /// After PLAN_UNLOAD the mapping is gone from the process: the next access
