@@ -107,10 +107,12 @@ impl Grid {
         size.checked_add(mask).map(|s| s & !mask).ok_or(ENOMEM)
     }
 
-    /// Allocates `size` bytes (rounded up to the minimum allocation size and
-    /// to a multiple of `align`) from pool (`channel`, `region`) at a PA that
-    /// is a multiple of `align` (a power of two up to 1 GiB; 0 means the
-    /// minimum allocation size).
+    /// Allocates `size` bytes (rounded up to the minimum allocation size)
+    /// from pool (`channel`, `region`) at a PA that is a multiple of `align`
+    /// (a power of two up to 1 GiB; 0 means the minimum allocation size).
+    /// A chunk of at most [`SMALL_ALLOC_MAX`] bytes so rounded tries the
+    /// small pool first and takes just those bytes there; in the main pool
+    /// a chunk is rounded up to a multiple of `align` as well.
     pub(crate) fn alloc(
         &self,
         channel: usize,
@@ -127,15 +129,21 @@ impl Grid {
         if !align.is_power_of_two() || align > MAX_ALIGN {
             return Err(EINVAL);
         }
-        // A chunk spans a multiple of its alignment: placed on an `align`
-        // boundary, it withholds that span from every larger-aligned
-        // allocation, so its owner holds (and is charged for) all of it. A
-        // 4 KiB chunk at 1 GiB alignment is a 1 GiB chunk, and a tenant
-        // cannot fragment a channel for the price of a few pages.
-        let size = self.round(size)?;
-        let size = size.checked_next_multiple_of(align).ok_or(ENOMEM)?;
+        let pages = self.round(size)?;
+        // In the main pool a chunk spans a multiple of its alignment: placed
+        // on an `align` boundary, it withholds that span from every
+        // larger-aligned allocation, so its owner holds (and is charged for)
+        // all of it. A 4 KiB chunk at 1 GiB alignment is a 1 GiB chunk there,
+        // and a tenant cannot fragment the space large records need for the
+        // price of a few pages. The small pool, which exists to hold small
+        // chunks, takes a chunk's own pages placed aligned, as the reference
+        // does (neuron_mempool.c:606, 682-706 in release 2.24.7.0): what its
+        // gaps withhold is other small chunks' first choice, never a large
+        // record's room.
+        let spanned = pages.checked_next_multiple_of(align).ok_or(ENOMEM)?;
         let align = align.max(self.geo.min_alloc);
-        let fit = |gen: &GenPool| {
+        let fit = |gen: &GenPool, small: bool| {
+            let size = if small { pages } else { spanned };
             let chunk = gen.alloc_aligned(size, align)?;
             // genalloc aligns the tagged VA; bit 63 cannot change a lower
             // alignment, and this re-check on the PA proves it.
@@ -151,7 +159,7 @@ impl Grid {
             }
             Ok(chunk)
         };
-        pool.alloc(fit, size <= SMALL_ALLOC_MAX, (channel as u8, region as u8))
+        pool.alloc(fit, pages <= SMALL_ALLOC_MAX, (channel as u8, region as u8))
     }
 
     /// Allocates `size` bytes of contiguous scratchpad as high in pool
@@ -226,6 +234,8 @@ mod tests {
     use crate::arch::{FW_CARVEOUT, GIB, MIB, V2, V3, V4};
     use crate::pool::mempool::SMALL_POOL_SIZE;
 
+    const KIB: u64 = 1 << 10;
+
     fn grid(info: &'static ArchInfo, regions: usize, carveout: bool) -> Result<Grid> {
         Grid::new(Geometry {
             info,
@@ -286,15 +296,22 @@ mod tests {
     #[test]
     fn alignments_4k_to_1g() -> Result {
         let g = grid(&V3, 1, true)?;
+        let (s_start, s_end, _) = g.small_pool(1, 0)?.ok_or(EINVAL)?;
         let first = g.alloc(1, 0, 4096, 0)?; // offset the free space
         for order in 12..=30 {
             let align = 1u64 << order;
             let c = g.alloc(1, 0, 8192, align)?;
             assert_eq!(c.pa() % align, 0);
             assert_eq!(c.va(), c.pa() | DEVMEM_TAG);
-            // The chunk spans its alignment: what its placement withholds.
-            assert_eq!(c.size(), align.max(8192));
-            assert_eq!(g.stats(1, 0)?.used, 4096 + align.max(8192));
+            // In the small pool the chunk takes its own pages; in the main
+            // pool it spans its alignment, what its placement withholds.
+            let small = (s_start..s_end).contains(&c.pa());
+            let want = if small { 8192 } else { align.max(8192) };
+            assert_eq!(c.size(), want);
+            assert_eq!(g.stats(1, 0)?.used, 4096 + want);
+            // The small pool (a GiB) has room at every alignment up to half
+            // its size.
+            assert!(small || align > GIB / 2);
             g.free(c);
         }
         assert_eq!(g.alloc(1, 0, 4096, 3).err(), Some(EINVAL));
@@ -329,14 +346,15 @@ mod tests {
         assert_eq!(g.alloc_scratch(0, 1, 4096).err(), Some(ENOMEM));
         assert_eq!(g.stats(0, 1)?, before); // a failed allocation changes nothing
         g.free(a);
-        // A small chunk falls back on the main pool when the small one is full.
-        let c = g.alloc(0, 1, 4096, 0)?;
+        // A small chunk falls back on the main pool when the small one is
+        // full, and spans its alignment there.
+        let c = g.alloc(0, 1, 4096, 64 * KIB)?;
         let (start, _) = g.pool_range(0, 1)?;
-        assert_eq!(c.pa(), start);
+        assert_eq!((c.pa(), c.size()), (start, 64 * KIB));
         let s = g.stats(0, 1)?;
         assert_eq!(
             (s.used, s.peak, s.live_chunks),
-            (SMALL_POOL_SIZE + 4096, total, 2)
+            (SMALL_POOL_SIZE + 64 * KIB, total, 2)
         );
         g.free(b);
         g.free(c);
@@ -363,6 +381,37 @@ mod tests {
             g.free(c);
         }
         assert_eq!(g.small_pool(0, 0)?.map(|p| p.2), Some(GIB));
+        Ok(())
+    }
+
+    /// In the small pool an aligned chunk takes its own pages and the gaps
+    /// its alignment leaves stay free for other small chunks, first fit.
+    #[test]
+    fn small_pool_chunks_take_their_own_pages() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let (s_start, _, free) = g.small_pool(0, 0)?.ok_or(EINVAL)?;
+        let mut aligned = KVec::new();
+        for i in 0..16 {
+            let c = g.alloc(0, 0, 4096, 64 * KIB)?;
+            assert_eq!((c.pa(), c.size()), (s_start + i * 64 * KIB, 4096));
+            aligned.push(c, GFP_KERNEL)?;
+        }
+        assert_eq!(g.stats(0, 0)?.used, 16 * 4096);
+        assert_eq!(g.small_pool(0, 0)?.map(|p| p.2), Some(free - 16 * 4096));
+        // The threshold is on a chunk's pages, not on its alignment.
+        let far = g.alloc(0, 0, 4096, 2 * SMALL_ALLOC_MAX)?;
+        assert_eq!(
+            (far.pa(), far.size()),
+            (s_start + 2 * SMALL_ALLOC_MAX, 4096)
+        );
+        let filler = g.alloc(0, 0, 8192, 0)?;
+        assert_eq!(filler.pa(), s_start + 4096);
+        aligned.push(far, GFP_KERNEL)?;
+        aligned.push(filler, GFP_KERNEL)?;
+        for c in aligned.drain_all() {
+            g.free(c);
+        }
+        assert_eq!(g.stats(0, 0)?.used, 0);
         Ok(())
     }
 

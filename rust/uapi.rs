@@ -57,6 +57,15 @@ pub(crate) const MR_PTR_TABLE: u32 = c::NHBM_MR_PTR_TABLE;
 /// `NHBM_MR_REMOTE`: variable of another plan.
 pub(crate) const MR_REMOTE: u32 = c::NHBM_MR_REMOTE;
 
+/// `NHBM_BACKING_LOCAL`: the plan's local scratchpad.
+pub(crate) const BACKING_LOCAL: u32 = c::NHBM_BACKING_LOCAL;
+/// `NHBM_BACKING_SHARED`: the plan's shared scratchpad.
+pub(crate) const BACKING_SHARED: u32 = c::NHBM_BACKING_SHARED;
+/// `NHBM_BACKING_SHARDED`: one core's shard of the shared scratchpad.
+pub(crate) const BACKING_SHARDED: u32 = c::NHBM_BACKING_SHARDED;
+/// `NHBM_BACKING_MAIN`: a buffer of its own, placed at load.
+pub(crate) const BACKING_MAIN: u32 = c::NHBM_BACKING_MAIN;
+
 /// `struct nhbm_cores`.
 pub(crate) use c::nhbm_cores as Cores;
 /// `struct nhbm_device_info`.

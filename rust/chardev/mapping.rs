@@ -104,23 +104,24 @@ impl FileMaps {
             .checked_add(var.size)
             .and_then(|e| e.checked_next_multiple_of(page))
             .ok_or(EINVAL)?;
-        // What is listed: the variable's own pages, or its scratchpad.
-        let (pa, listed_end) = if var.mr_type == MrType::VirtualTmpBuf {
-            let (start, size) = plan.scratch_of(var).ok_or(EINVAL)?;
-            let stop = start + size;
-            if start % page != 0 || stop % page != 0 {
-                return Err(EINVAL);
+        // What is listed: the variable's own pages (in its chunk), or the
+        // scratchpad of a scratch variable without one.
+        let (pa, listed_end) = match plan.chunk_of(var) {
+            Some((start, size)) => {
+                if var.pa % page != 0 || end > start + size {
+                    return Err(EINVAL);
+                }
+                (var.pa, end)
             }
-            (start, stop)
-        } else {
-            if !var.mr_type.allocates() || var.pa % page != 0 {
-                return Err(EINVAL);
+            None if var.mr_type == MrType::VirtualTmpBuf => {
+                let (start, size) = plan.scratch_of(var).ok_or(EINVAL)?;
+                let stop = start + size;
+                if start % page != 0 || stop % page != 0 {
+                    return Err(EINVAL);
+                }
+                (start, stop)
             }
-            let (start, size) = plan.chunk_of(var).ok_or(EINVAL)?;
-            if end > start + size {
-                return Err(EINVAL);
-            }
-            (var.pa, end)
+            None => return Err(EINVAL),
         };
         let (first, last) = (pa >> PAGE_SHIFT, (listed_end >> PAGE_SHIFT) - 1);
         let mut t = self.table.lock();

@@ -4,14 +4,16 @@
 //! on the device and nothing is written until every rule below holds.
 //!
 //! Errnos: `EINVAL` malformed, `E2BIG` over a limit, `ENOENT` a reference to a
-//! variable the plan does not have, `EOPNOTSUPP` an unsupported backing,
-//! `EFAULT` unreadable user memory.
+//! variable the plan does not have, `EFAULT` unreadable user memory.
 
 use super::{blob::BlobSource, index::VarIndex, mr_type::MrType};
 use crate::{
     abstractions::resched,
     arch::{ArchInfo, SBUF_SIZE},
-    uapi::{MemRef, PlanHeader, MAX_ALIGNMENT, MAX_LIST_COUNT, MAX_PLAN_RECORDS},
+    uapi::{
+        MemRef, PlanHeader, BACKING_LOCAL, BACKING_MAIN, BACKING_SHARDED, BACKING_SHARED,
+        MAX_ALIGNMENT, MAX_LIST_COUNT, MAX_PLAN_RECORDS,
+    },
 };
 use core::mem::size_of;
 use kernel::{
@@ -70,6 +72,15 @@ pub(crate) struct Record {
     pub(crate) data_len: u64,
     /// How it is placed.
     pub(crate) placement: Placement,
+}
+
+impl Record {
+    /// Whether the record has HBM of its own (in its plan's arena or a
+    /// chunk of its own): every kind that allocates, and a VIRTUAL_TMP_BUF
+    /// backed by MAIN.
+    pub(crate) fn allocates(&self) -> bool {
+        matches!(self.placement, Placement::Alloc | Placement::List { .. })
+    }
 }
 
 /// A validated plan.
@@ -202,7 +213,7 @@ fn decode_union(
             var_id: lo,
             plan_id: hi,
         },
-        MrType::VirtualTmpBuf => decode_scratch(m, w0, w1, hdr)?,
+        MrType::VirtualTmpBuf => decode_scratch(m, w0, w1, hdr, info)?,
         MrType::Sb => {
             if hi != 0 || lo as usize >= info.nr_cores {
                 return Err(EINVAL);
@@ -219,21 +230,35 @@ fn decode_union(
     Ok((placement, None))
 }
 
-/// The window `[offset, offset + size)` of a VIRTUAL_TMP_BUF record into the
-/// scratchpad `backing` names, checked against the header's sizes.
-fn decode_scratch(m: &MemRef, offset: u64, w1: u64, hdr: &PlanHeader) -> Result<Placement> {
-    let (backing, rsvd) = (w1 as u32, (w1 >> 32) as u32);
-    if rsvd != 0 {
-        return Err(EINVAL);
-    }
-    let (backing, limit) = match backing {
-        0 => (Backing::Local, hdr.local_scratchpad_size),
-        1 => (Backing::Shared, hdr.shared_scratchpad_size),
-        2 | 3 => return Err(EOPNOTSUPP),
+/// Where a VIRTUAL_TMP_BUF record of a plan for a device of arch `info`
+/// lies: the window `[offset, offset + size)` of the scratchpad `backing`
+/// names, checked against the header's sizes; for SHARDED, of core
+/// `nc_id`'s shard, one of `nr_cores` equal parts of the shared scratchpad
+/// (a remainder belongs to no shard); for MAIN, a buffer of its own
+/// (`offset` 0).
+fn decode_scratch(
+    m: &MemRef,
+    offset: u64,
+    w1: u64,
+    hdr: &PlanHeader,
+    info: &ArchInfo,
+) -> Result<Placement> {
+    let (backing, nc) = (w1 as u32, (w1 >> 32) as u32);
+    let (backing, base, limit) = match backing {
+        BACKING_LOCAL if nc == 0 => (Backing::Local, 0, hdr.local_scratchpad_size),
+        BACKING_SHARED if nc == 0 => (Backing::Shared, 0, hdr.shared_scratchpad_size),
+        BACKING_SHARDED if (nc as usize) < info.nr_cores => {
+            let shard = hdr.shared_scratchpad_size / info.nr_cores as u64;
+            (Backing::Shared, u64::from(nc) * shard, shard)
+        }
+        BACKING_MAIN if nc == 0 && offset == 0 && m.size > 0 => return Ok(Placement::Alloc),
         _ => return Err(EINVAL),
     };
     match offset.checked_add(m.size) {
-        Some(end) if end <= limit && m.size > 0 => Ok(Placement::Scratch { backing, offset }),
+        Some(end) if end <= limit && m.size > 0 => Ok(Placement::Scratch {
+            backing,
+            offset: base + offset,
+        }),
         _ => Err(EINVAL),
     }
 }
@@ -647,10 +672,8 @@ mod tests {
         assert_eq!(errno(&b), Some(EINVAL));
         b.recs[v].u = [0, 1]; // the shared scratchpad is empty
         assert_eq!(errno(&b), Some(EINVAL));
-        b.recs[v].u = [0, 2];
-        assert_eq!(errno(&b), Some(EOPNOTSUPP));
-        b.recs[v].u = [0, 3];
-        assert_eq!(errno(&b), Some(EOPNOTSUPP));
+        b.recs[v].u = [0, 1 << 32]; // a core named outside SHARDED
+        assert_eq!(errno(&b), Some(EINVAL));
         b.recs[v].u = [0, 4];
         assert_eq!(errno(&b), Some(EINVAL));
         b.recs[v].u = [u64::MAX, 0];
@@ -662,6 +685,41 @@ mod tests {
         b.recs[s].u = [1, SBUF_SIZE - 4095];
         assert_eq!(errno(&b), Some(EINVAL));
         b.recs[s].u = [2, 0]; // V2 has cores 0 and 1
+        assert_eq!(errno(&b), Some(EINVAL));
+        Ok(())
+    }
+
+    /// SHARDED: a window of core `nc_id`'s shard, one of V2's two halves of
+    /// the shared scratchpad, never past it; MAIN: a buffer of its own.
+    #[test]
+    fn sharded_and_main_backings() -> Result {
+        let mut b = TestBlob::new(0, 3 * 8192 + 1);
+        let v = b.rec(MrType::VirtualTmpBuf, 1, 4096)?;
+        let window = |b: &TestBlob| match parse_blob(b)?.records[0].placement {
+            Placement::Scratch {
+                backing: Backing::Shared,
+                offset,
+            } => Ok(offset),
+            _ => Err(EINVAL),
+        };
+        // Shards of 12 KiB; the last byte belongs to none.
+        b.recs[v].u = [8192, 2];
+        assert_eq!(window(&b), Ok(8192));
+        b.recs[v].u = [8192, 2 | (1 << 32)];
+        assert_eq!(window(&b), Ok(12288 + 8192));
+        b.recs[v].u = [8193, 2 | (1 << 32)]; // past core 1's shard
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.recs[v].u = [8193, 2]; // into core 1's shard
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.recs[v].u = [0, 2 | (2 << 32)]; // V2 has cores 0 and 1
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.recs[v].u = [0, 3];
+        let p = parse_blob(&b)?;
+        assert_eq!(p.records[0].placement, Placement::Alloc);
+        assert!(p.records[0].allocates());
+        b.recs[v].u = [4096, 3]; // MAIN takes no offset
+        assert_eq!(errno(&b), Some(EINVAL));
+        b.recs[v].u = [0, 3 | (1 << 32)]; // nor a core
         assert_eq!(errno(&b), Some(EINVAL));
         Ok(())
     }

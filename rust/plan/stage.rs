@@ -17,7 +17,10 @@ use crate::{
     abstractions::{current, resched},
     arch::addr::sbuf_window,
     device::{ChunkLine, Device, Listed, PlanSummary},
-    pool::{mempool::Chunk, Grid},
+    pool::{
+        mempool::{Chunk, SMALL_ALLOC_MAX},
+        Grid,
+    },
     uapi::PA_UNSTAGED,
 };
 use kernel::{
@@ -262,8 +265,9 @@ fn place_records(
 /// Where the allocating records of a plan go: packed into one arena, like
 /// the runtime's per-model allocator (one grid chunk per plan keeps staging
 /// linear and per-variable bookkeeping small), or, for a plan too large for
-/// one region, one chunk each. Every byte is written once: padding and tails
-/// are scrubbed, payloads uploaded.
+/// one region, one chunk each; a small record aligned beyond its pages is a
+/// chunk of its own ([`stands_alone`]). Every byte is written once: padding
+/// and tails are scrubbed, payloads uploaded.
 struct Allocs<'a> {
     /// Base and size of the arena, if there is one.
     arena: Option<(u64, u64)>,
@@ -286,11 +290,18 @@ impl<'a> Allocs<'a> {
                 .map(|base| (base, a.size)),
             _ => None,
         };
-        if arena.is_none() {
-            // One chunk per record: room for all of them, so pushes cannot fail.
-            let allocs = layout.map_or(0, |a| a.records);
-            plan.chunks.reserve(allocs, GFP_KERNEL_ACCOUNT)?;
-        }
+        // Room for every chunk still to come, so pushes cannot fail: one per
+        // record that stands alone and, without an arena, one per record
+        // that would have been in it.
+        let alone = records
+            .iter()
+            .filter(|r| r.allocates() && stands_alone(r, min_alloc))
+            .count();
+        let packed = match arena {
+            Some(_) => 0,
+            None => layout.map_or(0, |a| a.records),
+        };
+        plan.chunks.reserve(alone + packed, GFP_KERNEL_ACCOUNT)?;
         Ok(Self {
             arena,
             done: 0,
@@ -309,7 +320,8 @@ impl<'a> Allocs<'a> {
         src: &(impl BlobSource + ?Sized),
         channel: usize,
     ) -> Result<(u64, u32)> {
-        let (pa, gap_from, end) = match self.arena {
+        let packed = self.arena.filter(|_| !stands_alone(rec, self.min_alloc));
+        let (pa, gap_from, end) = match packed {
             Some((base, _)) => {
                 let off = align_up(self.done, rec.alignment.max(self.min_alloc))?;
                 (base + off, base + self.done, base + off + rec.size)
@@ -333,11 +345,11 @@ impl<'a> Allocs<'a> {
             self.uploads.add(dev, staged_at, src, part)?;
         }
         self.scrub.add(pa + rec.data_len, end)?;
-        if let Some((base, _)) = self.arena {
+        if let Some((base, _)) = packed {
             self.done = end - base;
         }
         // The arena is the plan's first chunk; else this record's is its last.
-        let chunk = match self.arena {
+        let chunk = match packed {
             Some(_) => 0,
             None => plan.chunks.len() - 1,
         };
@@ -412,14 +424,16 @@ struct Arena {
 }
 
 impl Arena {
-    /// Packs the allocating records in order, each at its alignment (at least
-    /// `min_alloc`, as a chunk of its own would be), into a size that is a
-    /// multiple of the largest alignment. `None` without any.
+    /// Packs the allocating records that do not stand alone in order, each
+    /// at its alignment (at least `min_alloc`, as a chunk of its own would
+    /// be), into a size that is a multiple of the largest alignment. `None`
+    /// without any.
     fn layout(records: &[Record], min_alloc: u64) -> Result<Option<Self>> {
         let mut end = 0u64;
         let mut align = min_alloc;
         let mut count = 0;
-        for rec in records.iter().filter(|r| r.mr_type.allocates()) {
+        let packed = |r: &&Record| r.allocates() && !stands_alone(r, min_alloc);
+        for rec in records.iter().filter(packed) {
             let a = rec.alignment.max(min_alloc);
             end = align_up(end, a)?.checked_add(rec.size).ok_or(ENOMEM)?;
             align = align.max(a);
@@ -432,6 +446,17 @@ impl Arena {
             records: count,
         }))
     }
+}
+
+/// Whether the allocating record `rec` is a chunk of its own rather than
+/// part of its plan's arena: a record of at most the small pool's
+/// threshold whose alignment exceeds its pages. Packed, it would cost its
+/// alignment; alone in the small pool it costs its pages, placed aligned,
+/// and the gaps between such records stay free for other small chunks.
+fn stands_alone(rec: &Record, min_alloc: u64) -> bool {
+    rec.size
+        .checked_next_multiple_of(min_alloc)
+        .is_some_and(|pages| pages <= SMALL_ALLOC_MAX && rec.alignment > pages)
 }
 
 /// `v` rounded up to the power of two `a`; `ENOMEM` on overflow.
@@ -547,10 +572,12 @@ mod tests {
         // small pool (the top GiB), the local one above.
         assert_eq!(plan.local_scratch_pa, 79 * GIB - MIB);
         assert_eq!(plan.shared_scratch_pa, plan.local_scratch_pa - 2 * MIB);
-        // What the plan allocates lies in its arena; the rest in no chunk.
-        let arena = plan.chunk_of(plan.var(1)?).ok_or(EINVAL)?;
-        assert_eq!(arena.0, w_pa);
-        for id in 1..=8 {
+        // Var 1, small and aligned beyond its pages, stands alone; the rest
+        // of what the plan allocates lies in its arena; the others in no
+        // chunk.
+        assert_eq!(plan.chunk_of(plan.var(1)?), Some((w_pa, 12 * 1024)));
+        let arena = plan.chunk_of(plan.var(2)?).ok_or(EINVAL)?;
+        for id in 2..=8 {
             let v = plan.var(id)?;
             let want = v.mr_type.allocates().then_some(arena);
             assert_eq!(plan.chunk_of(v), want);
@@ -777,6 +804,57 @@ mod tests {
         for id in 1..=3 {
             assert_eq!(plan.chunk_of(plan.var(id)?), Some((a, 6 * MIB)));
         }
+        Ok(())
+    }
+
+    /// A SHARDED window lies in its core's shard of the shared scratchpad;
+    /// a MAIN one is HBM of the plan's own, in its arena.
+    #[test]
+    fn sharded_and_main_scratch_are_placed() -> Result {
+        let dev = device()?;
+        let mut b = TestBlob::new(0, 2 * MIB);
+        b.rec(MrType::Buffer, 1, 4096)?;
+        let sharded = b.rec(MrType::VirtualTmpBuf, 2, 4096)?;
+        b.recs[sharded].u = [8192, 2 | (1 << 32)];
+        let main = b.rec(MrType::VirtualTmpBuf, 3, 64 * 1024)?;
+        b.recs[main].u = [0, 3];
+        let plan = load(&dev, &b, 0)?;
+        assert_eq!(plan.resolve(2, 0, 0)?, plan.shared_scratch_pa + MIB + 8192);
+        let arena = plan.resolve(1, 0, 0)?;
+        let main_pa = plan.resolve(3, 0, 0)?;
+        assert_eq!(main_pa, arena + 4096);
+        assert_eq!(plan.chunk_of(plan.var(3)?), Some((arena, 68 * 1024)));
+        assert_eq!(plan.bytes, 2 * MIB + 68 * 1024);
+        Ok(())
+    }
+
+    /// Small records aligned beyond their pages are chunks of their own in
+    /// the small pool, charged their pages; the rest share the arena.
+    #[test]
+    fn small_overaligned_records_stand_alone() -> Result {
+        let dev = device()?;
+        let mut b = TestBlob::new(0, 0);
+        b.rec(MrType::Buffer, 1, 100)?;
+        for id in 2..10 {
+            let r = b.rec(MrType::Buffer, id, 4096)?;
+            b.recs[r].alignment = 64 * 1024;
+        }
+        b.payload(1, b"aligned")?; // var 2
+        b.rec(MrType::Input, 10, 8192)?;
+        let plan = load(&dev, &b, 0)?;
+        assert_eq!(plan.chunk_count(), 9);
+        assert_eq!(plan.bytes, 8 * 4096 + 3 * 4096);
+        assert_eq!(used(&dev), plan.bytes);
+        let arena = plan.resolve(1, 0, 0)?;
+        assert_eq!(plan.resolve(10, 0, 0)?, arena + 4096);
+        for id in 2..10 {
+            let pa = plan.resolve(id, 0, 0)?;
+            assert_eq!(pa % (64 * 1024), 0);
+            assert_eq!(plan.chunk_of(plan.var(id)?), Some((pa, 4096)));
+        }
+        let mut back = [0xffu8; 8];
+        dev.read(0, plan.resolve(2, 0, 0)?, &mut back)?;
+        assert_eq!(&back, b"aligned\0");
         Ok(())
     }
 

@@ -194,11 +194,12 @@ impl Pool {
         }
     }
 
-    /// Takes `size` bytes with `fit`, from the small pool first when `size`
-    /// is small, then from the other pool, and counts the chunk in.
+    /// Takes a chunk with `fit` (told whether it fits the small pool), from
+    /// the small pool first when `small_first`, then from the other pool,
+    /// and counts the chunk in.
     pub(super) fn alloc(
         &self,
-        fit: impl Fn(&GenPool) -> Result<GenChunk>,
+        fit: impl Fn(&GenPool, bool) -> Result<GenChunk>,
         small_first: bool,
         at: (u8, u8),
     ) -> Result<Chunk> {
@@ -206,7 +207,7 @@ impl Pool {
             let Some(gen) = self.gen(small) else {
                 continue;
             };
-            match fit(gen) {
+            match fit(gen, small) {
                 Ok(chunk) => return Ok(self.commit(chunk, small, at)),
                 Err(e) if e == ENOMEM => {}
                 Err(e) => return Err(e),

@@ -81,8 +81,8 @@ enum nhbm_mr_type {
 enum nhbm_backing {
 	NHBM_BACKING_LOCAL = 0,
 	NHBM_BACKING_SHARED = 1,
-	NHBM_BACKING_SHARDED = 2, /* EOPNOTSUPP */
-	NHBM_BACKING_MAIN = 3,    /* EOPNOTSUPP */
+	NHBM_BACKING_SHARDED = 2, /* core vtmp.nc_id's shard of the shared one */
+	NHBM_BACKING_MAIN = 3,    /* a buffer of its own, placed at load */
 };
 
 /* Reset kinds (nhbm_reset.type). */
@@ -126,9 +126,9 @@ struct nhbm_mr_remote {
 
 /* MR_VIRTUAL_TMP_BUF */
 struct nhbm_mr_vtmp {
-	__u64 offset;
+	__u64 offset;  /* into the scratchpad or shard; 0 for MAIN */
 	__u32 backing; /* enum nhbm_backing */
-	__u32 rsvd;
+	__u32 nc_id;   /* SHARDED: the NeuronCore whose shard; else 0 */
 };
 
 /* MR_SB */

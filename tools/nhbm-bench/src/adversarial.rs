@@ -73,7 +73,7 @@ pub fn window_blob(n: u32, id: impl Fn(u32) -> u32) -> Vec<u8> {
         u: MemRefUnion::from(MrVtmp {
             offset: (u64::from(i) * 64) % SCRATCH,
             backing: 0,
-            rsvd: 0,
+            nc_id: 0,
         }),
         ..Default::default()
     });

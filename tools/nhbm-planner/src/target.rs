@@ -10,18 +10,28 @@
 //! (`rust/plan/stage.rs`, `rust/pool/mempool.rs`) on an empty channel, so that the
 //! bytes the planner reports are the `bytes_allocated` the kernel returns:
 //! - each scratchpad is one allocation of its size rounded up to the minimum
-//!   allocation, in one region;
+//!   allocation, from the top of a region's main pool;
 //! - the records with their own HBM (INPUT, OUTPUT, BUFFER, BUFFER_STAGED,
-//!   TMP_BUF, LIST, PTR_TABLE) are packed in blob order into one arena, each
+//!   TMP_BUF, LIST, PTR_TABLE, a VIRTUAL_TMP_BUF backed by MAIN) are packed in blob order into one arena, each
 //!   at max(its alignment, minimum allocation), the arena's size rounded up
-//!   to the minimum allocation; a single such record is allocated alone
-//!   (the same figure);
-//! - an arena that fits in no region falls back to one allocation per record,
-//!   each rounded up to the minimum allocation.
+//!   to the largest of those alignments; a single such record is allocated
+//!   alone;
+//! - a record of at most 512 KiB (in pages) whose alignment is larger than
+//!   its pages stands alone: a chunk of its own, after the arena;
+//! - an arena that fits in no region falls back to one allocation per record;
+//! - every allocation tries the regions in order; in each, one of at most
+//!   512 KiB tries the region's small pool (its top GiB) first, where it
+//!   takes its pages placed aligned, and the main pool, where it spans a
+//!   multiple of its alignment, second; a larger one the other way round.
+//!
+//! The small pool is modelled as filled in order, each chunk at the next
+//! aligned place: the kernel's first fit reuses the gaps this leaves, so
+//! the model is exact as long as no chunk that the model sends on to a main
+//! pool would have found a gap.
 
 use nhbm::uapi::{DeviceInfo, MemStats, ARCH_V2, ARCH_V3, ARCH_V4, MAX_CHANNELS, MAX_REGIONS};
 use nhbm::validate::allocates_from_pool;
-use nhbm::{Kind, Plan};
+use nhbm::{Backing, Kind, Plan};
 
 use crate::model::align_up;
 
@@ -30,6 +40,12 @@ const GIB: u64 = 1 << 30;
 /// The firmware carve-out at the start of every region (`FW_CARVEOUT`,
 /// rust/arch.rs).
 const FW_CARVEOUT: u64 = 16 * MIB;
+/// Bytes of a region's small pool, at its top, when the region is larger
+/// (`SMALL_POOL_SIZE`, rust/pool/mempool.rs).
+const SMALL_POOL_SIZE: u64 = GIB;
+/// Largest chunk, in pages, the small pool takes first (`SMALL_ALLOC_MAX`,
+/// rust/pool/mempool.rs).
+const SMALL_ALLOC_MAX: u64 = 512 * 1024;
 
 /// The module's defaults: `regions=1 min_alloc=4096 fw_carveout=1`.
 pub const DEFAULT_REGIONS: usize = 1;
@@ -153,50 +169,72 @@ impl Target {
         align_up(size, self.min_alloc)
     }
 
-    /// The bytes one allocation of `size` at `align` takes: a multiple of
-    /// its alignment, as the kernel rounds it.
-    pub fn chunk_bytes(&self, size: u64, align: u64) -> u64 {
-        align_up(size, align.max(self.min_alloc))
+    /// Whether the kernel gives a record of `size` at `align` a chunk of its
+    /// own rather than a place in the arena (`stands_alone`,
+    /// rust/plan/stage.rs): at most [`SMALL_ALLOC_MAX`] in pages, aligned
+    /// beyond them.
+    pub fn stands_alone(&self, size: u64, align: u64) -> bool {
+        let pages = self.round(size);
+        pages <= SMALL_ALLOC_MAX && align > pages
     }
 
     /// Bytes of the one arena the kernel packs `records` (size, alignment;
     /// in blob order) into, before the fallback: rounded up to the largest
     /// alignment, as every allocation is.
     pub fn arena_bytes(&self, records: impl IntoIterator<Item = (u64, u64)>) -> u64 {
-        let (end, align) =
-            records
-                .into_iter()
-                .fold((0, self.min_alloc), |(end, max), (size, align)| {
-                    let a = align.max(self.min_alloc);
-                    (align_up(end, a) + size, max.max(a))
-                });
+        let (end, align) = self.arena_layout(records);
         align_up(end, align)
+    }
+
+    /// End of the last record packed and the largest alignment.
+    fn arena_layout(&self, records: impl IntoIterator<Item = (u64, u64)>) -> (u64, u64) {
+        records
+            .into_iter()
+            .fold((0, self.min_alloc), |(end, max), (size, align)| {
+                let a = align.max(self.min_alloc);
+                (align_up(end, a) + size, max.max(a))
+            })
     }
 
     /// Bytes of HBM the allocating `records` (size, alignment; in blob
     /// order) take in channel `ch` next to `scratch` bytes of scratchpad:
-    /// one arena if it fits in a region, else one allocation per record.
-    /// `None` if some allocation fits in no region.
+    /// one arena if it fits in a region (and the records that stand alone
+    /// after it), else one allocation per record. `None` if some
+    /// allocation fits in no region.
     pub fn allocation_bytes(&self, ch: usize, records: &[(u64, u64)], scratch: u64) -> Option<u64> {
-        let pools = self.pools.get(ch)?;
+        let mut rooms: Vec<Room> = self.pools.get(ch)?.iter().map(|&b| Room::new(b)).collect();
         // Scratchpads are taken first, from the top of the last region.
-        let mut free = pools.clone();
         if scratch > 0 {
-            let last = free.iter().rposition(|&f| f >= scratch)?;
-            free[last] -= scratch;
+            let last = rooms.iter().rposition(|r| r.main >= scratch)?;
+            rooms[last].main -= scratch;
         }
-        let arena = self.arena_bytes(records.iter().copied());
-        if records.is_empty() || free.iter().any(|&f| f >= arena) {
-            return Some(arena);
+        let packed: Vec<(u64, u64)> = records
+            .iter()
+            .copied()
+            .filter(|&(s, a)| !self.stands_alone(s, a))
+            .collect();
+        if packed.len() > 1 {
+            let (end, align) = self.arena_layout(packed.iter().copied());
+            if let Some(arena) = self.take(&mut rooms, align_up(end, align), align) {
+                let mut alone = records.iter().filter(|&&(s, a)| self.stands_alone(s, a));
+                return alone.try_fold(arena, |n, &(s, a)| Some(n + self.take(&mut rooms, s, a)?));
+            }
         }
-        let mut total = 0;
-        for &(size, align) in records {
-            let s = self.chunk_bytes(size, align);
-            let r = free.iter().position(|&f| f >= s)?;
-            free[r] -= s;
-            total += s;
-        }
-        Some(total)
+        records
+            .iter()
+            .try_fold(0, |n, &(s, a)| Some(n + self.take(&mut rooms, s, a)?))
+    }
+
+    /// Takes one allocation of `size` at `align` from the first of `rooms`
+    /// with room for it: the bytes it takes.
+    fn take(&self, rooms: &mut [Room], size: u64, align: u64) -> Option<u64> {
+        let pages = self.round(size);
+        let align = align.max(self.min_alloc);
+        let spanned = align_up(pages, align);
+        let small_first = pages <= SMALL_ALLOC_MAX;
+        rooms
+            .iter_mut()
+            .find_map(|r| r.take(pages, spanned, align, small_first))
     }
 
     /// The `bytes_allocated` NHBM_IOC_PLAN_LOAD reports for `plan` loaded on
@@ -210,21 +248,74 @@ impl Target {
         let records: Vec<(u64, u64)> = plan
             .records
             .iter()
-            .filter(|r| allocates_from_pool(r.mr_type()) || is_table(&r.kind))
+            .filter(|r| allocates_from_pool(r.mr_type()) || has_own_hbm(&r.kind))
             .map(|r| (r.size, r.alignment))
             .collect();
         Some(scratch + self.allocation_bytes(ch, &records, scratch)?)
     }
 }
 
-fn is_table(k: &Kind) -> bool {
-    matches!(k, Kind::List { .. } | Kind::PtrTable { .. })
+/// What the model knows of one region's room: the main pool's free bytes
+/// and how far its small pool is filled.
+struct Room {
+    main: u64,
+    small_size: u64,
+    small_end: u64,
+}
+
+impl Room {
+    /// An empty region of `bytes`; its top GiB is the small pool when it is
+    /// larger than that.
+    fn new(bytes: u64) -> Self {
+        let small_size = if bytes > SMALL_POOL_SIZE {
+            SMALL_POOL_SIZE
+        } else {
+            0
+        };
+        Room {
+            main: bytes - small_size,
+            small_size,
+            small_end: 0,
+        }
+    }
+
+    /// Takes `pages` placed at `align` from the small pool (first if
+    /// `small_first`) or `spanned` from the main pool: the bytes taken.
+    fn take(&mut self, pages: u64, spanned: u64, align: u64, small_first: bool) -> Option<u64> {
+        for small in [small_first, !small_first] {
+            if small {
+                let at = align_up(self.small_end, align);
+                if at + pages <= self.small_size {
+                    self.small_end = at + pages;
+                    return Some(pages);
+                }
+            } else if self.main >= spanned {
+                self.main -= spanned;
+                return Some(spanned);
+            }
+        }
+        None
+    }
+}
+
+/// Whether a record of a kind that is not an allocating type has HBM of its
+/// own all the same: a table, or a VIRTUAL_TMP_BUF backed by MAIN.
+fn has_own_hbm(k: &Kind) -> bool {
+    matches!(
+        k,
+        Kind::List { .. }
+            | Kind::PtrTable { .. }
+            | Kind::VirtualTmpBuf {
+                backing: Backing::Main,
+                ..
+            }
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nhbm::{Backing, Record};
+    use nhbm::Record;
 
     #[test]
     fn arch_table_is_the_kernels_pool_layout() {
@@ -258,11 +349,39 @@ mod tests {
     }
 
     #[test]
-    fn an_allocation_spans_its_alignment() {
+    fn an_allocation_spans_its_alignment_in_a_main_pool() {
         let t = Target::default();
-        assert_eq!(t.chunk_bytes(4096, 1 << 30), 1 << 30);
-        assert_eq!(t.chunk_bytes(100, 0), 4096);
-        assert_eq!(t.chunk_bytes(3 * MIB, 2 * MIB), 4 * MIB);
+        assert_eq!(t.allocation_bytes(0, &[(600 * 1024, MIB)], 0), Some(MIB));
+        assert_eq!(
+            t.allocation_bytes(0, &[(3 * MIB, 2 * MIB)], 0),
+            Some(4 * MIB)
+        );
+        assert_eq!(t.allocation_bytes(0, &[(100, 0)], 0), Some(4096));
+        // A small chunk alone takes its pages in the small pool.
+        assert_eq!(
+            t.allocation_bytes(0, &[(12 * 1024, 8192)], 0),
+            Some(12 * 1024)
+        );
+    }
+
+    #[test]
+    fn small_overaligned_records_stand_alone() {
+        let t = Target::default();
+        assert!(t.stands_alone(4096, 64 * 1024));
+        assert!(!t.stands_alone(4096, 4096) && !t.stands_alone(600 * 1024, MIB));
+        // Two packed records (one 8 KiB arena) and 10,000 pages at 64 KiB.
+        let mut recs = vec![(100, 0), (4096, 0)];
+        recs.extend(std::iter::repeat_n((4096, 64 * 1024), 10_000));
+        assert_eq!(t.allocation_bytes(0, &recs, 0), Some(8192 + 10_000 * 4096));
+        // The small GiB holds 16,384 of them, less the arena's place; the
+        // rest span their alignment in the main pool.
+        recs.extend(std::iter::repeat_n((4096, 64 * 1024), 10_000));
+        let small = 16_384 - 1;
+        let main = 20_000 - small;
+        assert_eq!(
+            t.allocation_bytes(0, &recs, 0),
+            Some(8192 + small * 4096 + main * 64 * 1024)
+        );
     }
 
     #[test]
@@ -275,6 +394,11 @@ mod tests {
             .with(Record::ptr(4, 1, 0));
         // 8 KiB scratchpad + arena 0..100, 4K..8K+1 -> 12 KiB.
         assert_eq!(t.kernel_bytes(&p, 0), Some(8192 + 12288));
+        // A MAIN scratch buffer is packed with them.
+        let main = p
+            .clone()
+            .with(Record::virtual_tmp_buf(5, 100, Backing::Main, 0));
+        assert_eq!(t.kernel_bytes(&main, 0), Some(8192 + 16384));
         // Two 5 GiB records do not fit one 8 GiB region: one chunk each.
         let big = Plan::new(0, 0)
             .with(Record::buffer(1, 5 * GIB))

@@ -167,7 +167,7 @@ mod tests {
             u: MemRefUnion::from(MrVtmp {
                 offset: 0x0102_0304_0506_0708,
                 backing: 1,
-                rsvd: 0,
+                nc_id: 0,
             }),
             ..Default::default()
         };

@@ -17,9 +17,10 @@ pub enum Backing {
     Local,
     /// `BACKING_SHARED`: the plan's shared scratchpad.
     Shared,
-    /// `BACKING_SHARDED` (the kernel answers EOPNOTSUPP).
-    Sharded,
-    /// `BACKING_MAIN` (the kernel answers EOPNOTSUPP).
+    /// `BACKING_SHARDED`: the shard of this NeuronCore (`vtmp.nc_id`), one
+    /// of the device's cores' equal parts of the shared scratchpad.
+    Sharded(u32),
+    /// `BACKING_MAIN`: a buffer of its own, placed at load (offset 0).
     Main,
 }
 
@@ -29,17 +30,24 @@ impl Backing {
         match self {
             Backing::Local => BACKING_LOCAL,
             Backing::Shared => BACKING_SHARED,
-            Backing::Sharded => BACKING_SHARDED,
+            Backing::Sharded(_) => BACKING_SHARDED,
             Backing::Main => BACKING_MAIN,
         }
     }
-    /// The backing the UAPI value `b` names, if any.
-    pub fn from_raw(b: u32) -> Option<Self> {
-        Some(match b {
-            BACKING_LOCAL => Backing::Local,
-            BACKING_SHARED => Backing::Shared,
-            BACKING_SHARDED => Backing::Sharded,
-            BACKING_MAIN => Backing::Main,
+    /// The `vtmp.nc_id` it names: the core of a SHARDED backing, else 0.
+    pub fn nc_id(self) -> u32 {
+        match self {
+            Backing::Sharded(nc) => nc,
+            _ => 0,
+        }
+    }
+    /// The backing the UAPI values `b` and `nc_id` name, if any.
+    pub fn from_raw(b: u32, nc_id: u32) -> Option<Self> {
+        Some(match (b, nc_id) {
+            (BACKING_LOCAL, 0) => Backing::Local,
+            (BACKING_SHARED, 0) => Backing::Shared,
+            (BACKING_SHARDED, nc) => Backing::Sharded(nc),
+            (BACKING_MAIN, 0) => Backing::Main,
             _ => return None,
         })
     }
@@ -59,9 +67,9 @@ pub enum Kind {
     BufferStaged,
     /// `MR_TMP_BUF`.
     TmpBuf,
-    /// Scratchpad(backing).base + offset.
+    /// Scratchpad(backing).base + offset, or (MAIN) HBM of its own.
     VirtualTmpBuf {
-        /// Offset into the scratchpad.
+        /// Offset into the scratchpad (or shard).
         offset: u64,
         /// Which scratchpad.
         backing: Backing,
@@ -359,7 +367,7 @@ fn raw_union(
         Kind::VirtualTmpBuf { offset, backing } => MemRefUnion::from(MrVtmp {
             offset: *offset,
             backing: backing.to_raw(),
-            rsvd: 0,
+            nc_id: backing.nc_id(),
         }),
         Kind::Sb { nc_id, offset } => MemRefUnion::from(MrSb {
             nc_id: *nc_id,
@@ -380,10 +388,11 @@ fn kind_from_raw(blob: &[u8], m: &MemRef) -> Kind {
         MR_TMP_BUF => Kind::TmpBuf,
         MR_VIRTUAL_TMP_BUF => {
             let v = m.u.vtmp();
-            // validate() accepted it, so the backing is 0..=3.
+            // validate() accepted it, so the backing is 0..=3 and names a
+            // core only when SHARDED.
             Kind::VirtualTmpBuf {
                 offset: v.offset,
-                backing: Backing::from_raw(v.backing).unwrap(),
+                backing: Backing::from_raw(v.backing, v.nc_id).unwrap(),
             }
         }
         MR_PTR => Kind::Ptr {

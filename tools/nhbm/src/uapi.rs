@@ -279,7 +279,7 @@ mod tests {
         let u = MemRefUnion::from(MrVtmp {
             offset: 0x1122,
             backing: 1,
-            rsvd: 0,
+            nc_id: 0,
         });
         assert_eq!(u.raw(), [0x1122, 1]);
         assert_eq!(u.sb().nc_id, 0x1122);

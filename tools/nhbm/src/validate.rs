@@ -14,9 +14,10 @@
 //!   their own HBM allocation other than lists [EINVAL]; union fields the kind
 //!   does not use, and every `rsvd`, zero [EINVAL]; var_id unique [EINVAL]
 //! - per kind: INPUT/OUTPUT/BUFFER/BUFFER_STAGED/TMP_BUF size > 0 [EINVAL];
-//!   VIRTUAL_TMP_BUF backing LOCAL or SHARED [EOPNOTSUPP for SHARDED and MAIN,
-//!   EINVAL beyond], size > 0 and offset + size inside that scratchpad
-//!   [EINVAL]; LIST/PTR_TABLE count <= NHBM_MAX_LIST_COUNT [E2BIG], count > 0,
+//!   VIRTUAL_TMP_BUF backing 0..=3, nc_id zero but for SHARDED, size > 0,
+//!   offset + size inside the scratchpad (LOCAL, SHARED), inside core
+//!   nc_id's shard of the shared one when the device is known (SHARDED,
+//!   nc_id below the core count), offset 0 (MAIN) [EINVAL]; LIST/PTR_TABLE count <= NHBM_MAX_LIST_COUNT [E2BIG], count > 0,
 //!   ids inside the blob, size >= 8 x count [EINVAL]; all lists together at
 //!   most 4 x NHBM_MAX_LIST_COUNT ids [E2BIG]; SB size > 0 [EINVAL], and when
 //!   the device is known offset + size inside the SBUF and nc_id below the
@@ -295,7 +296,7 @@ fn check_kind(
             }
             Ok(())
         }
-        MR_VIRTUAL_TMP_BUF => check_vtmp(header, r),
+        MR_VIRTUAL_TMP_BUF => check_vtmp(header, limits, r),
         MR_PTR => {
             let p = r.u.ptr();
             if p.rsvd != 0 || p.rsvd2 != 0 {
@@ -318,33 +319,47 @@ fn check_kind(
     }
 }
 
-/// MR_VIRTUAL_TMP_BUF: a supported backing, size > 0, inside its scratchpad.
-fn check_vtmp(header: &PlanHeader, r: &MemRef) -> Result<(), PlanError> {
+/// MR_VIRTUAL_TMP_BUF: a backing of 0..=3, size > 0; a window inside its
+/// scratchpad, or inside its core's shard of the shared one (when the
+/// device is known: else inside the shared scratchpad), or MAIN at offset 0.
+fn check_vtmp(header: &PlanHeader, limits: &Limits, r: &MemRef) -> Result<(), PlanError> {
     let v = r.u.vtmp();
-    if v.rsvd != 0 {
-        return einval("vtmp.rsvd is not zero".into());
+    if v.backing > BACKING_MAIN {
+        return einval(format!("backing {} is not 0..=3", v.backing));
     }
-    let scratch = match v.backing {
-        BACKING_LOCAL => header.local_scratchpad_size,
-        BACKING_SHARED => header.shared_scratchpad_size,
-        BACKING_SHARDED | BACKING_MAIN => {
-            return broken(
-                libc::EOPNOTSUPP,
-                format!("backing {} is not supported", backing_name(v.backing)),
-            )
-        }
-        b => return einval(format!("backing {b} is not 0..=3")),
-    };
+    if v.nc_id != 0 && v.backing != BACKING_SHARDED {
+        return einval("vtmp.nc_id is not zero outside SHARDED".into());
+    }
     if r.size == 0 {
         return einval("size is 0 on a MR_VIRTUAL_TMP_BUF".into());
     }
+    let shared = header.shared_scratchpad_size;
+    let (base, scratch) = match v.backing {
+        BACKING_LOCAL => (0, header.local_scratchpad_size),
+        BACKING_SHARED => (0, shared),
+        BACKING_MAIN if v.offset != 0 => {
+            return einval(format!("offset {:#x} on a MAIN buffer", v.offset))
+        }
+        BACKING_MAIN => return Ok(()),
+        _ => match limits.nr_cores {
+            Some(n) if v.nc_id >= n => {
+                return einval(format!("nc_id {} but the device has {n} cores", v.nc_id))
+            }
+            Some(n) => {
+                let shard = shared / u64::from(n);
+                (u64::from(v.nc_id) * shard, shard)
+            }
+            None => (0, shared),
+        },
+    };
     if v.offset.checked_add(r.size).is_none_or(|end| end > scratch) {
         return einval(format!(
-            "[{:#x}, +{:#x}) does not fit the {} scratchpad of {:#x} bytes",
+            "[{:#x}, +{:#x}) does not fit the {} scratchpad of {:#x} bytes at {:#x}",
             v.offset,
             r.size,
             backing_name(v.backing),
-            scratch
+            scratch,
+            base
         ));
     }
     Ok(())

@@ -380,8 +380,9 @@ fn rejects_reserved_union_fields() {
     type Break = fn(&mut MemRef);
     let cases: [(u32, Break); 6] = [
         (6, |m| {
+            // A core named on a LOCAL window.
             m.u = MemRefUnion::from(MrVtmp {
-                rsvd: 1,
+                nc_id: 1,
                 ..m.u.vtmp()
             })
         }),
@@ -437,13 +438,27 @@ fn rejects_duplicate_var_ids() {
 // ---- virtual tmp buf ----
 
 #[test]
-fn unsupported_backings_are_eopnotsupp() {
-    for b in [Backing::Sharded, Backing::Main] {
-        let e = every_kind()
-            .with(Record::virtual_tmp_buf(99, 8, b, 0))
-            .to_blob();
-        assert_eq!(errno_of(e), libc::EOPNOTSUPP);
-    }
+fn sharded_and_main_backings() {
+    let vtmp = |b, off| every_kind().with(Record::virtual_tmp_buf(99, 8, b, off));
+    // MAIN: a buffer of its own, at offset 0 only.
+    let blob = vtmp(Backing::Main, 0).to_blob().unwrap();
+    let back = Plan::from_blob(&blob).unwrap();
+    assert_eq!(back.records.last(), vtmp(Backing::Main, 0).records.last());
+    assert_eq!(errno_of(vtmp(Backing::Main, 8).to_blob()), libc::EINVAL);
+    // SHARDED on a V2: two shards of the 1024-byte shared scratchpad.
+    let v2 = Limits::for_arch_name("v2").unwrap();
+    let blob = vtmp(Backing::Sharded(1), 504).to_blob_for(&v2).unwrap();
+    let back = Plan::from_blob(&blob).unwrap();
+    assert_eq!(
+        back.records.last(),
+        vtmp(Backing::Sharded(1), 504).records.last()
+    );
+    let past = vtmp(Backing::Sharded(0), 505).to_blob_for(&v2);
+    assert_eq!(errno_of(past), libc::EINVAL);
+    let no_core = vtmp(Backing::Sharded(2), 0).to_blob_for(&v2);
+    assert_eq!(errno_of(no_core), libc::EINVAL);
+    // Unknown device: anywhere in the shared scratchpad.
+    vtmp(Backing::Sharded(7), 1016).to_blob().unwrap();
     let e = broken(|r| {
         let m = rec(r, 6);
         m.u = MemRefUnion::from(MrVtmp {

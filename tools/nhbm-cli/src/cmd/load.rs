@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Result};
 use nhbm::uapi::{DeviceInfo, CHANNEL_ANY, PA_UNSTAGED};
 use nhbm::validate::{backing_name, mr_type_name};
-use nhbm::{Kind, Limits, LoadedPlan, Plan};
+use nhbm::{Backing, Kind, Limits, LoadedPlan, Plan};
 use serde_json::{json, Value};
 
 use crate::args::VarArgs;
@@ -222,6 +222,14 @@ fn chan(info: &DeviceInfo, a: u64) -> String {
 /// What a record's kind adds to its type in the listing.
 fn kind_detail(k: &Kind) -> String {
     match k {
+        Kind::VirtualTmpBuf {
+            backing: Backing::Main,
+            ..
+        } => "main".to_string(),
+        Kind::VirtualTmpBuf {
+            offset,
+            backing: Backing::Sharded(nc),
+        } => format!("sharded nc{nc} +{offset:#x}"),
         Kind::VirtualTmpBuf { offset, backing } => {
             format!(
                 "{} +{offset:#x}",
@@ -293,5 +301,16 @@ mod tests {
         assert_eq!(channel_from_name("out/small_cnn.hbm1.plan"), Some(1));
         assert_eq!(channel_from_name("t.hbm0.plan.json"), Some(0));
         assert_eq!(channel_from_name("hbm1/plan.bin"), None);
+    }
+
+    #[test]
+    fn scratch_windows_name_their_backing() {
+        let vtmp = |backing, offset| Kind::VirtualTmpBuf { offset, backing };
+        assert_eq!(kind_detail(&vtmp(Backing::Local, 16)), "local +0x10");
+        assert_eq!(
+            kind_detail(&vtmp(Backing::Sharded(3), 16)),
+            "sharded nc3 +0x10"
+        );
+        assert_eq!(kind_detail(&vtmp(Backing::Main, 0)), "main");
     }
 }

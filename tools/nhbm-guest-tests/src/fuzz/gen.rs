@@ -90,7 +90,7 @@ pub fn valid_plan(rng: &mut Rng, ctx: &GenCtx, max: usize) -> Plan {
     for (&id, &p) in ids.iter().zip(&picks) {
         let r = match p {
             Pick::Alloc => alloc_record(rng, id),
-            Pick::Vtmp => vtmp_record(rng, id, local, shared),
+            Pick::Vtmp => vtmp_record(rng, ctx, id, local, shared),
             Pick::Sb => sb_record(rng, ctx, id),
             Pick::Remote => remote_record(rng, ctx, id),
             // Placeholders, filled in below.
@@ -176,8 +176,19 @@ fn alloc_record(rng: &mut Rng, id: u32) -> Record {
 }
 
 /// A window into the local or the shared scratchpad (at least one of
-/// `local` and `shared` is not 0).
-fn vtmp_record(rng: &mut Rng, id: u32, local: u64, shared: u64) -> Record {
+/// `local` and `shared` is not 0), now and then into one core's shard of
+/// the shared one, or a MAIN buffer of its own.
+fn vtmp_record(rng: &mut Rng, ctx: &GenCtx, id: u32, local: u64, shared: u64) -> Record {
+    if rng.chance(1, 8) {
+        return Record::virtual_tmp_buf(id, rng.range(1, 16 * KIB), Backing::Main, 0);
+    }
+    let shard = shared / u64::from(ctx.nr_cores);
+    if shard > 0 && rng.chance(1, 4) {
+        let nc = rng.below(u64::from(ctx.nr_cores)) as u32;
+        let size = rng.range(1, shard.min(16 * KIB));
+        let offset = rng.range(0, shard - size);
+        return Record::virtual_tmp_buf(id, size, Backing::Sharded(nc), offset);
+    }
     let (backing, scratch) = if shared > 0 && (local == 0 || rng.chance(1, 2)) {
         (Backing::Shared, shared)
     } else {

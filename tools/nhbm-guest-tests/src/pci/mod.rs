@@ -676,6 +676,19 @@ pub(super) fn on_cpu_path() -> bool {
 /// (`nhbm_pci_v2`, `nhbm_pci_v3`, `nhbm_pci_v4`, with `_cpu` after it on
 /// the CPU path, [`on_cpu_path`]) so that the runs on
 /// several functions and both paths stay apart; `nhbm_pci` where there is
+/// SHARDED windows in every core's shard and a MAIN buffer load, resolve,
+/// move bytes and unload on this function's arch (the uapi suite's case).
+pub fn sharded_and_main_scratch_load_resolve_and_move_bytes() -> TestResult {
+    crate::uapi::sharded_and_main_scratch_load_resolve_and_move_bytes()
+}
+
+/// Small buffers aligned beyond their pages take just their pages, placed
+/// aligned in the small pool, on this function's arch (the uapi suite's
+/// case).
+pub fn small_aligned_buffers_take_their_own_pages() -> TestResult {
+    crate::uapi::small_aligned_buffers_take_their_own_pages()
+}
+
 /// no such function.
 pub fn suite_for(index: u32) -> Suite {
     set_device_index(index);

@@ -6,6 +6,7 @@
 use super::limits::Cgroup;
 use crate::fixtures::*;
 use crate::ktap::*;
+use nhbm::{Plan, Record};
 
 /// Why these cases need the simulated device: only its HBM is kernel memory,
 /// charged to memory cgroups.
@@ -155,4 +156,58 @@ pub fn small_chunks_cannot_shred_a_region() -> TestResult {
     other.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
     drop(attacker);
     ensure_eq("MEM_STATS once all is unloaded", usage(&dev()?)?, base)
+}
+
+/// A plan of 10,000 4 KiB buffers aligned to 64 KiB, beside two ordinary
+/// records, takes the buffers' pages (40 MiB, not the 625 MiB their
+/// alignment would span packed): each a chunk of its own, placed aligned,
+/// outside the others' arena. `bytes_allocated`, MEM_STATS and the
+/// cgroup's `dmem.current` agree, bytes move through the first and the
+/// last, and the unload gives every chunk back.
+pub fn small_aligned_buffers_take_their_own_pages() -> TestResult {
+    const COUNT: u32 = 10_000;
+    const ALIGN: u64 = 64 * KIB;
+    const ARENA: u64 = 72 * KIB;
+    let mut plan = Plan::new(0, 0)
+        .with(Record::buffer(1, 64 * KIB))
+        .with(Record::input(2, 8 * KIB));
+    for id in 3..3 + COUNT {
+        plan = plan.with(Record::buffer(id, 4 * KIB).alignment(ALIGN));
+    }
+    let blob = plan.to_blob().ctx("build")?;
+    let d = dev()?;
+    let base = usage(&d)?;
+    let cg = Cgroup::enter("nhbm-small", &["dmem"])?;
+    let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
+    let want = ARENA + u64::from(COUNT) * 4 * KIB;
+    ensure_eq("bytes_allocated", p.bytes_allocated, want)?;
+    let now = usage(&d)?;
+    ensure_eq("own bytes", now.own_bytes - base.own_bytes, want)?;
+    ensure_eq("own chunks", now.own_chunks - base.own_chunks, COUNT + 1)?;
+    let region = dmem_region(device_index(), 0);
+    let charged = cg.read("dmem.current")?;
+    ensure(
+        charged.lines().any(|l| l == format!("{region} {want}")),
+        || format!("dmem.current {charged:?}, want {region} {want}"),
+    )?;
+    let mut pas = p.addrs[2..].to_vec();
+    pas.sort_unstable();
+    let arena = p.addrs[0]..p.addrs[0] + ARENA;
+    ensure(
+        pas.iter().all(|pa| pa % ALIGN == 0 && !arena.contains(pa)),
+        || format!("a buffer is misaligned or in the arena {arena:x?}"),
+    )?;
+    ensure(pas.windows(2).all(|w| w[1] - w[0] >= ALIGN), || {
+        "two buffers overlap".into()
+    })?;
+    let data = pattern(4 * KIB, 7);
+    for id in [3, 2 + COUNT] {
+        d.mem_write(p.plan_id, id, 0, &data).ctx("MEM_WRITE")?;
+        let mut back = vec![0; data.len()];
+        d.mem_read(p.plan_id, id, 0, &mut back).ctx("MEM_READ")?;
+        ensure(back == data, || format!("var {id} read back other bytes"))?;
+    }
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
+    drop(cg);
+    ensure_eq("MEM_STATS once unloaded", usage(&d)?, base)
 }

@@ -474,17 +474,20 @@ fn dmem_current(cg: &Cgroup, region: &str) -> Result<u64, Fail> {
         .ok_or_else(|| Fail::Fail(format!("dmem.current has no {region}: {text:?}")))
 }
 
-/// A small variable at a large alignment takes, and is charged for, the
-/// whole aligned span: placed on that boundary it withholds the span from
-/// every allocation as aligned or larger, so a tenant cannot fragment a
-/// channel against everyone else's big buffers for the price of a few
-/// pages. Under a dmem.max of 64 MiB, 4 KiB at 32 MiB alignment is charged
-/// 32 MiB, and 4 KiB at 128 MiB alignment is refused.
+/// A variable too large for the small pool takes, and is charged for, the
+/// whole aligned span in the main pool: placed on that boundary it withholds
+/// the span from every allocation as aligned or larger, so a tenant cannot
+/// fragment a channel against everyone else's big buffers for the price of
+/// a few pages. A small one takes just its pages in the small pool, placed
+/// aligned. Under a dmem.max of 64 MiB, 4 KiB at 32 MiB alignment is
+/// charged 4 KiB, 600 KiB at 32 MiB alignment 32 MiB, and 600 KiB at
+/// 128 MiB alignment is refused.
 pub fn aligned_chunks_take_their_alignment() -> TestResult {
     const LIMIT: u64 = 64 * MIB;
-    let at = |align: u64| {
+    const LARGE: u64 = 600 * KIB;
+    let at = |size: u64, align: u64| {
         Plan::new(0, 0)
-            .with(Record::buffer(1, 4096).alignment(align))
+            .with(Record::buffer(1, size).alignment(align))
             .to_blob()
             .ctx("build")
     };
@@ -492,11 +495,23 @@ pub fn aligned_chunks_take_their_alignment() -> TestResult {
     let cg = Cgroup::enter("nhbm-align", &["dmem"])?;
     let region = dmem_region(device_index(), 0);
     cg.write("dmem.max", &format!("{region} {LIMIT}"))?;
-    let p = d.plan_load(&at(32 * MIB)?, 0).ctx("PLAN_LOAD at 32 MiB")?;
-    ensure_eq("bytes_allocated at 32 MiB", p.bytes_allocated, 32 * MIB)?;
-    ensure_eq("dmem.current", dmem_current(&cg, &region)?, 32 * MIB)?;
-    load_rejected(&d, &at(128 * MIB)?, 0, libc::EAGAIN)?;
+    let small = d
+        .plan_load(&at(4 * KIB, 32 * MIB)?, 0)
+        .ctx("PLAN_LOAD of 4 KiB")?;
+    ensure_eq("bytes_allocated of 4 KiB", small.bytes_allocated, 4 * KIB)?;
+    ensure_eq("dmem.current", dmem_current(&cg, &region)?, 4 * KIB)?;
+    let p = d
+        .plan_load(&at(LARGE, 32 * MIB)?, 0)
+        .ctx("PLAN_LOAD of 600 KiB")?;
+    ensure_eq("bytes_allocated of 600 KiB", p.bytes_allocated, 32 * MIB)?;
+    ensure_eq(
+        "dmem.current",
+        dmem_current(&cg, &region)?,
+        32 * MIB + 4 * KIB,
+    )?;
+    load_rejected(&d, &at(LARGE, 128 * MIB)?, 0, libc::EAGAIN)?;
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")?;
+    d.plan_unload(small.plan_id).ctx("PLAN_UNLOAD")?;
     ensure_eq(
         "dmem.current with nothing loaded",
         dmem_current(&cg, &region)?,

@@ -11,7 +11,9 @@
 use crate::ktap::Case;
 use crate::suite::{device_opens, Suite};
 
+mod backings;
 mod cases;
+pub use backings::sharded_and_main_scratch_load_resolve_and_move_bytes;
 mod fdinfo;
 mod library_resolve;
 mod planner;
@@ -22,6 +24,7 @@ mod reject;
 mod mapping;
 
 mod charges;
+pub use charges::small_aligned_buffers_take_their_own_pages;
 mod limits;
 mod uffd;
 

@@ -3,7 +3,7 @@
 //! the blob too, it must give the same errno as the kernel.
 
 use nhbm::uapi::*;
-use nhbm::{validate, Backing, Limits, Plan, RawPlan, Record};
+use nhbm::{validate, Limits, Plan, RawPlan, Record};
 
 use crate::fixtures::*;
 use crate::ktap::*;
@@ -316,15 +316,37 @@ pub fn rejects_unknown_backing() -> TestResult {
     })
 }
 
-pub fn rejects_sharded_backing_with_eopnotsupp() -> TestResult {
-    reject_record(libc::EOPNOTSUPP, || {
-        Record::virtual_tmp_buf(99, 64, Backing::Sharded, 0)
+pub fn rejects_sharded_window_past_its_shard() -> TestResult {
+    // Core 1's shard of the 16 KiB shared scratchpad is at most 8 KiB.
+    reject_raw(libc::EINVAL, |r| {
+        let m = rec(r, 7);
+        m.u = MemRefUnion::from(MrVtmp {
+            offset: 8 * KIB - 256,
+            backing: BACKING_SHARDED,
+            nc_id: 1,
+        });
     })
 }
 
-pub fn rejects_main_backing_with_eopnotsupp() -> TestResult {
-    reject_record(libc::EOPNOTSUPP, || {
-        Record::virtual_tmp_buf(99, 64, Backing::Main, 0)
+pub fn rejects_sharded_window_of_a_missing_core() -> TestResult {
+    reject_raw(libc::EINVAL, |r| {
+        let m = rec(r, 7);
+        m.u = MemRefUnion::from(MrVtmp {
+            offset: 0,
+            backing: BACKING_SHARDED,
+            nc_id: MAX_CORES as u32,
+        });
+    })
+}
+
+pub fn rejects_main_buffer_at_an_offset() -> TestResult {
+    reject_raw(libc::EINVAL, |r| {
+        let m = rec(r, 7);
+        m.u = MemRefUnion::from(MrVtmp {
+            offset: 512,
+            backing: BACKING_MAIN,
+            nc_id: 0,
+        });
     })
 }
 
