@@ -394,6 +394,11 @@ mod tests {
         client: 1,
         admin: false,
     };
+    /// Another tenant's file, client 2.
+    const OTHER: Requester = Requester {
+        client: 2,
+        admin: false,
+    };
 
     #[test]
     fn tpb_reset_checks_the_core_map() -> Result {
@@ -556,12 +561,6 @@ mod tests {
         dev.file_closed(1);
         Ok(())
     }
-
-    /// A tenant's file, client 2.
-    const OTHER: Requester = Requester {
-        client: 2,
-        admin: false,
-    };
 
     #[test]
     fn owners_reset_their_own_cores_beside_each_other() -> Result {

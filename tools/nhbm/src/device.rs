@@ -348,26 +348,25 @@ impl Device {
 
     /// NHBM_IOC_RESET: returns the reset's status (0 or a negative errno).
     pub fn reset(&self, type_: u32, nc_map: u32) -> io::Result<i32> {
-        let mut arg = Reset {
-            type_,
-            nc_map,
-            status: 0,
-            rsvd: 0,
-        };
-        self.ioctl(IOC_RESET, &mut arg)?;
-        Ok(arg.status)
+        self.reset_ioctl(IOC_RESET, type_, nc_map)
     }
 
     /// NHBM_IOC_RESET_START: asks for a reset and returns at once (0 once
     /// asked for); `EBUSY` while this file's last one has not ended.
     pub fn reset_start(&self, type_: u32, nc_map: u32) -> io::Result<i32> {
+        self.reset_ioctl(IOC_RESET_START, type_, nc_map)
+    }
+
+    /// Request `req` (RESET or RESET_START) of a `type_` reset of
+    /// `nc_map`: the status the kernel writes back.
+    fn reset_ioctl(&self, req: u32, type_: u32, nc_map: u32) -> io::Result<i32> {
         let mut arg = Reset {
             type_,
             nc_map,
             status: 0,
             rsvd: 0,
         };
-        self.ioctl(IOC_RESET_START, &mut arg)?;
+        self.ioctl(req, &mut arg)?;
         Ok(arg.status)
     }
 

@@ -101,7 +101,6 @@ fn fork_resetter() -> Result<libc::pid_t, crate::ktap::Fail> {
 /// next tenant finds the device reset and usable: its load succeeds (no
 /// "reset state unknown") and no second reset is needed or made.
 pub fn killed_resetter_leaves_a_clean_device() -> TestResult {
-    let blob = one_buffer(1, 4 * KIB).to_blob().ctx("build")?;
     with_firmware(
         |c| c.write(TAKE_DELAY_MS, 2000),
         |_, c| {
@@ -124,17 +123,25 @@ pub fn killed_resetter_leaves_a_clean_device() -> TestResult {
                 c.read(RESETS_TAKEN),
                 taken,
             )?;
-            let done = wait_until(Duration::from_secs(10), || {
-                c.read(RESETS_TAKEN) == taken + 1 && c.read(RESETTING) == 0
-            });
-            ensure(done, || "the reset did not run to its end".into())?;
-            let d = dev()?;
-            let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD after the reset")?;
-            d.mem_write(p.plan_id, 1, 0, b"clean").ctx("MEM_WRITE")?;
-            ensure_eq("resets taken", c.read(RESETS_TAKEN), taken + 1)?;
-            d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+            reset_runs_once_to_a_clean_device(c, taken)
         },
     )
+}
+
+/// After a reset whose requester was killed: the reset (the firmware's
+/// take `taken + 1`) runs to its end without it, once, and the next tenant
+/// loads and writes a plan on the device, needing no second reset.
+pub(super) fn reset_runs_once_to_a_clean_device(c: &Control, taken: u32) -> TestResult {
+    let done = wait_until(Duration::from_secs(10), || {
+        c.read(RESETS_TAKEN) == taken + 1 && c.read(RESETTING) == 0
+    });
+    ensure(done, || "the reset did not run to its end".into())?;
+    let blob = one_buffer(1, 4 * KIB).to_blob().ctx("build")?;
+    let d = dev()?;
+    let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD after the reset")?;
+    d.mem_write(p.plan_id, 1, 0, b"clean").ctx("MEM_WRITE")?;
+    ensure_eq("resets taken", c.read(RESETS_TAKEN), taken + 1)?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
 
 /// The reference's TPB reset map of `cores` on `arch`, written from

@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use nhbm::uapi::*;
 
 use super::function::*;
+use super::reset::reset_runs_once_to_a_clean_device;
 use super::{function, kill_and_reap, wait_until, with_firmware};
-use crate::fixtures::{dev, one_buffer, KIB};
+use crate::fixtures::dev;
 use crate::ktap::{ensure, ensure_eq, ensure_errno, fail, Ctx, TestResult};
 
 /// Forks a child that opens the device, resets the cores of `map` (as
@@ -125,7 +126,6 @@ pub fn a_started_reset_is_waited_for_from_another_thread() -> TestResult {
 /// killed before waiting for it: the reset runs to its end, once, and the
 /// next tenant loads and writes on a clean device.
 pub fn a_started_reset_outlives_its_killed_process() -> TestResult {
-    let blob = one_buffer(1, 4 * KIB).to_blob().ctx("build")?;
     with_firmware(
         |c| c.write(TAKE_DELAY_MS, 1500),
         |_, c| {
@@ -158,15 +158,7 @@ pub fn a_started_reset_outlives_its_killed_process() -> TestResult {
             ensure(libc::WIFSIGNALED(status), || {
                 format!("the child ended before it was killed (status {status:#x})")
             })?;
-            let done = wait_until(Duration::from_secs(10), || {
-                c.read(RESETS_TAKEN) == taken + 1 && c.read(RESETTING) == 0
-            });
-            ensure(done, || "the reset did not run to its end".into())?;
-            let d = dev()?;
-            let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD after the reset")?;
-            d.mem_write(p.plan_id, 1, 0, b"clean").ctx("MEM_WRITE")?;
-            ensure_eq("resets taken", c.read(RESETS_TAKEN), taken + 1)?;
-            d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+            reset_runs_once_to_a_clean_device(c, taken)
         },
     )
 }
