@@ -16,11 +16,13 @@
 #[cfg(nhbm_bench)]
 pub(crate) mod bench;
 pub(crate) mod fit;
+pub(crate) mod hints;
 pub(crate) mod mempool;
 
 use crate::{
     abstractions::genpool::GenPool,
     arch::{ArchInfo, MAX_CHANNELS, MAX_REGIONS},
+    pool::hints::FitHints,
     pool::mempool::{Chunk, Pool, PoolStats, DEVMEM_TAG, MAX_ALIGN, SMALL_ALLOC_MAX},
 };
 use kernel::prelude::*;
@@ -120,6 +122,32 @@ impl Grid {
         size: u64,
         align: u64,
     ) -> Result<Chunk> {
+        self.alloc_in(channel, region, size, align, None)
+    }
+
+    /// [`Grid::alloc`] for one of a run of allocations (a plan's chunks),
+    /// each search beginning where `hints` says the run's last search for
+    /// such a chunk ended: the same place as a first fit from the start,
+    /// unless another tenant freed room below it meanwhile.
+    pub(crate) fn alloc_hinted(
+        &self,
+        channel: usize,
+        region: usize,
+        size: u64,
+        align: u64,
+        hints: &mut FitHints,
+    ) -> Result<Chunk> {
+        self.alloc_in(channel, region, size, align, Some(hints))
+    }
+
+    fn alloc_in(
+        &self,
+        channel: usize,
+        region: usize,
+        size: u64,
+        align: u64,
+        mut hints: Option<&mut FitHints>,
+    ) -> Result<Chunk> {
         let pool = self.pool(channel, region)?;
         let align = if align == 0 {
             self.geo.min_alloc
@@ -144,7 +172,10 @@ impl Grid {
         let align = align.max(self.geo.min_alloc);
         let fit = |gen: &GenPool, small: bool| {
             let size = if small { pages } else { spanned };
-            let chunk = gen.alloc_aligned(size, align)?;
+            let chunk = match hints.as_deref_mut() {
+                Some(h) => h.alloc(gen, (region, small), size, align)?,
+                None => gen.alloc_aligned(size, align)?,
+            };
             // genalloc aligns the tagged VA; bit 63 cannot change a lower
             // alignment, and this re-check on the PA proves it.
             let pa = chunk.va() & !DEVMEM_TAG;
@@ -409,6 +440,42 @@ mod tests {
         aligned.push(far, GFP_KERNEL)?;
         aligned.push(filler, GFP_KERNEL)?;
         for c in aligned.drain_all() {
+            g.free(c);
+        }
+        assert_eq!(g.stats(0, 0)?.used, 0);
+        Ok(())
+    }
+
+    /// A run of allocations places its chunks where first fit would, each
+    /// search beginning where the run's last one for such a chunk ended:
+    /// room freed below that place is left to others, and a chunk of
+    /// another kind searches from the start.
+    #[test]
+    fn a_run_resumes_where_its_search_ended() -> Result {
+        let g = grid(&V2, 1, false)?;
+        let (s_start, _, _) = g.small_pool(0, 0)?.ok_or(EINVAL)?;
+        let mut hints = FitHints::new();
+        let mut run = KVec::new();
+        for i in 0..8 {
+            hints.reserve()?;
+            let c = g.alloc_hinted(0, 0, 4096, 8 * KIB, &mut hints)?;
+            assert_eq!(c.pa(), s_start + i * 8 * KIB);
+            run.push(c, GFP_KERNEL)?;
+        }
+        g.free(run.remove(0)?);
+        hints.reserve()?;
+        let next = g.alloc_hinted(0, 0, 4096, 8 * KIB, &mut hints)?;
+        assert_eq!(next.pa(), s_start + 8 * 8 * KIB);
+        let other = g.alloc(0, 0, 4096, 8 * KIB)?;
+        assert_eq!(other.pa(), s_start);
+        // Another kind: its first search starts at the bottom and finds the
+        // first 4 KiB gap the run left.
+        let odd = g.alloc_hinted(0, 0, 4096, 4 * KIB, &mut hints)?;
+        assert_eq!(odd.pa(), s_start + 4 * KIB);
+        for c in run.drain_all() {
+            g.free(c);
+        }
+        for c in [next, other, odd] {
             g.free(c);
         }
         assert_eq!(g.stats(0, 0)?.used, 0);

@@ -40,6 +40,22 @@ impl Bits<'_> {
         self.len
     }
 
+    /// The first free granule at or after `from`, if any
+    /// (`find_next_zero_bit`).
+    pub(crate) fn first_free(&self, from: usize) -> Option<usize> {
+        let mut i = from;
+        while i < self.len {
+            let w = i / BITS;
+            let word = !self.words[w].load(Ordering::Relaxed) & (!0usize << (i % BITS));
+            if word != 0 {
+                let bit = w * BITS + word.trailing_zeros() as usize;
+                return (bit < self.len).then_some(bit);
+            }
+            i = (w + 1) * BITS;
+        }
+        None
+    }
+
     /// The first busy granule of `[from, to)`, if any (`find_next_bit`).
     pub(crate) fn first_busy(&self, from: usize, to: usize) -> Option<usize> {
         let to = to.min(self.len);
@@ -60,23 +76,26 @@ impl Bits<'_> {
 /// Where an allocation of `nr` granules goes in a chunk: a genalloc
 /// algorithm (`genpool_algo_t`) written in Rust.
 pub(crate) trait Fit {
-    /// The first granule of `nr` free ones of `bits`, or `None`.
-    fn place(bits: &Bits<'_>, nr: usize) -> Option<usize>;
+    /// The first granule of `nr` free ones of `bits`, or `None`. `start` is
+    /// 0 on the first call; when another allocation took the granules first,
+    /// genalloc asks again with `start` at the place that failed.
+    fn place(&self, bits: &Bits<'_>, nr: usize, start: usize) -> Option<usize>;
 }
 
-/// The `genpool_algo_t` of `F`: genalloc calls it with the chunk's bitmap
-/// and the granules asked for, and takes `size` as "no room".
+/// The `genpool_algo_t` of `F`: genalloc calls it with the chunk's bitmap,
+/// the granules asked for and `data`, and takes `size` as "no room".
 ///
 /// # Safety
 ///
 /// `map` is a bitmap of `size` bits that lives for the call (genalloc's
-/// contract for its algorithms).
+/// contract for its algorithms); `data` points to an `F` that lives for the
+/// call ([`GenPool::alloc_with`] passes its own borrowed one).
 unsafe extern "C" fn algo<F: Fit>(
     map: *mut c_ulong,
     size: c_ulong,
-    _start: c_ulong,
+    start: c_ulong,
     nr: c_uint,
-    _data: *mut c_void,
+    data: *mut c_void,
     _pool: *mut gen_pool,
     _start_addr: c_ulong,
 ) -> c_ulong {
@@ -85,15 +104,17 @@ unsafe extern "C" fn algo<F: Fit>(
     // every access to the words is atomic, as genalloc's own are.
     let words =
         unsafe { core::slice::from_raw_parts(map.cast::<AtomicUsize>(), size.div_ceil(BITS)) };
+    // SAFETY: `data` is a live `F`, only read (the function's contract).
+    let fit = unsafe { &*data.cast_const().cast::<F>() };
     let bits = Bits { words, len: size };
-    F::place(&bits, nr as usize).unwrap_or(size)
+    fit.place(&bits, nr as usize, start).unwrap_or(size)
 }
 
 /// Where an allocation goes.
 enum Placement {
     /// First fit at this alignment (`gen_pool_first_fit_align`).
     Aligned(c_int),
-    /// Where the algorithm `algo` puts it.
+    /// Where the algorithm `algo` puts it, given `data`.
     Algo(
         unsafe extern "C" fn(
             *mut c_ulong,
@@ -104,6 +125,7 @@ enum Placement {
             *mut gen_pool,
             c_ulong,
         ) -> c_ulong,
+        *mut c_void,
     ),
 }
 
@@ -143,6 +165,8 @@ impl GenChunk {
 /// and holding exactly one chunk described by `va_base`/`size`.
 pub(crate) struct GenPool {
     raw: *mut gen_pool,
+    /// Log2 of the granule.
+    order: u32,
     va_base: u64,
     pa_base: u64,
     size: u64,
@@ -187,6 +211,7 @@ impl GenPool {
         // INVARIANT: `raw` is valid and owns exactly the chunk just added.
         Ok(Self {
             raw,
+            order: min_order,
             va_base: va,
             pa_base: pa,
             size,
@@ -210,20 +235,46 @@ impl GenPool {
         self.alloc(len, Placement::Aligned(align as c_int))
     }
 
-    /// Allocates `size` bytes (granule-aligned) where `F` places them.
-    pub(crate) fn alloc_with<F: Fit>(&self, size: u64) -> Result<GenChunk> {
+    /// Allocates `size` bytes (granule-aligned) where `fit` places them.
+    pub(crate) fn alloc_with<F: Fit>(&self, size: u64, fit: &F) -> Result<GenChunk> {
         let len = self.check_size(size)?;
-        self.alloc(len, Placement::Algo(algo::<F>))
+        let data = core::ptr::from_ref(fit).cast_mut().cast::<c_void>();
+        self.alloc(len, Placement::Algo(algo::<F>, data))
+    }
+
+    /// Bytes of a granule, the pool's unit of allocation.
+    pub(crate) fn granule(&self) -> u64 {
+        1 << self.order
+    }
+
+    /// Granules of the pool.
+    pub(crate) fn granules(&self) -> usize {
+        (self.size >> self.order) as usize
+    }
+
+    /// The granule of the pool that `va` lies in (`va` inside the pool).
+    pub(crate) fn granule_of(&self, va: u64) -> usize {
+        (va.wrapping_sub(self.va_base) >> self.order) as usize
+    }
+
+    /// The number of the pool's first granule on its virtual axis: an
+    /// alignment of `a` granules holds at granule `i` when
+    /// `(base_granule() + i) % a == 0`.
+    pub(crate) fn base_granule(&self) -> u64 {
+        self.va_base >> self.order
     }
 
     /// Allocates `len` bytes (checked by `check_size`) placed as `how` says.
     fn alloc(&self, len: usize, how: Placement) -> Result<GenChunk> {
         // SAFETY: `self.raw` is valid (invariant); `algo` is a
-        // `genpool_algo_t` that relies only on genalloc's contract.
+        // `genpool_algo_t` that relies only on genalloc's contract and its
+        // `data`, which `alloc_with` borrows for this call.
         let va = unsafe {
             match how {
                 Placement::Aligned(align) => nhbm_gen_pool_alloc_align(self.raw, len, align),
-                Placement::Algo(algo) => nhbm_gen_pool_alloc_algo(self.raw, len, Some(algo)),
+                Placement::Algo(algo, data) => {
+                    nhbm_gen_pool_alloc_algo(self.raw, len, Some(algo), data)
+                }
             }
         };
         if va == 0 {

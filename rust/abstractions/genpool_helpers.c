@@ -19,9 +19,10 @@ unsigned long nhbm_gen_pool_alloc_align(struct gen_pool *pool, size_t size, int 
 	return gen_pool_alloc_algo(pool, size, gen_pool_first_fit_align, &data);
 }
 
-unsigned long nhbm_gen_pool_alloc_algo(struct gen_pool *pool, size_t size, genpool_algo_t algo)
+unsigned long nhbm_gen_pool_alloc_algo(struct gen_pool *pool, size_t size, genpool_algo_t algo,
+				       void *data)
 {
-	return gen_pool_alloc_algo(pool, size, algo, NULL);
+	return gen_pool_alloc_algo(pool, size, algo, data);
 }
 
 void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size)

@@ -17,7 +17,8 @@
 /* genalloc's static inlines as real symbols (genpool_helpers.c). */
 int nhbm_gen_pool_add_virt(struct gen_pool *pool, unsigned long va, phys_addr_t pa, size_t size);
 unsigned long nhbm_gen_pool_alloc_align(struct gen_pool *pool, size_t size, int align);
-unsigned long nhbm_gen_pool_alloc_algo(struct gen_pool *pool, size_t size, genpool_algo_t algo);
+unsigned long nhbm_gen_pool_alloc_algo(struct gen_pool *pool, size_t size, genpool_algo_t algo,
+				       void *data);
 void nhbm_gen_pool_free(struct gen_pool *pool, unsigned long va, size_t size);
 
 /* Scheduler macros and inlines as real symbols (sched.c). */

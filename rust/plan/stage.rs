@@ -18,6 +18,7 @@ use crate::{
     arch::addr::sbuf_window,
     device::{ChunkLine, Device, Listed, PlanSummary},
     pool::{
+        hints::FitHints,
         mempool::{Chunk, SMALL_ALLOC_MAX},
         Grid,
     },
@@ -133,10 +134,20 @@ impl Plan {
     }
 
     /// Allocates `size` bytes aligned to `align` in HBM `channel` for the
-    /// plan's variables: its PA, or `Ok(None)` when no region has room.
-    fn alloc(&mut self, channel: usize, size: u64, align: u64) -> Result<Option<u64>> {
+    /// plan's variables, as one of the run of allocations `hints` follows
+    /// if given: its PA, or `Ok(None)` when no region has room.
+    fn alloc(
+        &mut self,
+        channel: usize,
+        size: u64,
+        align: u64,
+        mut hints: Option<&mut FitHints>,
+    ) -> Result<Option<u64>> {
         let regions = 0..self.dev.grid.geometry().regions;
-        let alloc = |grid: &Grid, r| grid.alloc(channel, r, size, align);
+        let alloc = |grid: &Grid, r| match hints.as_deref_mut() {
+            Some(h) => grid.alloc_hinted(channel, r, size, align, h),
+            None => grid.alloc(channel, r, size, align),
+        };
         Ok(self
             .take_chunk(channel, regions, ChunkList::Vars, alloc)?
             .map(|(pa, _)| pa))
@@ -166,7 +177,7 @@ impl Plan {
         channel: usize,
         regions: impl Iterator<Item = usize>,
         list: ChunkList,
-        alloc: impl Fn(&Grid, usize) -> Result<Chunk>,
+        mut alloc: impl FnMut(&Grid, usize) -> Result<Chunk>,
     ) -> Result<Option<(u64, u64)>> {
         self.dev.fault.point(ENOMEM)?;
         let grid = &self.dev.grid;
@@ -274,6 +285,8 @@ struct Allocs<'a> {
     /// First byte of the arena not yet scrubbed or written.
     done: u64,
     min_alloc: u64,
+    /// Where the searches for the records' own chunks resume.
+    hints: FitHints,
     scrub: Scrub<'a>,
     uploads: Uploads,
 }
@@ -286,7 +299,7 @@ impl<'a> Allocs<'a> {
         let layout = Arena::layout(records, min_alloc)?;
         let arena = match layout {
             Some(a) if a.records > 1 => plan
-                .alloc(channel, a.size, a.align)?
+                .alloc(channel, a.size, a.align, None)?
                 .map(|base| (base, a.size)),
             _ => None,
         };
@@ -306,6 +319,7 @@ impl<'a> Allocs<'a> {
             arena,
             done: 0,
             min_alloc,
+            hints: FitHints::new(),
             scrub: Scrub::new(dev, plan.reset_epoch),
             uploads: Uploads::new(),
         })
@@ -327,8 +341,10 @@ impl<'a> Allocs<'a> {
                 (base + off, base + self.done, base + off + rec.size)
             }
             None => {
+                self.hints.reserve()?;
+                let hints = Some(&mut self.hints);
                 let pa = plan
-                    .alloc(channel, rec.size, rec.alignment)?
+                    .alloc(channel, rec.size, rec.alignment, hints)?
                     .ok_or(ENOMEM)?;
                 let fresh = plan.chunks.last().map_or(rec.size, |c| c.size());
                 (pa, pa, pa + fresh)

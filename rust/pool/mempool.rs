@@ -199,7 +199,7 @@ impl Pool {
     /// and counts the chunk in.
     pub(super) fn alloc(
         &self,
-        fit: impl Fn(&GenPool, bool) -> Result<GenChunk>,
+        mut fit: impl FnMut(&GenPool, bool) -> Result<GenChunk>,
         small_first: bool,
         at: (u8, u8),
     ) -> Result<Chunk> {
@@ -259,7 +259,7 @@ impl Pool {
     /// release 2.24.7.0); the
     /// small pool is for small chunks.
     pub(super) fn alloc_top(&self, size: u64, at: (u8, u8)) -> Result<Chunk> {
-        let chunk = self.main.alloc_with::<TopDown>(size)?;
+        let chunk = self.main.alloc_with(size, &TopDown)?;
         Ok(self.commit(chunk, false, at))
     }
 

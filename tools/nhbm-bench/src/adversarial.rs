@@ -1,8 +1,10 @@
 //! Crafted input against benign input of the same size: a plan whose
 //! pointers form one long chain against one whose pointers all name the
-//! same buffer, and variable ids that share their low bits (one bucket for
-//! any hash of the low bits) against random ids. PLAN_LOAD must cost about
-//! the same: no input may make the module's work superlinear.
+//! same buffer, variable ids that share their low bits (one bucket for
+//! any hash of the low bits) against random ids, and one plan of many
+//! small buffers aligned beyond their size (a chunk each, a gap after
+//! each) against the same buffers in eight plans. PLAN_LOAD must cost
+//! about the same: no input may make the module's work superlinear.
 
 use std::io;
 
@@ -22,6 +24,11 @@ const ROUNDS: usize = 5;
 const TARGET: f64 = 3.0;
 /// Local scratchpad the id plans' windows lie in.
 const SCRATCH: u64 = 1 << 20;
+/// Buffers of the aligned-gaps plan: a quarter of what one region's small
+/// pool holds of them.
+const GAPPED: u32 = 32_768;
+/// Plans the same buffers are split into on the benign side.
+const GAPPED_SPLIT: u32 = 8;
 
 fn blob(records: impl Iterator<Item = MemRef>, n: u32, local: u64) -> Vec<u8> {
     let header = PlanHeader {
@@ -80,6 +87,19 @@ pub fn window_blob(n: u32, id: impl Fn(u32) -> u32) -> Vec<u8> {
     blob(recs, n, SCRATCH)
 }
 
+/// `n` 4 KiB buffers at 8 KiB alignment: each is a chunk of its own in the
+/// small pool, placed first fit, with a 4 KiB gap after it.
+pub fn gapped_blob(n: u32) -> Vec<u8> {
+    let recs = (1..=n).map(|id| MemRef {
+        mr_type: MR_BUFFER,
+        var_id: id,
+        size: 4096,
+        alignment: 8192,
+        ..Default::default()
+    });
+    blob(recs, n, 0)
+}
+
 /// Ids that differ only above bit 12.
 pub fn crafted_id(i: u32) -> u32 {
     i << 12 | 0xa5c
@@ -102,6 +122,24 @@ fn compare(dev: &Device, a: &dyn Fn() -> Vec<u8>, b: &dyn Fn() -> Vec<u8>) -> io
     interleave(ROUNDS, || load(a), || load(b))
 }
 
+/// PLAN_LOAD ns of [`GAPPED`] gapped buffers in one plan, and of the same
+/// buffers in [`GAPPED_SPLIT`] plans, each unloaded before the next loads
+/// (so that every load meets the same empty pool), alternating A B B A.
+fn compare_gapped(dev: &Device) -> io::Result<Pairs> {
+    let load = |n: u32, times: u32| -> io::Result<f64> {
+        let bytes = gapped_blob(n);
+        let mut total = 0.0;
+        for _ in 0..times {
+            let (p, ns) = time_ns(|| dev.plan_load(&bytes, CHANNEL_ANY));
+            dev.plan_unload(p?.plan_id)?;
+            total += ns;
+        }
+        Ok(total)
+    };
+    let part = GAPPED / GAPPED_SPLIT;
+    interleave(ROUNDS, || load(GAPPED, 1), || load(part, GAPPED_SPLIT))
+}
+
 fn figure(name: &str, what_a: &str, what_b: &str, p: &Pairs) -> Figure {
     Figure::of_ratios(
         name,
@@ -119,8 +157,8 @@ fn figure(name: &str, what_a: &str, what_b: &str, p: &Pairs) -> Figure {
     )
 }
 
-/// `pointer_chain` and `crafted_ids`.
-pub fn adversarial_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
+/// `pointer_chain`, `crafted_ids` and `aligned_gaps`.
+pub fn adversarial_figures(dev: &Device) -> io::Result<[Figure; 3]> {
     let chain = compare(dev, &|| pointer_blob(RECORDS, true), &|| {
         pointer_blob(RECORDS, false)
     })?;
@@ -130,7 +168,8 @@ pub fn adversarial_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
     let ids = compare(dev, &|| window_blob(RECORDS, crafted_id), &|| {
         window_blob(RECORDS, benign_id)
     })?;
-    Ok((
+    let gapped = compare_gapped(dev)?;
+    Ok([
         figure(
             "pointer_chain",
             "2^20-record pointer chain",
@@ -143,7 +182,13 @@ pub fn adversarial_figures(dev: &Device) -> io::Result<(Figure, Figure)> {
             "2^20 random ids",
             &ids,
         ),
-    ))
+        figure(
+            "aligned_gaps",
+            &format!("{GAPPED} gapped buffers in one plan"),
+            &format!("the same in {GAPPED_SPLIT} plans, total"),
+            &gapped,
+        ),
+    ])
 }
 
 #[cfg(test)]
@@ -158,6 +203,7 @@ mod tests {
             pointer_blob(64, false),
             window_blob(64, crafted_id),
             window_blob(64, benign_id),
+            gapped_blob(64),
         ] {
             validate(&b, &Limits::default()).unwrap();
         }

@@ -115,6 +115,10 @@
 //!    pointers form one chain / whose pointers all name one buffer, and of
 //!    variable ids sharing their low bits / random ids (tools/nhbm-bench/src/
 //!    adversarial.rs), 5 repetitions each. Target <= 3 each.
+//!    `aligned_gaps`: PLAN_LOAD of 32,768 4 KiB MR_BUFFERs at 8 KiB
+//!    alignment (a chunk each, a gap after each) in one plan against the
+//!    same buffers in 8 plans loaded and unloaded in turn, 5 repetitions.
+//!    Target <= 3.
 //! 9. In `make bench`'s second guest (QEMU 11 with tools/nhbm-devmodel):
 //!    `pci_mem_write`, NHBM_IOC_MEM_WRITE of 16 MiB into an emulated PCI
 //!    function's write-combining BAR4 / into the simulated device, 6
@@ -296,6 +300,7 @@ fn device_figures(path: &Path, out: &mut Out) {
         "model_staging_vs_mem_write",
         "pointer_chain",
         "crafted_ids",
+        "aligned_gaps",
     ];
     let dev = match Device::open_path(path) {
         Ok(d) => d,
@@ -329,11 +334,8 @@ fn device_figures(path: &Path, out: &mut Out) {
         Err(e) => out.error(&["model_staging", "model_staging_vs_mem_write"], &e),
     }
     match adversarial::adversarial_figures(&dev) {
-        Ok((c, i)) => {
-            out.figure(&c);
-            out.figure(&i);
-        }
-        Err(e) => out.error(&["pointer_chain", "crafted_ids"], &e),
+        Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
+        Err(e) => out.error(&["pointer_chain", "crafted_ids", "aligned_gaps"], &e),
     }
 }
 
