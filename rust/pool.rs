@@ -122,25 +122,14 @@ impl Grid {
         size: u64,
         align: u64,
     ) -> Result<Chunk> {
-        self.alloc_in(channel, region, size, align, None)
+        self.alloc_with_hints(channel, region, size, align, None)
     }
 
-    /// [`Grid::alloc`] for one of a run of allocations (a plan's chunks),
-    /// each search beginning where `hints` says the run's last search for
-    /// such a chunk ended: the same place as a first fit from the start,
-    /// unless another tenant freed room below it meanwhile.
-    pub(crate) fn alloc_hinted(
-        &self,
-        channel: usize,
-        region: usize,
-        size: u64,
-        align: u64,
-        hints: &mut FitHints,
-    ) -> Result<Chunk> {
-        self.alloc_in(channel, region, size, align, Some(hints))
-    }
-
-    fn alloc_in(
+    /// [`Grid::alloc`], as one of a run of allocations (a plan's chunks)
+    /// if `hints` is given: each search then begins where the run's last
+    /// search for such a chunk ended, the same place as a first fit from
+    /// the start unless another tenant freed room below it meanwhile.
+    pub(crate) fn alloc_with_hints(
         &self,
         channel: usize,
         region: usize,
@@ -458,19 +447,19 @@ mod tests {
         let mut run = KVec::new();
         for i in 0..8 {
             hints.reserve()?;
-            let c = g.alloc_hinted(0, 0, 4096, 8 * KIB, &mut hints)?;
+            let c = g.alloc_with_hints(0, 0, 4096, 8 * KIB, Some(&mut hints))?;
             assert_eq!(c.pa(), s_start + i * 8 * KIB);
             run.push(c, GFP_KERNEL)?;
         }
         g.free(run.remove(0)?);
         hints.reserve()?;
-        let next = g.alloc_hinted(0, 0, 4096, 8 * KIB, &mut hints)?;
+        let next = g.alloc_with_hints(0, 0, 4096, 8 * KIB, Some(&mut hints))?;
         assert_eq!(next.pa(), s_start + 8 * 8 * KIB);
         let other = g.alloc(0, 0, 4096, 8 * KIB)?;
         assert_eq!(other.pa(), s_start);
         // Another kind: its first search starts at the bottom and finds the
         // first 4 KiB gap the run left.
-        let odd = g.alloc_hinted(0, 0, 4096, 4 * KIB, &mut hints)?;
+        let odd = g.alloc_with_hints(0, 0, 4096, 4 * KIB, Some(&mut hints))?;
         assert_eq!(odd.pa(), s_start + 4 * KIB);
         for c in run.drain_all() {
             g.free(c);

@@ -43,26 +43,23 @@ impl Bits<'_> {
     /// The first free granule at or after `from`, if any
     /// (`find_next_zero_bit`).
     pub(crate) fn first_free(&self, from: usize) -> Option<usize> {
-        let mut i = from;
-        while i < self.len {
-            let w = i / BITS;
-            let word = !self.words[w].load(Ordering::Relaxed) & (!0usize << (i % BITS));
-            if word != 0 {
-                let bit = w * BITS + word.trailing_zeros() as usize;
-                return (bit < self.len).then_some(bit);
-            }
-            i = (w + 1) * BITS;
-        }
-        None
+        self.first_of(from, self.len, false)
     }
 
     /// The first busy granule of `[from, to)`, if any (`find_next_bit`).
     pub(crate) fn first_busy(&self, from: usize, to: usize) -> Option<usize> {
+        self.first_of(from, to, true)
+    }
+
+    /// The first granule of `[from, to)` that is busy (`busy`) or free,
+    /// a word at a time.
+    fn first_of(&self, from: usize, to: usize, busy: bool) -> Option<usize> {
         let to = to.min(self.len);
         let mut i = from;
         while i < to {
             let w = i / BITS;
-            let word = self.words[w].load(Ordering::Relaxed) & (!0usize << (i % BITS));
+            let bits = self.words[w].load(Ordering::Relaxed);
+            let word = if busy { bits } else { !bits } & (!0usize << (i % BITS));
             if word != 0 {
                 let bit = w * BITS + word.trailing_zeros() as usize;
                 return (bit < to).then_some(bit);

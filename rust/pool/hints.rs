@@ -75,17 +75,21 @@ impl FitHints {
     ) -> Result<GenChunk> {
         let granules = size / gen.granule();
         let key = key(region, small, align, granules);
-        let from = self.next.get(&key).copied().unwrap_or(0);
+        let known = self.next.get_mut(&key);
+        let from = known.as_deref().copied().unwrap_or(0);
         let chunk = gen.alloc_with(size, &FirstFitFrom::new(gen, align, from));
         let next = match &chunk {
             Ok(c) => gen.granule_of(c.va()) + granules as usize,
             // Nothing of this kind fits from `from` on.
             Err(_) => gen.granules(),
         };
-        if let Some(at) = self.next.get_mut(&key) {
-            *at = next;
-        } else if let Some(node) = self.spares.pop() {
-            self.next.insert(node.into_node(key, next));
+        match known {
+            Some(at) => *at = next,
+            None => {
+                if let Some(node) = self.spares.pop() {
+                    self.next.insert(node.into_node(key, next));
+                }
+            }
         }
         chunk
     }
