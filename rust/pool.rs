@@ -115,21 +115,12 @@ impl Grid {
     /// A chunk of at most [`SMALL_ALLOC_MAX`] bytes so rounded tries the
     /// small pool first and takes just those bytes there; in the main pool
     /// a chunk is rounded up to a multiple of `align` as well.
+    ///
+    /// Given `hints`, the allocation is one of a run (a plan's chunks):
+    /// its search begins where the run's last search for such a chunk
+    /// ended, the same place as a first fit from the start unless another
+    /// tenant freed room below it meanwhile.
     pub(crate) fn alloc(
-        &self,
-        channel: usize,
-        region: usize,
-        size: u64,
-        align: u64,
-    ) -> Result<Chunk> {
-        self.alloc_with_hints(channel, region, size, align, None)
-    }
-
-    /// [`Grid::alloc`], as one of a run of allocations (a plan's chunks)
-    /// if `hints` is given: each search then begins where the run's last
-    /// search for such a chunk ended, the same place as a first fit from
-    /// the start unless another tenant freed room below it meanwhile.
-    pub(crate) fn alloc_with_hints(
         &self,
         channel: usize,
         region: usize,
@@ -268,14 +259,14 @@ mod tests {
     #[test]
     fn pa_zero_allocates_with_tagged_va() -> Result {
         let g = grid(&V2, 1, false)?;
-        let c = g.alloc(0, 0, MIB, 0)?;
+        let c = g.alloc(0, 0, MIB, 0, None)?;
         assert_eq!(c.pa(), 0);
         assert_eq!(c.va(), 0x8000_0000_0000_0000);
         assert_eq!(g.stats(0, 0)?.live_chunks, 1);
         // Freed by its tagged VA: the pool is whole again and PA 0 comes back.
         g.free(c);
         assert_eq!(g.stats(0, 0)?.used, 0);
-        let again = g.alloc(0, 0, MIB, 0)?;
+        let again = g.alloc(0, 0, MIB, 0, None)?;
         assert_eq!(again.pa(), 0);
         g.free(again);
         Ok(())
@@ -284,11 +275,11 @@ mod tests {
     #[test]
     fn v2_channel1_starts_at_64_gib() -> Result {
         let g = grid(&V2, 1, false)?;
-        let c = g.alloc(1, 0, MIB, 0)?;
+        let c = g.alloc(1, 0, MIB, 0, None)?;
         assert_eq!(c.pa(), 64 * GIB);
         assert_eq!(c.va(), DEVMEM_TAG | (64 * GIB));
         g.free(c);
-        assert_eq!(g.alloc(2, 0, 4096, 0).err(), Some(EINVAL));
+        assert_eq!(g.alloc(2, 0, 4096, 0, None).err(), Some(EINVAL));
         Ok(())
     }
 
@@ -301,12 +292,12 @@ mod tests {
                 for r in 0..4 {
                     let (start, _) = g.pool_range(ch, r)?;
                     assert_eq!(start, info.channel_base[ch] + r as u64 * rsize);
-                    let c = g.alloc(ch, r, MIB, 0)?;
+                    let c = g.alloc(ch, r, MIB, 0, None)?;
                     assert_eq!(c.pa(), start);
                     g.free(c);
                 }
             }
-            assert_eq!(g.alloc(0, 4, 4096, 0).err(), Some(EINVAL));
+            assert_eq!(g.alloc(0, 4, 4096, 0, None).err(), Some(EINVAL));
         }
         assert_eq!(grid(&V2, 0, false).err(), Some(EINVAL));
         assert_eq!(grid(&V2, 5, false).err(), Some(EINVAL));
@@ -317,10 +308,10 @@ mod tests {
     fn alignments_4k_to_1g() -> Result {
         let g = grid(&V3, 1, true)?;
         let (s_start, s_end, _) = g.small_pool(1, 0)?.ok_or(EINVAL)?;
-        let first = g.alloc(1, 0, 4096, 0)?; // offset the free space
+        let first = g.alloc(1, 0, 4096, 0, None)?; // offset the free space
         for order in 12..=30 {
             let align = 1u64 << order;
-            let c = g.alloc(1, 0, 8192, align)?;
+            let c = g.alloc(1, 0, 8192, align, None)?;
             assert_eq!(c.pa() % align, 0);
             assert_eq!(c.va(), c.pa() | DEVMEM_TAG);
             // In the small pool the chunk takes its own pages; in the main
@@ -334,8 +325,8 @@ mod tests {
             assert!(small || align > GIB / 2);
             g.free(c);
         }
-        assert_eq!(g.alloc(1, 0, 4096, 3).err(), Some(EINVAL));
-        assert_eq!(g.alloc(1, 0, 4096, 2 * GIB).err(), Some(EINVAL));
+        assert_eq!(g.alloc(1, 0, 4096, 3, None).err(), Some(EINVAL));
+        assert_eq!(g.alloc(1, 0, 4096, 2 * GIB, None).err(), Some(EINVAL));
         g.free(first);
         Ok(())
     }
@@ -343,12 +334,12 @@ mod tests {
     #[test]
     fn sizes_round_up_to_min_alloc() -> Result {
         let g = grid(&V2, 1, false)?;
-        let c = g.alloc(0, 0, 1, 0)?;
+        let c = g.alloc(0, 0, 1, 0, None)?;
         assert_eq!(c.size(), 4096);
         assert_eq!(g.stats(0, 0)?.used, 4096);
         g.free(c);
-        assert_eq!(g.alloc(0, 0, 0, 0).err(), Some(EINVAL));
-        assert_eq!(g.alloc(0, 0, u64::MAX, 0).err(), Some(ENOMEM));
+        assert_eq!(g.alloc(0, 0, 0, 0, None).err(), Some(EINVAL));
+        assert_eq!(g.alloc(0, 0, u64::MAX, 0, None).err(), Some(ENOMEM));
         Ok(())
     }
 
@@ -358,17 +349,17 @@ mod tests {
         let total = g.stats(0, 1)?.total;
         // The main pool whole, then the small pool whole (a large chunk
         // falls back on it when the main pool has no room).
-        let a = g.alloc(0, 1, total - SMALL_POOL_SIZE, 0)?;
-        let b = g.alloc(0, 1, SMALL_POOL_SIZE, 0)?;
+        let a = g.alloc(0, 1, total - SMALL_POOL_SIZE, 0, None)?;
+        let b = g.alloc(0, 1, SMALL_POOL_SIZE, 0, None)?;
         assert_eq!(b.pa(), a.pa() + total - SMALL_POOL_SIZE);
         let before = g.stats(0, 1)?;
-        assert_eq!(g.alloc(0, 1, 4096, 0).err(), Some(ENOMEM));
+        assert_eq!(g.alloc(0, 1, 4096, 0, None).err(), Some(ENOMEM));
         assert_eq!(g.alloc_scratch(0, 1, 4096).err(), Some(ENOMEM));
         assert_eq!(g.stats(0, 1)?, before); // a failed allocation changes nothing
         g.free(a);
         // A small chunk falls back on the main pool when the small one is
         // full, and spans its alignment there.
-        let c = g.alloc(0, 1, 4096, 64 * KIB)?;
+        let c = g.alloc(0, 1, 4096, 64 * KIB, None)?;
         let (start, _) = g.pool_range(0, 1)?;
         assert_eq!((c.pa(), c.size()), (start, 64 * KIB));
         let s = g.stats(0, 1)?;
@@ -390,9 +381,9 @@ mod tests {
         // The top GiB of the stack.
         assert_eq!((s_start, s_end), (15 * GIB, end));
         assert_eq!((end, free), (16 * GIB, GIB));
-        let small = g.alloc(0, 0, SMALL_ALLOC_MAX, 0)?;
+        let small = g.alloc(0, 0, SMALL_ALLOC_MAX, 0, None)?;
         assert_eq!(small.pa(), s_start);
-        let large = g.alloc(0, 0, SMALL_ALLOC_MAX + 1, 0)?;
+        let large = g.alloc(0, 0, SMALL_ALLOC_MAX + 1, 0, None)?;
         assert_eq!((large.pa(), large.size()), (start, SMALL_ALLOC_MAX + 4096));
         // A scratchpad comes from the top of the main pool, below the small one.
         let scratch = g.alloc_scratch(0, 0, 4096)?;
@@ -412,19 +403,19 @@ mod tests {
         let (s_start, _, free) = g.small_pool(0, 0)?.ok_or(EINVAL)?;
         let mut aligned = KVec::new();
         for i in 0..16 {
-            let c = g.alloc(0, 0, 4096, 64 * KIB)?;
+            let c = g.alloc(0, 0, 4096, 64 * KIB, None)?;
             assert_eq!((c.pa(), c.size()), (s_start + i * 64 * KIB, 4096));
             aligned.push(c, GFP_KERNEL)?;
         }
         assert_eq!(g.stats(0, 0)?.used, 16 * 4096);
         assert_eq!(g.small_pool(0, 0)?.map(|p| p.2), Some(free - 16 * 4096));
         // The threshold is on a chunk's pages, not on its alignment.
-        let far = g.alloc(0, 0, 4096, 2 * SMALL_ALLOC_MAX)?;
+        let far = g.alloc(0, 0, 4096, 2 * SMALL_ALLOC_MAX, None)?;
         assert_eq!(
             (far.pa(), far.size()),
             (s_start + 2 * SMALL_ALLOC_MAX, 4096)
         );
-        let filler = g.alloc(0, 0, 8192, 0)?;
+        let filler = g.alloc(0, 0, 8192, 0, None)?;
         assert_eq!(filler.pa(), s_start + 4096);
         aligned.push(far, GFP_KERNEL)?;
         aligned.push(filler, GFP_KERNEL)?;
@@ -447,19 +438,19 @@ mod tests {
         let mut run = KVec::new();
         for i in 0..8 {
             hints.reserve()?;
-            let c = g.alloc_with_hints(0, 0, 4096, 8 * KIB, Some(&mut hints))?;
+            let c = g.alloc(0, 0, 4096, 8 * KIB, Some(&mut hints))?;
             assert_eq!(c.pa(), s_start + i * 8 * KIB);
             run.push(c, GFP_KERNEL)?;
         }
         g.free(run.remove(0)?);
         hints.reserve()?;
-        let next = g.alloc_with_hints(0, 0, 4096, 8 * KIB, Some(&mut hints))?;
+        let next = g.alloc(0, 0, 4096, 8 * KIB, Some(&mut hints))?;
         assert_eq!(next.pa(), s_start + 8 * 8 * KIB);
-        let other = g.alloc(0, 0, 4096, 8 * KIB)?;
+        let other = g.alloc(0, 0, 4096, 8 * KIB, None)?;
         assert_eq!(other.pa(), s_start);
         // Another kind: its first search starts at the bottom and finds the
         // first 4 KiB gap the run left.
-        let odd = g.alloc_with_hints(0, 0, 4096, 4 * KIB, Some(&mut hints))?;
+        let odd = g.alloc(0, 0, 4096, 4 * KIB, Some(&mut hints))?;
         assert_eq!(odd.pa(), s_start + 4 * KIB);
         for c in run.drain_all() {
             g.free(c);
@@ -481,14 +472,14 @@ mod tests {
         let mut large = KVec::new();
         let mut small = KVec::new();
         for _ in 0..ROUNDS {
-            large.push(g.alloc(0, 0, 64 * MIB, 0)?, GFP_KERNEL)?;
-            small.push(g.alloc(0, 0, 4096, 0)?, GFP_KERNEL)?;
+            large.push(g.alloc(0, 0, 64 * MIB, 0, None)?, GFP_KERNEL)?;
+            small.push(g.alloc(0, 0, 4096, 0, None)?, GFP_KERNEL)?;
         }
         for c in large.drain_all() {
             g.free(c);
         }
         // Half of what was freed, in one record.
-        let half = g.alloc(0, 0, ROUNDS * 64 * MIB / 2, 0)?;
+        let half = g.alloc(0, 0, ROUNDS * 64 * MIB / 2, 0, None)?;
         g.free(half);
         for c in small.drain_all() {
             g.free(c);
@@ -503,7 +494,7 @@ mod tests {
         let a = grid(&V2, 1, false)?;
         let b = grid(&V2, 1, false)?;
         for size in [4096, MIB] {
-            let c = a.alloc(0, 0, size, 0)?;
+            let c = a.alloc(0, 0, size, 0, None)?;
             let before = b.stats(0, 0)?;
             let back = b.try_free(c).err().ok_or(EINVAL)?;
             assert_eq!(b.stats(0, 0)?, before);
@@ -533,13 +524,13 @@ mod tests {
                     let (start, end) = g.pool_range(ch, r)?;
                     assert_eq!(start, base + FW_CARVEOUT);
                     let small = g.small_pool(ch, r)?.map_or(0, |(s, e, _)| e - s);
-                    let all = g.alloc(ch, r, end - start - small, 0)?;
+                    let all = g.alloc(ch, r, end - start - small, 0, None)?;
                     assert_eq!(all.pa(), base + FW_CARVEOUT);
                     let rest = match small {
                         0 => None,
-                        n => Some(g.alloc(ch, r, n, 0)?),
+                        n => Some(g.alloc(ch, r, n, 0, None)?),
                     };
-                    assert_eq!(g.alloc(ch, r, 4096, 0).err(), Some(ENOMEM));
+                    assert_eq!(g.alloc(ch, r, 4096, 0, None).err(), Some(ENOMEM));
                     g.free(all);
                     let top = g.alloc_scratch(ch, r, end - start - small)?;
                     assert_eq!(top.pa(), base + FW_CARVEOUT);
@@ -576,8 +567,8 @@ mod tests {
             assert_eq!(g.pool_range(ch, 0)?.1, stack_end);
             // The main pool full, a GiB falls back on the small pool: the
             // whole top GiB, which the BAR4 remap reaches to its last byte.
-            let main = g.alloc(ch, 0, 15 * GIB, 0)?;
-            let top = g.alloc(ch, 0, GIB, 0)?;
+            let main = g.alloc(ch, 0, 15 * GIB, 0, None)?;
+            let top = g.alloc(ch, 0, GIB, 0, None)?;
             assert_eq!(top.pa() + top.size(), stack_end);
             let off = crate::arch::addr::bar4_offset(&V2, top.pa(), top.size())?;
             assert_eq!(off + GIB, (ch as u64 + 1) * 16 * GIB);
@@ -638,7 +629,7 @@ mod tests {
         let g = grid(&V2, 4, false)?;
         let total = g.stats(0, 0)?.total;
         let small = g.small_pool(0, 0)?.map_or(0, |(s, e, _)| e - s);
-        let main = g.alloc(0, 0, total - small - 8192, 0)?;
+        let main = g.alloc(0, 0, total - small - 8192, 0, None)?;
         let s = g.alloc_scratch(0, 0, 8192)?;
         // Never from the small pool, which is all free.
         assert_eq!(g.alloc_scratch(0, 0, 4096).err(), Some(ENOMEM));
@@ -651,7 +642,7 @@ mod tests {
     fn emptiest_channel_wins() -> Result {
         let g = grid(&V2, 1, false)?;
         assert_eq!(g.emptiest_channel(), 0);
-        let c = g.alloc(0, 0, MIB, 0)?;
+        let c = g.alloc(0, 0, MIB, 0, None)?;
         assert_eq!(g.emptiest_channel(), 1);
         g.free(c);
         Ok(())
@@ -719,7 +710,10 @@ mod concurrency_tests {
                 for i in 0..ROUNDS {
                     // Two workers share each pool; sizes vary to fragment it.
                     let size = 4096 * (1 + (i % 7) as u64);
-                    match s.grid.alloc(w % 2, (w / 2) % 2, size, 4096 << (i % 3)) {
+                    match s
+                        .grid
+                        .alloc(w % 2, (w / 2) % 2, size, 4096 << (i % 3), None)
+                    {
                         // Cannot fail: at most ROUNDS chunks are held.
                         Ok(c) => drop(held.push_within_capacity(c)),
                         Err(_) => {

@@ -144,8 +144,7 @@ impl Plan {
         mut hints: Option<&mut FitHints>,
     ) -> Result<Option<u64>> {
         let regions = 0..self.dev.grid.geometry().regions;
-        let alloc =
-            |grid: &Grid, r| grid.alloc_with_hints(channel, r, size, align, hints.as_deref_mut());
+        let alloc = |grid: &Grid, r| grid.alloc(channel, r, size, align, hints.as_deref_mut());
         Ok(self
             .take_chunk(channel, regions, ChunkList::Vars, alloc)?
             .map(|(pa, _)| pa))

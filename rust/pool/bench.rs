@@ -120,7 +120,7 @@ fn allocator_round(
     let grid_round = || {
         time(|| {
             for _ in 0..PAIRS {
-                let chunk = grid.alloc(0, 0, ALLOC_BYTES, 0)?;
+                let chunk = grid.alloc(0, 0, ALLOC_BYTES, 0, None)?;
                 grid.free(chunk);
             }
             Ok(())
