@@ -6,6 +6,7 @@
 pub(crate) mod blank_page;
 pub(crate) mod capability;
 pub(crate) mod current;
+pub(crate) mod dma_buf;
 pub(crate) mod dma_mask;
 pub(crate) mod dmem;
 pub(crate) mod genpool;

@@ -12,6 +12,7 @@
 
 pub(crate) mod fdinfo;
 pub(crate) mod mapping;
+pub(crate) mod sharing;
 pub(crate) mod telemetry;
 
 use crate::{
@@ -115,6 +116,9 @@ struct PlanEntry {
     plan: Arc<Plan>,
     /// Plans of this file whose REMOTE records point into this one.
     pinned_by: u32,
+    /// Another file's plan, imported (PLAN_IMPORT): read-only here, and
+    /// its memory not this file's.
+    imported: bool,
 }
 
 struct FileState {
@@ -131,6 +135,14 @@ struct FileState {
 impl FileState {
     fn entry(&self, id: u32) -> Result<&PlanEntry> {
         self.plans.get(&id).ok_or(ENOENT)
+    }
+
+    /// The id of a plan being listed, held in `id_node` until it is (or
+    /// its load fails). Ids count up from 1 and skip any live or loading
+    /// after a wrap.
+    fn take_id(&mut self, id_node: IdNode) -> u32 {
+        let Self { ids, plans, .. } = self;
+        ids.take(|id| plans.get(&id).is_some(), id_node)
     }
 
     fn pin(&mut self, pins: &[u32]) {
@@ -214,6 +226,13 @@ impl OpenFile {
         Ok(self.state.lock().entry(id)?.plan.clone())
     }
 
+    /// Plan `id`, and whether this file imported it (and may only read it).
+    fn plan_and_rights(&self, id: u32) -> Result<(Arc<Plan>, bool)> {
+        let st = self.state.lock();
+        let e = st.entry(id)?;
+        Ok((e.plan.clone(), e.imported))
+    }
+
     fn device_info(&self, arg: usize) -> Result {
         self.dev.check_present()?;
         let d = &self.dev;
@@ -278,7 +297,7 @@ impl OpenFile {
             Ok(Arc::new(plan, GFP_KERNEL_ACCOUNT)?)
         })?;
         let (records, bytes) = (plan.vars().len(), plan.bytes);
-        self.insert_plan(plan, slot, id)?;
+        self.insert_plan(plan, slot, id, false)?;
         trace::plan_load(&timer, self.dev.index, id, records, bytes);
         Ok(())
     }
@@ -301,13 +320,11 @@ impl OpenFile {
             return Err(E2BIG);
         }
         remotes.take(|id| {
-            let target = st.entry(id)?.plan.clone();
-            target.check_live()?;
-            Ok(target)
+            let e = st.entry(id)?;
+            e.plan.check_live()?;
+            Ok((e.plan.clone(), e.imported))
         })?;
-        // Ids count up from 1 and skip any live or loading after a wrap.
-        let FileState { ids, plans, .. } = &mut *st;
-        Ok(ids.take(|id| plans.get(&id).is_some(), id_node))
+        Ok(st.take_id(id_node))
     }
 
     /// Copies the staged `plan`'s variable PAs to `req.addrs` (if given) and
@@ -335,23 +352,26 @@ impl OpenFile {
         writeback(arg, req)
     }
 
-    /// Lists the loaded `plan` as `id` in this file's table, in the `slot`
-    /// reserved for it, and pins the plans it points into. `E2BIG` when the
-    /// file filled up, `ENOENT` when a target was unloaded meanwhile and
-    /// `EIO` when a device reset began after it was staged.
+    /// Lists `plan` as `id` in this file's table, in the `slot` reserved
+    /// for it: a plan loaded here, which pins the plans it points into, or
+    /// one `imported` from another file, read-only. `E2BIG` when the file
+    /// filled up, `ENOENT` when a target was unloaded meanwhile and `EIO`
+    /// when a device reset began after it was staged.
     fn insert_plan(
         &self,
         plan: Arc<Plan>,
         slot: RBTreeNodeReservation<u32, PlanEntry>,
         id: u32,
+        imported: bool,
     ) -> Result {
         let mut st = self.state.lock();
         if st.count >= MAX_PLANS_PER_FILE as usize {
             drop(st);
             return Err(E2BIG);
         }
-        // A target unloaded meanwhile is gone for this file, too.
-        if !plan.remotes_match(|id| st.entry(id).ok().map(|e| &e.plan)) {
+        // A target unloaded meanwhile is gone for this file, too. An
+        // imported plan's REMOTE ids are its loader's, not this file's.
+        if !imported && !plan.remotes_match(|id| st.entry(id).ok().map(|e| &e.plan)) {
             drop(st);
             return Err(ENOENT);
         }
@@ -366,9 +386,15 @@ impl OpenFile {
             drop(st);
             return Err(e);
         }
-        st.pin(plan.remote_ids());
-        st.plans
-            .insert(slot.into_node(id, PlanEntry { plan, pinned_by: 0 }));
+        if !imported {
+            st.pin(plan.remote_ids());
+        }
+        let entry = PlanEntry {
+            plan,
+            pinned_by: 0,
+            imported,
+        };
+        st.plans.insert(slot.into_node(id, entry));
         st.count += 1;
         Ok(())
     }
@@ -388,7 +414,9 @@ impl OpenFile {
             }
             let entry = st.plans.remove(&req.plan_id).ok_or(ENOENT)?;
             st.count -= 1;
-            st.unpin(entry.plan.remote_ids());
+            if !entry.imported {
+                st.unpin(entry.plan.remote_ids());
+            }
             entry
         };
         let (records, bytes) = (entry.plan.vars().len(), entry.plan.bytes);
@@ -411,8 +439,8 @@ impl OpenFile {
         // Listed under the plan table's lock: an unload, which takes it
         // first, either comes after (and unlists it) or the plan is gone.
         let st = self.state.lock();
-        let plan = &st.entry(req.plan_id)?.plan;
-        (req.offset, req.size) = self.maps.offset(plan, req.var_id, slot)?;
+        let e = st.entry(req.plan_id)?;
+        (req.offset, req.size) = self.maps.offset(&e.plan, req.var_id, slot, e.imported)?;
         drop(st);
         writeback(arg, &req)
     }
@@ -475,10 +503,17 @@ impl OpenFile {
         res
     }
 
-    /// Copies `req.len` bytes from (`write`) or to the user buffer of `req`.
+    /// Copies `req.len` bytes from (`write`) or to the user buffer of `req`:
+    /// `EACCES` for a write into memory this file may only read.
     fn transfer(&self, req: &MemXfer, write: bool) -> Result {
         self.dev.check_present()?;
-        let plan = self.plan(req.plan_id)?;
+        let (plan, imported) = self.plan_and_rights(req.plan_id)?;
+        if write {
+            if imported {
+                return Err(EACCES);
+            }
+            plan.check_writable(req.var_id)?;
+        }
         plan.check_live()?;
         let pa = plan.resolve_hbm(req.var_id, req.offset, req.len)?;
         let (at, n) = user_range(req.buf, req.len)?;
@@ -516,12 +551,13 @@ impl OpenFile {
             }
         }
         {
+            // Imported plans hold their exporter's memory, not this file's.
             let st = self.state.lock();
-            for e in st.plans.values() {
+            for e in st.plans.values().filter(|e| !e.imported) {
                 out.own_bytes += e.plan.bytes;
                 out.own_chunks += e.plan.chunk_count() as u32;
+                out.own_plans += 1;
             }
-            out.own_plans = st.count as u32;
         }
         writeback(arg, &out)
     }
@@ -655,6 +691,8 @@ impl NodeFile for OpenFile {
             IOC_CORES => me.cores(arg)?,
             IOC_RESET_START => me.reset_start(arg)?,
             IOC_RESET_WAIT => me.reset_wait(arg)?,
+            IOC_PLAN_EXPORT => me.plan_export(arg)?,
+            IOC_PLAN_IMPORT => me.plan_import(arg)?,
             _ => return Err(ENOTTY),
         }
         Ok(0)
@@ -668,7 +706,7 @@ impl NodeFile for OpenFile {
         {
             // At most MAX_PLANS_PER_FILE additions, printed after the lock.
             let st = me.state.lock();
-            for e in st.plans.values() {
+            for e in st.plans.values().filter(|e| !e.imported) {
                 if let Some(c) = channels.get_mut(e.plan.channel()) {
                     *c += e.plan.bytes;
                 }

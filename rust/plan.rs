@@ -37,8 +37,9 @@ const TABLE_NODE_BYTES: usize = 2 * 64;
 pub(crate) struct Remotes {
     /// Plan ids in the loading file, ascending and distinct.
     ids: KVVec<u32>,
-    /// The plan of each id.
-    plans: KVVec<Arc<Plan>>,
+    /// The plan of each id, and whether the file holds it read-only (an
+    /// import of another process's plan).
+    plans: KVVec<(Arc<Plan>, bool)>,
 }
 
 impl Remotes {
@@ -71,13 +72,17 @@ impl Remotes {
     }
 
     /// Takes a reference on the plan of each id, in [`Remotes::ids`] order,
-    /// from `lookup` (`ENOENT` for an unknown id). `E2BIG` when the chain of
-    /// REMOTE plans would grow deeper than [`MAX_REMOTE_DEPTH`]. On error the
-    /// references taken so far are dropped.
-    pub(crate) fn take(&mut self, mut lookup: impl FnMut(u32) -> Result<Arc<Plan>>) -> Result {
+    /// from `lookup` (the plan, and whether it is read-only to the file;
+    /// `ENOENT` for an unknown id). `E2BIG` when the chain of REMOTE plans
+    /// would grow deeper than [`MAX_REMOTE_DEPTH`]. On error the references
+    /// taken so far are dropped.
+    pub(crate) fn take(
+        &mut self,
+        mut lookup: impl FnMut(u32) -> Result<(Arc<Plan>, bool)>,
+    ) -> Result {
         for &id in self.ids.iter() {
             let plan = lookup(id)?;
-            if plan.depth >= MAX_REMOTE_DEPTH {
+            if plan.0.depth >= MAX_REMOTE_DEPTH {
                 self.plans.clear();
                 return Err(E2BIG);
             }
@@ -93,7 +98,7 @@ impl Remotes {
     /// `EIO` unless every plan named was staged in reset epoch `epoch`: a
     /// device reset between taking the references and staging wiped them.
     fn check_epoch(&self, epoch: u64) -> Result {
-        if self.plans.iter().all(|p| p.reset_epoch == epoch) {
+        if self.plans.iter().all(|(p, _)| p.reset_epoch == epoch) {
             Ok(())
         } else {
             Err(EIO)
@@ -102,13 +107,21 @@ impl Remotes {
 
     /// Depth of a plan naming these plans.
     fn depth(&self) -> u32 {
-        self.plans.iter().map(|p| p.depth + 1).max().unwrap_or(0)
+        self.plans
+            .iter()
+            .map(|(p, _)| p.depth + 1)
+            .max()
+            .unwrap_or(0)
     }
 
-    /// The variable `var_id` of plan `plan_id`: `ENOENT` if either is unknown.
+    /// The variable `var_id` of plan `plan_id`, read-only if the plan is
+    /// to the loading file: `ENOENT` if either is unknown.
     fn var(&self, plan_id: u32, var_id: u32) -> Result<Var> {
         let i = self.ids.binary_search(&plan_id).map_err(|_| ENOENT)?;
-        self.plans.get(i).ok_or(ENOENT)?.var(var_id).copied()
+        let (plan, read_only) = self.plans.get(i).ok_or(ENOENT)?;
+        let mut var = *plan.var(var_id)?;
+        var.read_only |= *read_only;
+        Ok(var)
     }
 
     /// Checks that every REMOTE record of `parsed` names a variable that
@@ -131,7 +144,7 @@ impl Remotes {
             }
         };
         arr(self.ids.capacity() * size_of::<u32>())
-            + arr(self.plans.capacity() * size_of::<Arc<Plan>>())
+            + arr(self.plans.capacity() * size_of::<(Arc<Plan>, bool)>())
     }
 }
 
@@ -147,6 +160,9 @@ pub(crate) struct Var {
     /// Index of the chunk holding it in the plan's chunk list when it
     /// allocates, else [`NO_CHUNK`]. It sits in what would be padding.
     pub(crate) chunk: u32,
+    /// A window onto memory the plan's file may only read (a REMOTE into
+    /// an imported plan, or a PTR to one): MEM_WRITE refuses it.
+    pub(crate) read_only: bool,
 }
 
 /// [`Var::chunk`] of a variable that allocates nothing.
@@ -223,6 +239,21 @@ impl Plan {
         self.resolve(var_id, offset, len)
     }
 
+    /// `EACCES` if variable `var_id` is a window onto memory its file may
+    /// only read ([`Var::read_only`]).
+    pub(crate) fn check_writable(&self, var_id: u32) -> Result {
+        if self.var(var_id)?.read_only {
+            Err(EACCES)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether the plan's memory is on `dev`.
+    pub(crate) fn is_on(&self, dev: &Device) -> bool {
+        core::ptr::eq(&*self.dev, dev)
+    }
+
     /// The variable `var_id`.
     #[inline(always)]
     pub(crate) fn var(&self, var_id: u32) -> Result<&Var> {
@@ -249,7 +280,7 @@ impl Plan {
         r.ids
             .iter()
             .zip(r.plans.iter())
-            .all(|(&id, p)| lookup(id).is_some_and(|q| Arc::ptr_eq(p, q)))
+            .all(|(&id, (p, _))| lookup(id).is_some_and(|q| Arc::ptr_eq(p, q)))
     }
 
     /// The HBM channel this plan's [`Plan::bytes`] are in.

@@ -78,8 +78,12 @@ pub(crate) use c::nhbm_mem_ref as MemRef;
 pub(crate) use c::nhbm_mem_stats as MemStats;
 /// `struct nhbm_mem_xfer`.
 pub(crate) use c::nhbm_mem_xfer as MemXfer;
+/// `struct nhbm_plan_export`.
+pub(crate) use c::nhbm_plan_export as PlanExport;
 /// `struct nhbm_plan_header`.
 pub(crate) use c::nhbm_plan_header as PlanHeader;
+/// `struct nhbm_plan_import`.
+pub(crate) use c::nhbm_plan_import as PlanImport;
 /// `struct nhbm_plan_load`.
 pub(crate) use c::nhbm_plan_load as PlanLoad;
 /// `struct nhbm_plan_unload`.
@@ -121,3 +125,7 @@ pub(crate) const IOC_CORES: u32 = _IOWR::<Cores>(IOC_MAGIC, 0x0a);
 pub(crate) const IOC_RESET_START: u32 = _IOWR::<Reset>(IOC_MAGIC, 0x0b);
 /// `NHBM_IOC_RESET_WAIT`.
 pub(crate) const IOC_RESET_WAIT: u32 = _IOWR::<Reset>(IOC_MAGIC, 0x0c);
+/// `NHBM_IOC_PLAN_EXPORT`.
+pub(crate) const IOC_PLAN_EXPORT: u32 = _IOWR::<PlanExport>(IOC_MAGIC, 0x0d);
+/// `NHBM_IOC_PLAN_IMPORT`.
+pub(crate) const IOC_PLAN_IMPORT: u32 = _IOWR::<PlanImport>(IOC_MAGIC, 0x0e);

@@ -139,6 +139,26 @@ void nhbm_pages_to_io(struct page **pages, unsigned int offset, size_t len, void
 void nhbm_io_to_pages(struct page **pages, unsigned int offset, size_t len,
 		      const void __iomem *src);
 
+/*
+ * dma-bufs of the module's own (dma_buf.c). A buffer's payload starts with
+ * the function that frees it, called once, when the buffer's last reference
+ * goes, and the kind of value it carries (dma_buf.rs).
+ */
+struct dma_buf;
+struct nhbm_dma_buf_payload {
+	void (*release)(struct nhbm_dma_buf_payload *payload);
+	u32 kind;
+};
+/*
+ * A read-only dma-buf of `size` bytes owning `payload` (unless this fails);
+ * `*out` is its file, whose one reference the caller now holds.
+ */
+int nhbm_dma_buf_export(struct nhbm_dma_buf_payload *payload, u64 size, struct file **out);
+/* A reference on the dma-buf of `fd`: -EBADF, -EINVAL if not one of ours. */
+int nhbm_dma_buf_get(int fd, struct dma_buf **out);
+struct nhbm_dma_buf_payload *nhbm_dma_buf_payload(struct dma_buf *buf);
+void nhbm_dma_buf_put(struct dma_buf *buf);
+
 /* sysfs attributes of a device node (sysfs.c): which value each shows. */
 enum nhbm_attr {
 	NHBM_ATTR_ARCH = 0,

@@ -72,6 +72,19 @@ plain_fields!(nhbm_plan_load {
     shared_scratchpad_pa,
     bytes_allocated
 });
+plain_fields!(nhbm_plan_export {
+    plan_id,
+    flags,
+    fd,
+    rsvd
+});
+plain_fields!(nhbm_plan_import {
+    fd,
+    flags,
+    plan_id,
+    nr_vars,
+    bytes
+});
 plain_fields!(nhbm_plan_unload { plan_id, rsvd });
 plain_fields!(nhbm_resolve {
     plan_id,

@@ -63,6 +63,15 @@ impl<'a> NewMapping<'a> {
         self.vma.flags() & flags::MAYSHARE != 0
     }
 
+    /// Makes it read-only for good: `EACCES` if it asks for write access;
+    /// otherwise `mprotect(2)` can never add it.
+    pub(crate) fn forbid_writes(&self) -> Result {
+        if self.vma.writable() {
+            return Err(EACCES);
+        }
+        self.vma.try_clear_maywrite()
+    }
+
     /// Sets the mapping up to be filled by `fault`, with pages of `backing`,
     /// and counts it against its file's limit (`ENOMEM` past it).
     ///

@@ -6,8 +6,8 @@
 //!
 //! A variable's offset is its first page's device PA: unique on the device
 //! among live chunks, so taking one plan's range away from the file's
-//! address space (shared by every file opened on the same inode) touches
-//! no other plan's mapping. A fault finds its variable in the faulting
+//! address space (its own, [`Space`]) touches no other plan's mapping. A
+//! variable of a plan the file imported maps read-only. A fault finds its variable in the faulting
 //! file's own table, never anyone else's, and fills it through the reset
 //! gate ([`Device::map_page`]), so a device reset or removal can wait out
 //! faults in flight and take every page away after them
@@ -41,6 +41,8 @@ pub(crate) struct Entry {
     first: u64,
     /// Device PA of that page.
     pa: u64,
+    /// Whether the file may only read it (its plan is an import).
+    read_only: bool,
 }
 
 /// The mappable variables of one open file, by last page.
@@ -91,8 +93,16 @@ impl FileMaps {
     /// listed whole (its variables overlap one another, and every page of
     /// it is the plan's own) and which is mapped from the page its first
     /// byte is in. A mapping never reaches another plan's memory or free
-    /// space.
-    pub(crate) fn offset(&self, plan: &Arc<Plan>, var_id: u32, node: Slot) -> Result<(u64, u64)> {
+    /// space. A variable listed `read_only` (of a plan the file imported)
+    /// maps only without write access, unless the file also lists it as
+    /// its own.
+    pub(crate) fn offset(
+        &self,
+        plan: &Arc<Plan>,
+        var_id: u32,
+        node: Slot,
+        read_only: bool,
+    ) -> Result<(u64, u64)> {
         plan.check_live()?;
         let var = plan.var(var_id)?;
         let page = PAGE_SIZE as u64;
@@ -125,20 +135,20 @@ impl FileMaps {
         };
         let (first, last) = (pa >> PAGE_SHIFT, (listed_end >> PAGE_SHIFT) - 1);
         let mut t = self.table.lock();
-        let next = t.cursor_lower_bound(&first).map(|c| {
-            let (&l, e) = c.current();
-            (l, e.first)
-        });
+        let next = t.cursor_lower_bound_mut(&first);
         match next {
-            // Listed already, by an earlier call.
-            Some((l, f)) if l == last && f == first => {}
+            // Listed already, by an earlier call: writable if either is.
+            Some(mut c) if *c.current().0 == last && c.current().1.first == first => {
+                c.current_mut().1.read_only &= read_only;
+            }
             // Variables placed in the same pages: a page is listed once.
-            Some((_, f)) if f <= last => return Err(EINVAL),
+            Some(c) if c.current().1.first <= last => return Err(EINVAL),
             _ => {
                 let entry = Entry {
                     plan: plan.clone(),
                     first,
                     pa,
+                    read_only,
                 };
                 t.insert(node.into_node(last, entry));
             }
@@ -149,7 +159,9 @@ impl FileMaps {
 
     /// Accepts `mmap(2)` of `map` if it is shared and lies inside one listed
     /// variable of a live plan (`EINVAL`, `EIO` after a device reset,
-    /// `ENODEV` once the device is gone); says what backs its pages.
+    /// `ENODEV` once the device is gone), without write access to one the
+    /// file may only read (`EACCES`; nor can `mprotect` add it); says what
+    /// backs its pages.
     pub(crate) fn check_map(&self, dev: &Device, map: &NewMapping<'_>) -> Result<Backing> {
         if !map.shared() {
             return Err(EINVAL);
@@ -162,6 +174,9 @@ impl FileMaps {
         let (end, e) = find(&t, first)?;
         if last > end {
             return Err(EINVAL);
+        }
+        if e.read_only {
+            map.forbid_writes()?;
         }
         e.plan.check_live()?;
         dev.check_present()?;

@@ -235,6 +235,7 @@ fn place_records(
             resched::checkpoint()?;
         }
         let mut chunk = NO_CHUNK;
+        let mut read_only = false;
         let (pa, size) = match rec.placement {
             Placement::Alloc | Placement::List { .. } => {
                 let pa;
@@ -254,6 +255,7 @@ fn place_records(
             }
             Placement::Remote { var_id, plan_id } => {
                 let t = plan.remotes.var(plan_id, var_id)?;
+                read_only = t.read_only;
                 (t.pa, alias_size(rec.size, t.size)?)
             }
             Placement::Ptr { .. } => (PA_UNSTAGED, rec.size),
@@ -264,6 +266,7 @@ fn place_records(
             size,
             mr_type,
             chunk,
+            read_only,
         };
         vars.push(var, GFP_KERNEL_ACCOUNT)?;
     }
@@ -388,6 +391,7 @@ fn alias_pointers(records: &[Record], vars: &mut [Var]) -> Result {
             let t = vars[target as usize];
             vars[i].pa = t.pa;
             vars[i].size = alias_size(rec.size, t.size)?;
+            vars[i].read_only = t.read_only;
         }
     }
     Ok(())
@@ -523,10 +527,22 @@ mod tests {
         ch: usize,
         target: Option<&Arc<Plan>>,
     ) -> Result<Plan> {
+        load_over_as(dev, b, ch, target, false)
+    }
+
+    /// Loads `b` with every REMOTE record naming `target`, which the
+    /// loading file holds `read_only` or not.
+    fn load_over_as(
+        dev: &Arc<Device>,
+        b: &TestBlob,
+        ch: usize,
+        target: Option<&Arc<Plan>>,
+        read_only: bool,
+    ) -> Result<Plan> {
         let bytes = b.build()?;
         let parsed = parse(&bytes[..], dev.info)?;
         let mut remotes = Remotes::wanted(&parsed)?;
-        remotes.take(|_| target.cloned().ok_or(ENOENT))?;
+        remotes.take(|_| Ok((target.cloned().ok_or(ENOENT)?, read_only)))?;
         remotes.check(&parsed)?;
         stage(dev, parsed, &bytes[..], ch, remotes, 1)
     }
@@ -615,6 +631,29 @@ mod tests {
         assert_eq!(used(&dev), held);
         drop(referrer);
         assert_eq!(used(&dev), before);
+        Ok(())
+    }
+
+    #[test]
+    fn windows_onto_a_read_only_plan_are_read_only() -> Result {
+        let dev = device()?;
+        let mut tb = TestBlob::new(0, 0);
+        tb.rec(MrType::Buffer, 1, 8192)?;
+        let target = Arc::new(load(&dev, &tb, 0)?, GFP_KERNEL)?;
+        let mut b = TestBlob::new(0, 0);
+        let r = b.rec(MrType::Remote, 1, 0)?;
+        b.recs[r].u = [1 | (5 << 32), 0];
+        let p = b.rec(MrType::Ptr, 2, 0)?;
+        b.recs[p].u = [1, 0];
+        b.rec(MrType::Buffer, 3, 4096)?;
+        for read_only in [false, true] {
+            let plan = load_over_as(&dev, &b, 0, Some(&target), read_only)?;
+            let want = if read_only { Err(EACCES) } else { Ok(()) };
+            assert_eq!(plan.check_writable(1), want); // the REMOTE
+            assert_eq!(plan.check_writable(2), want); // a PTR to it
+            assert_eq!(plan.check_writable(3), Ok(())); // its own buffer
+            assert_eq!(plan.resolve(1, 0, 8192)?, target.resolve(1, 0, 8192)?);
+        }
         Ok(())
     }
 

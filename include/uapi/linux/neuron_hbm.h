@@ -309,6 +309,36 @@ struct nhbm_cores {
 					  * namespace numbers it; 0 if none
 					  * or not visible there */
 };
+/*
+ * NHBM_IOC_PLAN_EXPORT: a dma-buf for a plan this file loaded, through which
+ * other processes of the same device import it read-only
+ * (NHBM_IOC_PLAN_IMPORT). The buffer holds the plan's memory (charged to the
+ * exporter as before) until the plan is unloaded here and no buffer or
+ * import of it is left, whichever is later.
+ */
+struct nhbm_plan_export {
+	__u32 plan_id;
+	__u32 flags; /* 0: read-only, the only kind today */
+	__s32 fd;    /* out: the dma-buf, close-on-exec */
+	__u32 rsvd;
+};
+
+/*
+ * NHBM_IOC_PLAN_IMPORT: lists the plan of a dma-buf from NHBM_IOC_PLAN_EXPORT
+ * in this file's table, read-only: RESOLVE, RESOLVE_BATCH, MEM_READ,
+ * MAP_OFFSET and read-only mmap work on `plan_id` as on a plan loaded here,
+ * MEM_WRITE and writable mappings are refused (EACCES), and so are they for
+ * the MR_REMOTE records of this file's plans that name it. PLAN_UNLOAD drops
+ * the import. No device memory is allocated or copied.
+ */
+struct nhbm_plan_import {
+	__s32 fd;      /* a dma-buf of NHBM_IOC_PLAN_EXPORT, of the same device */
+	__u32 flags;   /* 0 */
+	__u32 plan_id; /* out: its id in this file */
+	__u32 nr_vars; /* out: the plan's variables (var ids as its blob gave) */
+	__u64 bytes;   /* out: device memory the plan holds, the exporter's */
+};
+
 #define NHBM_IOC_DEVICE_INFO   _IOR(NHBM_IOC_MAGIC, 0x00, struct nhbm_device_info)
 #define NHBM_IOC_PLAN_LOAD     _IOWR(NHBM_IOC_MAGIC, 0x01, struct nhbm_plan_load)
 #define NHBM_IOC_PLAN_UNLOAD   _IOW(NHBM_IOC_MAGIC, 0x02, struct nhbm_plan_unload)
@@ -328,5 +358,7 @@ struct nhbm_cores {
  */
 #define NHBM_IOC_RESET_START   _IOWR(NHBM_IOC_MAGIC, 0x0b, struct nhbm_reset)
 #define NHBM_IOC_RESET_WAIT    _IOWR(NHBM_IOC_MAGIC, 0x0c, struct nhbm_reset)
+#define NHBM_IOC_PLAN_EXPORT   _IOWR(NHBM_IOC_MAGIC, 0x0d, struct nhbm_plan_export)
+#define NHBM_IOC_PLAN_IMPORT   _IOWR(NHBM_IOC_MAGIC, 0x0e, struct nhbm_plan_import)
 
 #endif /* _UAPI_LINUX_NEURON_HBM_H */
