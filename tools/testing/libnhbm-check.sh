@@ -69,6 +69,7 @@ for node in $nodes; do
 done
 grep -q 'Parent 1: NHBM_1.0' <<<"$verdef" || fail "readelf -V: NHBM_1.1 does not inherit NHBM_1.0"
 grep -q 'Parent 1: NHBM_1.1' <<<"$verdef" || fail "readelf -V: NHBM_1.2 does not inherit NHBM_1.1"
+grep -q 'Parent 1: NHBM_1.2' <<<"$verdef" || fail "readelf -V: NHBM_1.3 does not inherit NHBM_1.2"
 
 export PKG_CONFIG_SYSROOT_DIR="$stage" PKG_CONFIG_LIBDIR="$libdir/pkgconfig"
 pkg-config --validate nhbm || fail "nhbm.pc does not validate"
@@ -129,9 +130,10 @@ out="$(LD_BIND_NOW=1 LD_LIBRARY_PATH="$libdir" "$work/offline-1.0" 2>&1)" ||
 	fail "the 1.0 program fails against libnhbm $version: $out"
 grep -qx "abi-1.0: ok (libnhbm $version)" <<<"$out" || fail "the 1.0 program ran another library: $out"
 # And the other way: a program that needs 1.1 does not start on 1.0 (which
-# had no version nodes: the dynamic linker finds no nhbm_*@NHBM_1.1 or 1.2).
+# had no version nodes: the dynamic linker finds no nhbm_*@NHBM_1.1, 1.2 or
+# 1.3).
 out="$(LD_BIND_NOW=1 LD_LIBRARY_PATH="$old" "$work/client" 2>&1)" && fail "the client started against libnhbm 1.0"
-grep -q "symbol lookup error: .*, version NHBM_1\.[12]" <<<"$out" || fail "the client on 1.0 failed otherwise: $out"
+grep -q "symbol lookup error: .*, version NHBM_1\.[123]" <<<"$out" || fail "the client on 1.0 failed otherwise: $out"
 
 n="$(wc -l <<<"$declared")"
 echo "libnhbm-check: install, $n nhbm_* symbols only (nodes ${nodes% }), headers (C11, C++17), man pages," \

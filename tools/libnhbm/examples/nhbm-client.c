@@ -10,7 +10,8 @@
  * and the in-process resolver (all three must agree, errors included; no
  * resolver is made of another plan), writes and reads back a variable, maps
  * one (what MEM_WRITE put the mapping shows, what is stored through it
- * MEM_READ reads), passes the device's fd over a Unix socket to a child
+ * MEM_READ reads), exports the plan and imports it read-only through a
+ * second open file, passes the device's fd over a Unix socket to a child
  * that loads and resolves through it, reads MEM_STATS, unloads (a failed
  * unload fails the run), checks that RESET refuses an unknown type
  * without resetting, and checks that corrupt plans fail offline with
@@ -309,6 +310,79 @@ static int map_shares_the_variable(void)
 	return rc;
 }
 
+/*
+ * The import `l` of the loaded plan (`imp`: what PLAN_IMPORT answered for
+ * `fd`): the same addresses and bytes, read-only.
+ */
+static int import_is_read_only(nhbm_loaded *l, const struct nhbm_plan_import *imp, int fd)
+{
+	static const char word[] = "shared";
+	unsigned char back[sizeof(word)];
+	void *addr = NULL;
+	size_t len = 0;
+	uint64_t pa = 0;
+	int again = -1, rc;
+
+	if (imp->fd != fd || imp->nr_vars != 3 || imp->bytes != info.bytes_allocated)
+		return fail("import: fd %d nr_vars %u bytes %llu", imp->fd, imp->nr_vars,
+			    (unsigned long long)imp->bytes);
+	if (check(nhbm_resolve(l, VAR_IN, 256, 16, &pa), "resolve in the import"))
+		return -1;
+	if (pa != ioctl_pa[0])
+		return fail("the import resolves to %#llx, the plan to %#llx",
+			    (unsigned long long)pa, (unsigned long long)ioctl_pa[0]);
+	if (check(nhbm_mem_write(loaded, VAR_IN, 0, word, sizeof(word)), "mem_write") ||
+	    check(nhbm_mem_read(l, VAR_IN, 0, back, sizeof(back)), "mem_read of the import"))
+		return -1;
+	if (memcmp(back, word, sizeof(word)))
+		return fail("the import does not read what was written to the plan");
+	rc = nhbm_mem_write(l, VAR_IN, 0, word, sizeof(word));
+	if (rc != -EACCES)
+		return fail("mem_write to the import: got %d, want %d", rc, -EACCES);
+	rc = nhbm_map(l, VAR_OUT, &addr, &len);
+	if (!rc)
+		(void)nhbm_unmap(addr, len);
+	if (rc != -EACCES)
+		return fail("read-write map of the import: got %d, want %d", rc, -EACCES);
+	rc = nhbm_export(l, &again);
+	if (!rc)
+		close(again);
+	if (rc != -EACCES)
+		return fail("export of the import: got %d, want %d", rc, -EACCES);
+	return 0;
+}
+
+/*
+ * 1.3: the loaded plan exported as a dma-buf and imported through a second
+ * open file of the device; unloading the import leaves the plan.
+ */
+static int export_and_import_read_only(void)
+{
+	struct nhbm_plan_import imp;
+	nhbm_device *d = NULL;
+	nhbm_loaded *l = NULL;
+	uint64_t pa = 0;
+	int fd = -1, rc;
+
+	memset(&imp, 0, sizeof(imp));
+	if (check(nhbm_export(loaded, &fd), "export"))
+		return -1;
+	rc = check(nhbm_device_open_path(node, &d), node);
+	if (!rc)
+		rc = check(nhbm_import(d, fd, &l, &imp), "import");
+	if (!rc)
+		rc = import_is_read_only(l, &imp, fd);
+	close(fd);
+	if (l && check(nhbm_unload(l), "unload of the import")) {
+		nhbm_loaded_free(l);
+		rc = -1;
+	}
+	nhbm_device_close(d);
+	if (!rc && check(nhbm_resolve(loaded, VAR_IN, 256, 16, &pa), "resolve after the import"))
+		return -1;
+	return rc;
+}
+
 /* Receives a descriptor over `sock` (SCM_RIGHTS); -1 on failure. */
 static int recv_fd(int sock)
 {
@@ -562,6 +636,7 @@ static const struct {
 	{ "resolver_agrees", resolver_agrees, 1, 1 },
 	{ "write_read_round_trip", write_read_round_trip, 1, 1 },
 	{ "map_shares_the_variable", map_shares_the_variable, 1, 1 },
+	{ "export_and_import_read_only", export_and_import_read_only, 1, 1 },
 	{ "fd_passed_to_a_child", fd_passed_to_a_child, 1, 1 },
 	{ "mem_stats_counts_the_plan", mem_stats_counts_the_plan, 1, 1 },
 	{ "null_pointers_are_einval", null_pointers_are_einval, 1, 1 },

@@ -23,6 +23,7 @@ mod map;
 mod plan;
 mod ptr;
 mod resolver;
+mod sharing;
 
 use std::ffi::{c_char, c_int};
 
@@ -43,13 +44,14 @@ pub use plan::{
     nhbm_plan_validate, nhbm_plan_validate_arch,
 };
 pub use resolver::{nhbm_resolver, nhbm_resolver_free, nhbm_resolver_new, nhbm_resolver_resolve};
+pub use sharing::{nhbm_export, nhbm_import};
 
 /// The major version of the header: the SONAME's number (libnhbm.so.1),
 /// changed only when the interface breaks.
 pub const NHBM_VERSION_MAJOR: u32 = 1;
 /// The minor version of the header: raised by each release that adds to
 /// the interface (a new symbol version node, NHBM_<MAJOR>.<MINOR>).
-pub const NHBM_VERSION_MINOR: u32 = 2;
+pub const NHBM_VERSION_MINOR: u32 = 3;
 /// The patch version of the header: fixes that add nothing.
 pub const NHBM_VERSION_PATCH: u32 = 0;
 

@@ -12,15 +12,17 @@ use crate::error::{call, call_void, Error};
 use crate::plan::nhbm_plan;
 use crate::ptr::{handle, into_handle, out, take_handle, user_buf, user_ptr};
 
-/// A plan staged on a device by nhbm_load(); nhbm_unload() unloads and
-/// frees it, nhbm_loaded_free() frees it only. It keeps its device open.
+/// A plan staged on a device by nhbm_load(), or imported read-only by
+/// nhbm_import(); nhbm_unload() unloads and frees it, nhbm_loaded_free()
+/// frees it only. It keeps its device open.
 pub struct nhbm_loaded {
     /// The device the plan is staged on.
     pub(crate) dev: Arc<Device>,
-    /// What PLAN_LOAD reported.
+    /// What PLAN_LOAD reported (for an import: its id and bytes).
     pub(crate) plan: LoadedPlan,
     /// The blob that was loaded (shared with its nhbm_plan, not copied):
-    /// what identifies the plan to nhbm_resolver_new().
+    /// what identifies the plan to nhbm_resolver_new(); empty for an
+    /// import.
     pub(crate) blob: Arc<Vec<u8>>,
 }
 
@@ -118,7 +120,8 @@ pub unsafe extern "C" fn nhbm_loaded_info(
 /// ignored: 0, nhbm_last_error() left as it was.
 ///
 /// # Safety
-/// `loaded` is NULL or a handle of nhbm_load() not freed before.
+/// `loaded` is NULL or a handle of nhbm_load() or nhbm_import() not freed
+/// before.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nhbm_unload(loaded: *mut nhbm_loaded) -> c_int {
     call(|| {
@@ -144,7 +147,8 @@ pub unsafe extern "C" fn nhbm_unload(loaded: *mut nhbm_loaded) -> c_int {
 /// released.
 ///
 /// # Safety
-/// `loaded` is NULL or a handle of nhbm_load() not freed before.
+/// `loaded` is NULL or a handle of nhbm_load() or nhbm_import() not freed
+/// before.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nhbm_loaded_free(loaded: *mut nhbm_loaded) {
     // SAFETY: `loaded` is NULL or a live handle, given back once.

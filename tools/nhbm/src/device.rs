@@ -4,7 +4,7 @@ use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::{Deref, DerefMut};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use zerocopy::{FromBytes, IntoBytes};
@@ -411,6 +411,59 @@ impl Device {
     }
 }
 
+/// What NHBM_IOC_PLAN_IMPORT reports about a plan it listed in this file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// The plan's id in this file, for RESOLVE, MEM_READ, MAP_OFFSET and
+    /// PLAN_UNLOAD (which drops the import).
+    pub plan_id: u32,
+    /// The plan's variables (with the var ids its blob gave them).
+    pub nr_vars: u32,
+    /// Device bytes the plan holds, charged to the file that exported it.
+    pub bytes: u64,
+}
+
+impl Device {
+    /// NHBM_IOC_PLAN_EXPORT: a dma-buf (close-on-exec) of plan `plan_id`,
+    /// one loaded through this file, through which an open file of the same
+    /// device in another process imports it read-only
+    /// ([`Device::plan_import`]); pass it on over a Unix socket. The plan's
+    /// memory stays until it is unloaded here and no dma-buf or import of it
+    /// is left. `EACCES` for a plan that is itself an import, `EIO` after a
+    /// device reset.
+    pub fn plan_export(&self, plan_id: u32) -> io::Result<OwnedFd> {
+        let mut arg = PlanExport {
+            plan_id,
+            ..PlanExport::default()
+        };
+        self.ioctl(IOC_PLAN_EXPORT, &mut arg)?;
+        // SAFETY: the kernel installed `arg.fd` in this process for the
+        // caller alone; nothing else owns or closes it.
+        Ok(unsafe { OwnedFd::from_raw_fd(arg.fd) })
+    }
+
+    /// NHBM_IOC_PLAN_IMPORT: lists the plan of `fd`, a dma-buf of
+    /// [`Device::plan_export`] on the same device, in this file as a
+    /// read-only plan with an id of its own: RESOLVE, RESOLVE_BATCH,
+    /// MEM_READ, MAP_OFFSET and read-only mappings work on it, MEM_WRITE and
+    /// [`Device::map`] (read-write) are `EACCES`. No device memory is
+    /// allocated or copied. `EINVAL` for a file that is no dma-buf of
+    /// neuron_hbm, `EXDEV` for one of another device, `E2BIG` when this
+    /// file's plan table is full.
+    pub fn plan_import(&self, fd: BorrowedFd<'_>) -> io::Result<Imported> {
+        let mut arg = PlanImport {
+            fd: fd.as_raw_fd(),
+            ..PlanImport::default()
+        };
+        self.ioctl(IOC_PLAN_IMPORT, &mut arg)?;
+        Ok(Imported {
+            plan_id: arg.plan_id,
+            nr_vars: arg.nr_vars,
+            bytes: arg.bytes,
+        })
+    }
+}
+
 impl AsRawFd for Device {
     fn as_raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
@@ -433,6 +486,19 @@ impl Device {
     /// Maps a variable of one of this file's plans into the process
     /// (MAP_OFFSET, then a shared, read-write `mmap` of all of it).
     pub fn map(&self, plan_id: u32, var_id: u32) -> io::Result<Mapping> {
+        self.map_with(plan_id, var_id, libc::PROT_READ | libc::PROT_WRITE)
+    }
+
+    /// Maps a variable as [`Device::map`] does, read-only: the way to map a
+    /// variable of an imported plan (a writable mapping of one is refused
+    /// with `EACCES`).
+    pub fn map_read_only(&self, plan_id: u32, var_id: u32) -> io::Result<ReadMapping> {
+        self.map_with(plan_id, var_id, libc::PROT_READ)
+            .map(|inner| ReadMapping { inner })
+    }
+
+    /// MAP_OFFSET, then a shared `mmap` of all of the variable with `prot`.
+    fn map_with(&self, plan_id: u32, var_id: u32, prot: i32) -> io::Result<Mapping> {
         let (offset, len) = self.map_offset(plan_id, var_id)?;
         let len = usize::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
         let offset = libc::off_t::try_from(offset)
@@ -443,7 +509,7 @@ impl Device {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
+                prot,
                 libc::MAP_SHARED,
                 self.as_raw_fd(),
                 offset,
@@ -456,6 +522,34 @@ impl Device {
             addr: addr.cast(),
             len,
         })
+    }
+}
+
+/// A variable mapped read-only by [`Device::map_read_only`], unmapped when
+/// dropped: it derefs to the mapped bytes (`&[u8]`) and copies them out
+/// with [`ReadMapping::read`], as [`Mapping`] does, and cannot be written.
+#[derive(Debug)]
+pub struct ReadMapping {
+    inner: Mapping,
+}
+
+impl ReadMapping {
+    /// The first byte of the mapping.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.inner.as_ptr()
+    }
+
+    /// Copies the mapping at `offset` into `buf` (`EINVAL` past its end).
+    pub fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
+        self.inner.read(offset, buf)
+    }
+}
+
+impl std::ops::Deref for ReadMapping {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.inner
     }
 }
 
@@ -580,6 +674,11 @@ impl PlanHandle<'_> {
     /// [`Device::map`] of a variable of this plan.
     pub fn map(&self, var_id: u32) -> io::Result<Mapping> {
         self.dev.map(self.id(), var_id)
+    }
+
+    /// [`Device::plan_export`] of this plan.
+    pub fn export(&self) -> io::Result<OwnedFd> {
+        self.dev.plan_export(self.id())
     }
 
     /// Unloads the plan now, with the kernel's answer (`EBUSY` while a

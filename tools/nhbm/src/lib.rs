@@ -37,12 +37,14 @@ pub mod device;
 pub mod error;
 pub mod plan;
 pub mod resolve;
+pub mod share;
 pub mod uapi;
 pub mod validate;
 
 pub use blob::RawPlan;
 pub use device::{
-    device_path, CoreOwners, Device, LoadedPlan, Mapping, OpenError, OpenErrorKind, PlanHandle,
+    device_path, CoreOwners, Device, Imported, LoadedPlan, Mapping, OpenError, OpenErrorKind,
+    PlanHandle, ReadMapping,
 };
 pub use error::{errno_name, io_errno, io_errno_name, PlanError};
 pub use plan::{Backing, Kind, Plan, Record};

@@ -58,13 +58,13 @@ mod generated {
 
 pub use generated::{
     Backing, Cores, DeviceInfo, MapOffset, MemRef, MemRefUnion, MemStats, MemXfer, MrList, MrPtr,
-    MrRemote, MrSb, MrType, MrVtmp, PlanHeader, PlanLoad, PlanUnload, PoolStats, Reset, ResetType,
-    Resolve, ResolveBatch, ResolveQuery, ABI_VERSION, ARCH_V2, ARCH_V3, ARCH_V4, BACKING_LOCAL,
-    BACKING_MAIN, BACKING_SHARDED, BACKING_SHARED, CHANNEL_ANY, IOC_MAGIC, MAX_ALIGNMENT,
-    MAX_BATCH, MAX_CHANNELS, MAX_CORES, MAX_LIST_COUNT, MAX_PLANS_PER_DEVICE, MAX_PLANS_PER_FILE,
-    MAX_PLAN_RECORDS, MAX_REGIONS, MAX_REMOTE_DEPTH, MR_BUFFER, MR_BUFFER_STAGED, MR_INPUT,
-    MR_INVALID, MR_LIST, MR_OUTPUT, MR_PTR, MR_PTR_TABLE, MR_REMOTE, MR_SB, MR_TMP_BUF,
-    MR_VIRTUAL_TMP_BUF, PA_UNSTAGED, RESET_DEVICE, RESET_TPB,
+    MrRemote, MrSb, MrType, MrVtmp, PlanExport, PlanHeader, PlanImport, PlanLoad, PlanUnload,
+    PoolStats, Reset, ResetType, Resolve, ResolveBatch, ResolveQuery, ABI_VERSION, ARCH_V2,
+    ARCH_V3, ARCH_V4, BACKING_LOCAL, BACKING_MAIN, BACKING_SHARDED, BACKING_SHARED, CHANNEL_ANY,
+    IOC_MAGIC, MAX_ALIGNMENT, MAX_BATCH, MAX_CHANNELS, MAX_CORES, MAX_LIST_COUNT,
+    MAX_PLANS_PER_DEVICE, MAX_PLANS_PER_FILE, MAX_PLAN_RECORDS, MAX_REGIONS, MAX_REMOTE_DEPTH,
+    MR_BUFFER, MR_BUFFER_STAGED, MR_INPUT, MR_INVALID, MR_LIST, MR_OUTPUT, MR_PTR, MR_PTR_TABLE,
+    MR_REMOTE, MR_SB, MR_TMP_BUF, MR_VIRTUAL_TMP_BUF, PA_UNSTAGED, RESET_DEVICE, RESET_TPB,
 };
 
 /// Size of `struct nhbm_plan_header`.
@@ -212,6 +212,10 @@ pub const IOC_CORES: u32 = iowr::<Cores>(0x0a);
 pub const IOC_RESET_START: u32 = iowr::<Reset>(0x0b);
 /// `NHBM_IOC_RESET_WAIT`.
 pub const IOC_RESET_WAIT: u32 = iowr::<Reset>(0x0c);
+/// `NHBM_IOC_PLAN_EXPORT`.
+pub const IOC_PLAN_EXPORT: u32 = iowr::<PlanExport>(0x0d);
+/// `NHBM_IOC_PLAN_IMPORT`.
+pub const IOC_PLAN_IMPORT: u32 = iowr::<PlanImport>(0x0e);
 
 #[cfg(test)]
 mod tests {
@@ -235,6 +239,8 @@ mod tests {
         assert_eq!(IOC_CORES, 0xC030_BB0A); // RW, 48 bytes
         assert_eq!(IOC_RESET_START, 0xC010_BB0B); // RW, 16 bytes
         assert_eq!(IOC_RESET_WAIT, 0xC010_BB0C); // RW, 16 bytes
+        assert_eq!(IOC_PLAN_EXPORT, 0xC010_BB0D); // RW, 16 bytes
+        assert_eq!(IOC_PLAN_IMPORT, 0xC018_BB0E); // RW, 24 bytes
     }
 
     #[test]

@@ -50,7 +50,7 @@
  * The minor version of the header: raised by each release that adds to
  * the interface (a new symbol version node, NHBM_<MAJOR>.<MINOR>).
  */
-#define NHBM_VERSION_MINOR 2
+#define NHBM_VERSION_MINOR 3
 
 /**
  * The patch version of the header: fixes that add nothing.
@@ -64,8 +64,9 @@
 typedef struct nhbm_device nhbm_device;
 
 /**
- * A plan staged on a device by nhbm_load(); nhbm_unload() unloads and
- * frees it, nhbm_loaded_free() frees it only. It keeps its device open.
+ * A plan staged on a device by nhbm_load(), or imported read-only by
+ * nhbm_import(); nhbm_unload() unloads and frees it, nhbm_loaded_free()
+ * frees it only. It keeps its device open.
  */
 typedef struct nhbm_loaded nhbm_loaded;
 
@@ -316,7 +317,8 @@ int nhbm_loaded_info(const struct nhbm_loaded *loaded, struct nhbm_load_info *in
  * ignored: 0, nhbm_last_error() left as it was.
  *
  * # Safety
- * `loaded` is NULL or a handle of nhbm_load() not freed before.
+ * `loaded` is NULL or a handle of nhbm_load() or nhbm_import() not freed
+ * before.
  */
 int nhbm_unload(struct nhbm_loaded *loaded);
 
@@ -328,7 +330,8 @@ int nhbm_unload(struct nhbm_loaded *loaded);
  * released.
  *
  * # Safety
- * `loaded` is NULL or a handle of nhbm_load() not freed before.
+ * `loaded` is NULL or a handle of nhbm_load() or nhbm_import() not freed
+ * before.
  */
 void nhbm_loaded_free(struct nhbm_loaded *loaded);
 
@@ -488,6 +491,48 @@ int nhbm_resolver_resolve(const struct nhbm_resolver *resolver, uint32_t var_id,
  * `resolver` is NULL or a handle of nhbm_resolver_new() not freed before.
  */
 void nhbm_resolver_free(struct nhbm_resolver *resolver);
+
+/**
+ * NHBM_IOC_PLAN_EXPORT: a dma-buf of `loaded` into `*fd`, through which
+ * another process with the same device open imports the plan read-only
+ * (nhbm_import()); pass it over a Unix socket with SCM_RIGHTS. The
+ * descriptor is the caller's, close-on-exec: close it once it is passed
+ * on. The plan's device memory stays until it is unloaded here and no
+ * descriptor or import of it is left, whichever is later.
+ *
+ * Returns 0, -EACCES when `loaded` is itself an import, -EIO after a
+ * device reset, -EMFILE when the process has no free descriptor.
+ *
+ * # Safety
+ * `loaded` is NULL or a live handle; `fd` is NULL or writable.
+ */
+int nhbm_export(const struct nhbm_loaded *loaded, int *fd);
+
+/**
+ * NHBM_IOC_PLAN_IMPORT: the plan of `fd`, a dma-buf of nhbm_export() on
+ * the same device (from another process, say), as a read-only plan of
+ * `dev` with an id of its own; its handle is stored in `*loaded`, the
+ * ioctl's answer (the plan's id here, its number of variables, the device
+ * bytes it holds) in `*info` (NULL: not wanted). The caller keeps `fd`.
+ * No device memory is allocated or copied: the memory stays charged to
+ * the exporter.
+ *
+ * nhbm_resolve(), nhbm_resolve_batch() and nhbm_mem_read() work on the
+ * handle; nhbm_mem_write() and nhbm_map(), which maps read-write, are
+ * -EACCES, and so is nhbm_export(). nhbm_loaded_info() reports no record
+ * (`nmem` 0), no scratchpad and the plan's bytes as `bytes_allocated`;
+ * the handle serves no nhbm_resolver_new(). nhbm_unload() drops the
+ * import, and the exporter's plan stays.
+ *
+ * Returns 0, -EBADF when `fd` is no open descriptor, -EINVAL when it is no
+ * dma-buf of neuron_hbm, -EXDEV for one of another device, -E2BIG when
+ * `dev` holds NHBM_MAX_PLANS_PER_FILE plans, -EIO after a device reset.
+ *
+ * # Safety
+ * `dev` is NULL or a live handle; `loaded` is NULL or writable; `info` is
+ * NULL or writable.
+ */
+int nhbm_import(const struct nhbm_device *dev, int fd, struct nhbm_loaded **loaded, struct nhbm_plan_import *info);
 
 #ifdef __cplusplus
 }  // extern "C"
