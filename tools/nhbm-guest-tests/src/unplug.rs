@@ -12,6 +12,7 @@
 //!
 //!   nhbm-unplug-test [-d N] [--force]
 
+use std::os::fd::AsFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use nhbm::cli::DeviceArg;
 use nhbm::uapi::*;
-use nhbm::{Device, Mapping, Record};
+use nhbm::{Device, Record};
 
 use crate::debugfs::DevDebugFs;
 use crate::fixtures::{every_local_kind, one_buffer, pattern, Usage, KIB};
@@ -127,11 +128,12 @@ struct Findings {
     close: Result<String, String>,
     other: Result<String, String>,
     mapping: Result<String, String>,
+    imported: Result<String, String>,
 }
 
 /// A child's access to `m`, a mapping of the removed device made before
 /// the removal: it must die of `SIGBUS`.
-fn access_in_child(m: &Mapping) -> Result<String, String> {
+fn access_in_child(m: &[u8]) -> Result<String, String> {
     // SAFETY: the child only reads the mapping and leaves with _exit; the
     // threads of the removal have all been joined.
     let pid = unsafe { libc::fork() };
@@ -139,8 +141,8 @@ fn access_in_child(m: &Mapping) -> Result<String, String> {
         return Err(format!("fork: {}", std::io::Error::last_os_error()));
     }
     if pid == 0 {
-        let mut b = [0u8; 8];
-        let _ = m.read(0, &mut b);
+        // SAFETY: the mapping's first byte, mapped readable.
+        let _ = unsafe { m.as_ptr().read_volatile() };
         // SAFETY: ends the child without running the parent's destructors.
         unsafe { libc::_exit(0) };
     }
@@ -383,10 +385,18 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
     f1.mem_write(p.plan_id, 3, 0, &pattern(128 * KIB, 1))
         .ctx("MEM_WRITE")?;
     let mapped = f1.map(p.plan_id, 3).ctx("map")?;
+    // A third file imports the plan and maps it read-only.
+    let f3 = Device::open(device).ctx("open the importer's file")?;
+    let shared = f1.plan_export(p.plan_id).ctx("PLAN_EXPORT")?;
+    let import = f3.plan_import(shared.as_fd()).ctx("PLAN_IMPORT")?;
+    let imported_map = f3.map_read_only(import.plan_id, 3).ctx("map the import")?;
 
     let threads = ioctls_across_removal(&dbg, device, (&f1, &f2), p.plan_id);
     let mapping = access_in_child(&mapped);
     drop(mapped);
+    let imported = imported_after_removal(&f3, import.plan_id, &imported_map);
+    drop(imported_map);
+    drop((f3, shared));
     let enodev = ioctls_after_removal(&f1, &f2, p.plan_id);
     let reopen = open_after_removal(device);
     // Close both files; the memory goes at the last close.
@@ -401,16 +411,33 @@ fn run_removal(device: u32, other: u32) -> Result<Findings, Fail> {
         close,
         other,
         mapping,
+        imported,
     })
 }
 
-const TESTS: [&str; 6] = [
+/// An importer of a plan of the removed device: its read-only mapping
+/// made before the removal gets `SIGBUS`, its MEM_READ `ENODEV`.
+fn imported_after_removal(f: &Device, id: u32, m: &[u8]) -> Result<String, String> {
+    let mut b = [0u8; 8];
+    match f.mem_read(id, 3, 0, &mut b) {
+        Err(e) if errno_of(&e) == libc::ENODEV => {}
+        other => {
+            return Err(format!(
+                "MEM_READ of the import after the removal: {other:?}"
+            ))
+        }
+    }
+    access_in_child(m).map(|_| "an import's read-only mapping: SIGBUS, MEM_READ ENODEV".into())
+}
+
+const TESTS: [&str; 7] = [
     "ioctls_answer_enodev_after_removal",
     "ioctls_in_flight_across_removal",
     "open_after_removal_is_refused",
     "open_files_close_after_removal",
     "other_device_unaffected",
     "mappings_fault_after_removal",
+    "imported_mappings_fault_after_removal",
 ];
 
 /// The suite; returns whether it passed.
@@ -442,7 +469,7 @@ fn run_suite(device: u32, force: bool, w: &mut dyn std::io::Write) -> bool {
             k.result(TESTS[0], &o, &n);
             for (t, r) in TESTS[1..]
                 .iter()
-                .zip([f.threads, f.reopen, f.close, f.other, f.mapping])
+                .zip([f.threads, f.reopen, f.close, f.other, f.mapping, f.imported])
             {
                 let (o, n) = line(r);
                 k.result(t, &o, &n);

@@ -552,6 +552,9 @@ pub fn valid_plans(env: &mut Env, rng: &mut Rng) -> CaseOut {
     if let Some(p) = load_blob(env, &blob, channel, &mut out) {
         verify_contents(env, &plan, &p, rng, &mut out.failures);
         probe_bounds(env, &plan, &p, rng, &mut out.failures);
+        if rng.chance(1, 2) {
+            check_sharing(env, &plan, &p, rng, &mut out.failures);
+        }
         env.settle(&blob, &p, &mut out.failures);
     }
     out.expect(if channel_ok {
@@ -560,6 +563,46 @@ pub fn valid_plans(env: &mut Env, rng: &mut Rng) -> CaseOut {
         Expect::Err(libc::EINVAL)
     });
     out
+}
+
+/// The loaded plan `p` exported and imported into the spare file: every
+/// variable resolves there as in `p` (or is refused alike), MEM_WRITE of
+/// one is refused (`EACCES`), and unloading the import leaves nothing of
+/// it (the case's usage check follows).
+fn check_sharing(env: &Env, plan: &Plan, p: &LoadedPlan, rng: &mut Rng, f: &mut Vec<String>) {
+    use std::os::fd::AsFd;
+    let fd = match env.dev.plan_export(p.plan_id) {
+        Ok(fd) => fd,
+        Err(e) => return f.push(format!("PLAN_EXPORT of a loaded plan: {e}")),
+    };
+    let imported = env.spare.plan_import(fd.as_fd());
+    drop(fd);
+    let id = match imported {
+        Ok(i) if i.nr_vars as usize == plan.records.len() => i.plan_id,
+        Ok(i) => return f.push(format!("PLAN_IMPORT: {} variables", i.nr_vars)),
+        Err(e) => return f.push(format!("PLAN_IMPORT of an exported plan: {e}")),
+    };
+    let errno = |r: std::io::Result<u64>| r.map_err(|e| errno_of(&e));
+    for r in &plan.records {
+        let (off, size) = (rng.below(r.size.saturating_add(1)), 0);
+        let mine = errno(env.dev.resolve(p.plan_id, r.var_id, off, size));
+        let theirs = errno(env.spare.resolve(id, r.var_id, off, size));
+        if mine != theirs {
+            f.push(format!(
+                "RESOLVE of var {} at {off}: {mine:?} in the plan, {theirs:?} in its import",
+                r.var_id
+            ));
+        }
+    }
+    if let Some(r) = plan.records.get(rng.index(plan.records.len().max(1))) {
+        match env.spare.mem_write(id, r.var_id, 0, &[0u8; 1]) {
+            Err(e) if errno_of(&e) == libc::EACCES => {}
+            other => f.push(format!("MEM_WRITE of import var {}: {other:?}", r.var_id)),
+        }
+    }
+    if let Err(e) = env.spare.plan_unload(id) {
+        f.push(format!("PLAN_UNLOAD of the import: {e}"));
+    }
 }
 
 /// A valid plan with 1..=8 bits flipped or a word overwritten.
@@ -1383,7 +1426,7 @@ fn xfer_limits(env: &mut Env, rng: &mut Rng, anchor: u32) -> CaseOut {
 }
 
 /// This driver's ioctls, by name.
-const IOCTLS: [(u32, &str); 13] = [
+const IOCTLS: [(u32, &str); 15] = [
     (IOC_DEVICE_INFO, "DEVICE_INFO"),
     (IOC_PLAN_LOAD, "PLAN_LOAD"),
     (IOC_PLAN_UNLOAD, "PLAN_UNLOAD"),
@@ -1397,6 +1440,8 @@ const IOCTLS: [(u32, &str); 13] = [
     (IOC_CORES, "CORES"),
     (IOC_RESET_START, "RESET_START"),
     (IOC_RESET_WAIT, "RESET_WAIT"),
+    (IOC_PLAN_EXPORT, "PLAN_EXPORT"),
+    (IOC_PLAN_IMPORT, "PLAN_IMPORT"),
 ];
 
 /// Ioctl numbers that are not this driver's (other magics, other numbers,
@@ -1440,6 +1485,8 @@ pub fn ioctl_numbers(env: &mut Env, rng: &mut Rng) -> CaseOut {
             libc::EOPNOTSUPP,
             // CORES claiming a core another open file owns.
             libc::EBUSY,
+            // PLAN_IMPORT of a random descriptor: none is a dma-buf.
+            libc::EBADF,
         ]));
     }
     if r.is_ok() && cmd == IOC_PLAN_LOAD {
@@ -1449,14 +1496,14 @@ pub fn ioctl_numbers(env: &mut Env, rng: &mut Rng) -> CaseOut {
     out
 }
 
-/// An ioctl number of 0xBB (mostly one of the first thirteen numbers), one of
+/// An ioctl number of 0xBB (mostly one of the first fifteen numbers), one of
 /// this driver's with its direction or size changed, one of another magic,
 /// or one of this driver's.
 fn random_ioctl_cmd(rng: &mut Rng) -> u32 {
     match rng.below(10) {
         0..=3 => {
             let nr = if rng.chance(3, 4) {
-                rng.below(13)
+                rng.below(15)
             } else {
                 rng.below(256)
             } as u32;

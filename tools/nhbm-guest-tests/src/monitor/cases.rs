@@ -39,6 +39,10 @@ pub const CASES: &[Case] = &[
         "an_unprivileged_user_is_told_what_it_cannot_see",
         unprivileged,
     ),
+    (
+        "a_session_serves_a_plan_that_another_imports_read_only",
+        session_shares_a_plan,
+    ),
     ("a_tenant_exit_shows_within_one_interval", tenant_exit_shows),
 ];
 
@@ -384,6 +388,69 @@ fn unprivileged(w: &mut World, notes: &mut Notes) -> TestResult {
         v["seen"]["device_usage"].as_bool(),
         Some(false),
     )
+}
+
+/// `nhbm session` in one process loads a plan and serves it (`export`),
+/// and `nhbm --json session` in another imports it (`import`): it reads
+/// the exporter's bytes and its `write` is refused with `EACCES`.
+fn session_shares_a_plan(w: &mut World, notes: &mut Notes) -> TestResult {
+    let dir = std::env::temp_dir();
+    let (plan, sock) = (dir.join("nhbm-shared.plan"), dir.join("nhbm-shared.sock"));
+    let blob = nhbm::Plan::new(0, 0)
+        .with(nhbm::Record::buffer(1, 4096).data(b"shared weights".to_vec()))
+        .to_blob()
+        .map_err(|e| Fail::Fail(format!("build: {e}")))?;
+    std::fs::write(&plan, blob).map_err(|e| Fail::Fail(format!("{}: {e}", plan.display())))?;
+    let dev = DEVICE.to_string();
+    let mut exporter = Command::new(&w.nhbm)
+        .args(["-d", &dev, "session", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| Fail::Fail(format!("nhbm session: {e}")))?;
+    let mut input = exporter.stdin.take().expect("piped");
+    let script = format!("load {}\nexport last {}\n", plan.display(), sock.display());
+    let said = input
+        .write_all(script.as_bytes())
+        .map_err(|e| Fail::Fail(e.to_string()));
+    let mut lines = BufReader::new(exporter.stdout.take().expect("piped")).lines();
+    let served = said.and_then(|()| {
+        lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find(|l| l.contains("exported"))
+            .ok_or_else(|| Fail::Fail("the exporting session never served the plan".into()))
+    });
+    // Failures go to stderr without --json, which `nhbm` then reports.
+    let importer = |then: &str, json: bool| -> Result<String, Fail> {
+        let script = dir.join("nhbm-import.script");
+        let text = format!("import {}\n{then}\n", sock.display());
+        std::fs::write(&script, text).map_err(|e| Fail::Fail(e.to_string()))?;
+        let path = script.to_string_lossy().into_owned();
+        let args = ["--json", "-d", &dev, "session", &path];
+        w.nhbm(&args[usize::from(!json)..], None)
+    };
+    let imported = served.map(|line| {
+        notes.add(line);
+        let read = importer("read last 1 0 14", true);
+        (read, importer("write last 1 0 aa", false))
+    });
+    drop(input);
+    let _ = exporter.wait();
+    let (read, write) = imported?;
+    let out = read?;
+    notes.add(out.clone());
+    let hex: String = b"shared weights"
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    ensure(out.contains("\"imported\"") && out.contains(&hex), || {
+        format!("the importing session said\n{out}")
+    })?;
+    match write {
+        Err(Fail::Fail(m)) if m.contains("EACCES") => Ok(()),
+        other => fail(format!("a write into the import: {other:?}")),
+    }
 }
 
 /// Seconds since the epoch, as `monitor` stamps its samples.

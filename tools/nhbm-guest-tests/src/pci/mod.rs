@@ -672,6 +672,13 @@ pub(super) fn on_cpu_path() -> bool {
     std::env::var("NHBM_DMA").as_deref() == Ok("0")
 }
 
+/// A plan exported from one open file and imported into another reads the
+/// same bytes at the same addresses and takes no write, on this function's
+/// arch (the uapi suite's case).
+pub fn imports_read_the_exporters_bytes_and_write_none() -> TestResult {
+    crate::uapi::imports_read_the_exporters_bytes_and_write_none()
+}
+
 /// The suite for device `index`, named after its function's arch
 /// (`nhbm_pci_v2`, `nhbm_pci_v3`, `nhbm_pci_v4`, with `_cpu` after it on
 /// the CPU path, [`on_cpu_path`]) so that the runs on

@@ -60,7 +60,7 @@ fn client_id(fd: &impl AsFd) -> Result<u64, Fail> {
 /// What fdinfo must show of each channel of a file of `d`: total and
 /// resident, equal (device memory is always resident), and no more channels
 /// than the device has.
-fn per_channel(d: &Device, nr_channels: usize) -> Result<Vec<u64>, Fail> {
+pub(super) fn per_channel(d: &Device, nr_channels: usize) -> Result<Vec<u64>, Fail> {
     let keys = fdinfo(d)?;
     let mut v = Vec::new();
     for ch in 0..nr_channels {

@@ -27,7 +27,7 @@ fn try_map(d: &Device, offset: u64, len: u64, flags: i32) -> io::Result<()> {
 
 /// Runs `f` in a child process, which ends with exit code 0 when `f`
 /// returns: the signal that ended the child instead, if any.
-fn child_signal(f: impl FnOnce() -> Result<(), Fail>) -> Result<Option<i32>, Fail> {
+pub(super) fn child_signal(f: impl FnOnce() -> Result<(), Fail>) -> Result<Option<i32>, Fail> {
     // SAFETY: the test binary runs its cases on one thread; the child runs
     // `f` and leaves with _exit.
     let pid = unsafe { libc::fork() };

@@ -22,6 +22,8 @@ mod trace;
 mod reject;
 
 mod mapping;
+mod sharing;
+pub use sharing::imports_read_the_exporters_bytes_and_write_none;
 
 mod charges;
 pub use charges::small_aligned_buffers_take_their_own_pages;
