@@ -27,8 +27,23 @@ pub struct Session {
     pub info: DeviceInfo,
     /// The plans loaded here, by plan id.
     pub plans: HashMap<u32, Plan>,
-    /// The plan loaded most recently (`last` in a session).
+    /// The plan loaded (or imported) most recently (`last` in a session).
     pub last: Option<u32>,
+    /// The sockets this session serves exported plans on.
+    pub served: Vec<Served>,
+}
+
+/// A socket a session serves an exported plan on (`export`), removed when
+/// the session ends.
+pub struct Served {
+    /// Where the socket is bound.
+    pub path: PathBuf,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 impl Session {
@@ -46,6 +61,7 @@ impl Session {
             info,
             plans: HashMap::new(),
             last: None,
+            served: Vec::new(),
         })
     }
 

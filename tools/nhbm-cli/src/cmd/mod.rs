@@ -12,6 +12,7 @@ pub mod read;
 pub mod reset;
 pub mod resolve;
 pub mod session;
+pub mod share;
 pub mod stats;
 pub mod top;
 pub mod validate;

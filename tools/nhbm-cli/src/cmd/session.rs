@@ -8,12 +8,13 @@ use nhbm::cli::parse_num;
 use nhbm::uapi::CHANNEL_ANY;
 use serde_json::json;
 
-use crate::cmd::{info, load, read, reset, resolve, stats, write};
+use crate::cmd::{info, load, read, reset, resolve, share, stats, write};
 use crate::device::Session;
 
 const HELP: &str = "session commands: info | stats | reset | load FILE [CHANNEL|any] | load-verify FILE [CHANNEL] |\n  \
                     unload ID | resolve ID VAR [OFF [SIZE]] | read ID VAR [OFF [LEN]] | write ID VAR OFF HEX |\n  \
-                    verify ID | echo TEXT   (ID may be `last`, the plan loaded most recently)";
+                    verify ID | export ID SOCKET | import SOCKET | echo TEXT\n  \
+                    (ID may be `last`, the plan loaded or imported most recently)";
 
 /// Runs the script in `file` ("-" or none: stdin).
 pub fn run(s: &mut Session, file: Option<&str>) -> Result<()> {
@@ -82,6 +83,19 @@ fn command(s: &mut Session, cmd: &str, rest: &[&str]) -> Result<()> {
                 .get(&id)
                 .ok_or_else(|| anyhow!("plan {id} was not loaded here"))?;
             load::verify(s, id, plan)
+        }
+        "export" => {
+            let id = plan_id(s.last, cmd, rest.first())?;
+            let socket = rest
+                .get(1)
+                .ok_or_else(|| anyhow!("export: which socket?"))?;
+            share::export(s, id, socket)
+        }
+        "import" => {
+            let socket = rest
+                .first()
+                .ok_or_else(|| anyhow!("import: which socket?"))?;
+            share::import(s, socket)
         }
         "echo" => {
             println!("{}", rest.join(" "));
