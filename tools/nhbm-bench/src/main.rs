@@ -119,6 +119,9 @@
 //!    alignment (a chunk each, a gap after each) in one plan against the
 //!    same buffers in 8 plans loaded and unloaded in turn, 5 repetitions.
 //!    Target <= 3.
+//!    `shared_weights_hbm`: device memory in use (MEM_STATS) while eight
+//!    processes hold an import (NHBM_IOC_PLAN_IMPORT) of one exported 16 MiB
+//!    plan / while one does (src/sharing.rs). Target <= 1.01.
 //! 9. In `make bench`'s second guest (QEMU 11 with tools/nhbm-devmodel):
 //!    `pci_mem_write`, NHBM_IOC_MEM_WRITE of 16 MiB into an emulated PCI
 //!    function's write-combining BAR4 / into the simulated device, 6
@@ -175,6 +178,7 @@ mod mapped;
 mod measure;
 mod planner;
 mod report;
+mod sharing;
 mod traces;
 
 use std::io::Write;
@@ -301,6 +305,7 @@ fn device_figures(path: &Path, out: &mut Out) {
         "pointer_chain",
         "crafted_ids",
         "aligned_gaps",
+        "shared_weights_hbm",
     ];
     let dev = match Device::open_path(path) {
         Ok(d) => d,
@@ -336,6 +341,10 @@ fn device_figures(path: &Path, out: &mut Out) {
     match adversarial::adversarial_figures(&dev) {
         Ok(figs) => figs.iter().for_each(|f| out.figure(f)),
         Err(e) => out.error(&["pointer_chain", "crafted_ids", "aligned_gaps"], &e),
+    }
+    match sharing::shared_weights_figure(&dev) {
+        Ok(f) => out.figure(&f),
+        Err(e) => out.error(&["shared_weights_hbm"], &e),
     }
 }
 
