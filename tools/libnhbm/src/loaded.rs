@@ -303,7 +303,8 @@ pub(crate) mod tests {
         }
     }
 
-    fn last() -> String {
+    /// This thread's last error message, as the C caller reads it.
+    pub(crate) fn last() -> String {
         // SAFETY: nhbm_last_error returns a NUL-terminated string.
         unsafe { CStr::from_ptr(crate::nhbm_last_error()) }
             .to_string_lossy()

@@ -75,14 +75,8 @@ pub unsafe extern "C" fn nhbm_unmap(addr: *mut c_void, len: usize) -> c_int {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loaded::tests::fake_loaded;
+    use crate::loaded::tests::{fake_loaded, last};
     use std::ptr;
-
-    fn last() -> String {
-        // SAFETY: nhbm_last_error returns a NUL-terminated string.
-        let s = unsafe { std::ffi::CStr::from_ptr(crate::nhbm_last_error()) };
-        s.to_string_lossy().into_owned()
-    }
 
     #[test]
     fn null_arguments_are_einval() {

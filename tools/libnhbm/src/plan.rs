@@ -230,6 +230,7 @@ pub unsafe extern "C" fn nhbm_plan_validate_arch(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::loaded::tests::last;
     use nhbm::{Plan, Record};
     use std::ffi::CStr;
     use std::os::unix::ffi::OsStrExt;
@@ -242,13 +243,6 @@ pub(crate) mod tests {
         let rc = unsafe { nhbm_plan_from_memory(blob.as_ptr().cast(), blob.len(), &mut p) };
         assert_eq!(rc, 0);
         p
-    }
-
-    fn last() -> String {
-        // SAFETY: nhbm_last_error is a live NUL-terminated string.
-        unsafe { CStr::from_ptr(crate::nhbm_last_error()) }
-            .to_string_lossy()
-            .into_owned()
     }
 
     fn validate_arch(p: *const nhbm_plan, arch: &CStr) -> (c_int, nhbm_plan_error) {
