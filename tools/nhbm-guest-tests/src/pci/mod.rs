@@ -441,15 +441,24 @@ pub fn deadbeef_window_is_waited_out() -> TestResult {
 
 /// A device reset that fails (the firmware never finishes it) leaves
 /// "reset state unknown": plans staged before answer EIO to RESOLVE and
-/// MEM_READ, and new loads answer EIO, until a device reset succeeds.
+/// MEM_READ, another file's import of one as well, and new loads answer
+/// EIO, until a device reset succeeds.
 pub fn failed_reset_poisons_every_plan() -> TestResult {
     let blob = one_buffer(1, 4 * KIB).to_blob().ctx("build")?;
     with_firmware(
         |c| c.write(RESET_DELAY_MS, NEVER),
         |d, c| {
             let p = d.plan_load(&blob, 0).ctx("PLAN_LOAD")?;
+            let importer = dev()?;
+            let shared = d.plan_export(p.plan_id).ctx("PLAN_EXPORT")?;
+            let imported = importer
+                .plan_import(std::os::fd::AsFd::as_fd(&shared))
+                .ctx("PLAN_IMPORT")?
+                .plan_id;
             ensure_errno("RESET", d.reset(RESET_DEVICE, 0), libc::ETIMEDOUT)?;
             ensure_errno("RESOLVE", d.resolve(p.plan_id, 1, 0, 8), libc::EIO)?;
+            let r = importer.resolve(imported, 1, 0, 8);
+            ensure_errno("RESOLVE of the import", r, libc::EIO)?;
             let mut b = [0u8; 8];
             ensure_errno("MEM_READ", d.mem_read(p.plan_id, 1, 0, &mut b), libc::EIO)?;
             ensure_errno("PLAN_LOAD", d.plan_load(&blob, 0), libc::EIO)?;
