@@ -85,6 +85,16 @@ pub fn last() -> *const c_char {
         .unwrap_or_else(|_| c"".as_ptr())
 }
 
+/// This thread's last error message as the C caller reads it, for tests.
+#[cfg(test)]
+pub(crate) fn last_message() -> String {
+    // SAFETY: last() points at this thread's message, alive until the
+    // next set_last on this thread.
+    unsafe { std::ffi::CStr::from_ptr(last()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// The text of a panic's payload.
 fn panic_text(payload: &(dyn Any + Send)) -> &str {
     payload
@@ -146,14 +156,6 @@ mod tests {
     use super::*;
     use std::ffi::CStr;
 
-    fn last_str() -> String {
-        // SAFETY: last() points at this thread's message, alive until the
-        // next set_last on this thread.
-        unsafe { CStr::from_ptr(last()) }
-            .to_string_lossy()
-            .into_owned()
-    }
-
     #[test]
     fn errors_are_negative_errnos_with_a_message() {
         assert_eq!(call(|| Ok(3)), 3);
@@ -161,17 +163,17 @@ mod tests {
             call(|| Err(Error::new(libc::ENOENT, "no such var"))),
             -libc::ENOENT
         );
-        assert_eq!(last_str(), "no such var");
+        assert_eq!(last_message(), "no such var");
         // Success leaves the message alone.
         assert_eq!(call(|| Ok(0)), 0);
-        assert_eq!(last_str(), "no such var");
+        assert_eq!(last_message(), "no such var");
     }
 
     #[test]
     fn a_panic_is_eio() {
         let rc = call(|| panic!("boom"));
         assert_eq!(rc, -libc::EIO);
-        assert_eq!(last_str(), "internal error in libnhbm: boom");
+        assert_eq!(last_message(), "internal error in libnhbm: boom");
         call_void(|| panic!("swallowed"));
     }
 
@@ -179,13 +181,13 @@ mod tests {
     fn the_message_is_per_thread() {
         call(|| Err(Error::inval("main thread")));
         std::thread::spawn(|| {
-            assert_eq!(last_str(), "");
+            assert_eq!(last_message(), "");
             call(|| Err(Error::inval("other thread")));
-            assert_eq!(last_str(), "other thread");
+            assert_eq!(last_message(), "other thread");
         })
         .join()
         .unwrap();
-        assert_eq!(last_str(), "main thread");
+        assert_eq!(last_message(), "main thread");
     }
 
     /// Fails calls from the destructor of a thread-local that outlives
@@ -196,7 +198,7 @@ mod tests {
         fn drop(&mut self) {
             let torn_down = LAST.try_with(|_| ()).is_err();
             let rc = call(|| Err(Error::inval("too late")));
-            let after_fail = last_str();
+            let after_fail = last_message();
             set_last("also too late");
             // SAFETY: nhbm_last_error returns a NUL-terminated string.
             let api = unsafe { CStr::from_ptr(crate::nhbm_last_error()) };
@@ -220,7 +222,7 @@ mod tests {
             // LATE is registered first, so it is destroyed after LAST.
             LATE.with(|l| *l.borrow_mut() = Some(LateCaller(tx)));
             call(|| Err(Error::inval("in time")));
-            assert_eq!(last_str(), "in time");
+            assert_eq!(last_message(), "in time");
         })
         .join()
         .unwrap();
@@ -241,7 +243,7 @@ mod tests {
         }
         let rc = call(|| std::panic::panic_any(Bomb));
         assert_eq!(rc, -libc::EIO);
-        assert_eq!(last_str(), "internal error in libnhbm: (no message)");
+        assert_eq!(last_message(), "internal error in libnhbm: (no message)");
         call_void(|| std::panic::panic_any(Bomb));
         assert_eq!(call_str(|| std::panic::panic_any(Bomb)), c"".as_ptr());
     }
@@ -249,6 +251,6 @@ mod tests {
     #[test]
     fn interior_nul_ends_the_message() {
         set_last("a\0b");
-        assert_eq!(last_str(), "a");
+        assert_eq!(last_message(), "a");
     }
 }

@@ -285,7 +285,7 @@ pub unsafe extern "C" fn nhbm_mem_read(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::ffi::CStr;
+    use crate::error::last_message as last;
     use std::ptr;
 
     /// A loaded handle of `blob` as PLAN_LOAD would make it, without a
@@ -301,14 +301,6 @@ pub(crate) mod tests {
             },
             blob: Arc::new(blob.to_vec()),
         }
-    }
-
-    /// This thread's last error message, as the C caller reads it.
-    pub(crate) fn last() -> String {
-        // SAFETY: nhbm_last_error returns a NUL-terminated string.
-        unsafe { CStr::from_ptr(crate::nhbm_last_error()) }
-            .to_string_lossy()
-            .into_owned()
     }
 
     #[test]

@@ -75,7 +75,8 @@ pub unsafe extern "C" fn nhbm_unmap(addr: *mut c_void, len: usize) -> c_int {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loaded::tests::{fake_loaded, last};
+    use crate::error::last_message as last;
+    use crate::loaded::tests::fake_loaded;
     use std::ptr;
 
     #[test]

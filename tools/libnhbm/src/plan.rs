@@ -230,7 +230,7 @@ pub unsafe extern "C" fn nhbm_plan_validate_arch(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::loaded::tests::last;
+    use crate::error::last_message as last;
     use nhbm::{Plan, Record};
     use std::ffi::CStr;
     use std::os::unix::ffi::OsStrExt;

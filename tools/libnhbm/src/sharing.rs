@@ -117,7 +117,8 @@ pub unsafe extern "C" fn nhbm_import(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::loaded::tests::{fake_loaded, last};
+    use crate::error::last_message as last;
+    use crate::loaded::tests::fake_loaded;
     use nhbm::Device;
     use std::os::fd::AsRawFd;
     use std::ptr;
