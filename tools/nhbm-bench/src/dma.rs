@@ -25,8 +25,11 @@ use crate::report::{Figure, Op, Raw};
 
 /// Bytes of each transfer.
 const XFER: usize = 64 << 20;
-/// Repetitions of each comparison, in ABBA order.
-const REPS: usize = 5;
+/// Repetitions of each comparison, in ABBA order: a repetition takes tens
+/// of milliseconds, and with 5 one slow `memcpy` or one late answer of the
+/// model moved a run's median by a tenth; the CPU time, counted in the
+/// guest's ticks, is summed over all of them.
+const REPS: usize = 11;
 /// What `pci_dma_write_vs_bar_copy` and `pci_dma_read_vs_bar_copy` must
 /// reach (Documentation/benchmarks.rst).
 const DMA_BW_TARGET: f64 = 2.0;
