@@ -15,6 +15,7 @@ use crate::copies::{self, rep_movsq};
 use crate::measure::{
     calibrate, interleave, median, per_op_ns, time_ns, try_time_ns, Pairs, Ratios,
 };
+use crate::placed::Dest;
 use crate::report::{Figure, Op, Raw};
 
 /// Variables of the plan that RESOLVE and RESOLVE_BATCH are measured on
@@ -583,12 +584,13 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
     let blob = buffers_blob(1, chunk as u64);
     let plan = Staged::load(dev, &blob)?;
     let src = pattern(chunk);
-    let mut dst = vec![0u8; chunk];
+    let mut dst = Dest::apart_from(&src);
 
     let write = || dev.mem_write(plan.id, 1, 0, &src);
     let mut copy = |src: &[u8]| {
-        dst.copy_from_slice(std::hint::black_box(src));
-        std::hint::black_box(&dst);
+        dst.as_mut_slice()
+            .copy_from_slice(std::hint::black_box(src));
+        std::hint::black_box(dst.as_mut_slice());
     };
     write()?;
     copy(&src);
@@ -607,7 +609,7 @@ pub fn upload_figure(dev: &Device) -> io::Result<Figure> {
             )));
         }
     }
-    let (r_ns, m_ns) = rep_movsq_and_read_ns(dev, plan.id, &mut dst, &src)?;
+    let (r_ns, m_ns) = rep_movsq_and_read_ns(dev, plan.id, dst.as_mut_slice(), &src)?;
     drop(plan);
     let bytes = chunk as f64;
     let (w_bw, c_bw) = (bytes / p.a_median(), bytes / p.b_median());
@@ -726,13 +728,13 @@ pub fn model_staging_figures(dev: &Device) -> io::Result<[Figure; 2]> {
         copy: <[u8]>::copy_from_slice,
     };
     let (staging, p) = staging_figure(dev, "model_staging", &blob, src, MODEL_REPS, peer)?;
-    let mut dst = vec![0u8; MODEL_BYTES];
+    let mut dst = Dest::apart_from(src);
     note_beside_peer(
         "model_staging",
         &p,
         MODEL_BYTES,
         "the module's non-temporal copy (movnti)",
-        || copies::movnti_copy(&mut dst, std::hint::black_box(src)),
+        || copies::movnti_copy(dst.as_mut_slice(), std::hint::black_box(src)),
     );
     Ok([staging, model_vs_write_figure(dev, &blob, src)?])
 }
@@ -773,10 +775,10 @@ fn staging_figure(
     reps: usize,
     peer: StagingPeer,
 ) -> io::Result<(Figure, Pairs)> {
-    let mut dst = vec![0u8; MODEL_BYTES];
+    let mut dst = Dest::apart_from(src);
     let mut copy = || {
-        (peer.copy)(&mut dst, std::hint::black_box(src));
-        std::hint::black_box(&dst);
+        (peer.copy)(dst.as_mut_slice(), std::hint::black_box(src));
+        std::hint::black_box(dst.as_mut_slice());
     };
     // One untimed pass of each: faults in the destination, and checks that
     // the payloads arrive (the simulated device's pages go at each unload,

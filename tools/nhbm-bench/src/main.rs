@@ -176,6 +176,7 @@ mod device;
 mod dma;
 mod mapped;
 mod measure;
+mod placed;
 mod planner;
 mod report;
 mod sharing;
