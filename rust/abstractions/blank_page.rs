@@ -27,14 +27,15 @@ pub(crate) struct Blank {
 }
 
 impl Blank {
-    /// A fresh page, not zeroed.
-    pub(crate) fn new(flags: Flags) -> Result<Self> {
+    /// `page`, a fresh page not zeroed ([`PageBox::new_uninit`],
+    /// [`PageBox::new_uninit_batch`]).
+    pub(crate) fn new(page: Uninit) -> Self {
         // INVARIANT: the empty range is initialized.
-        Ok(Self {
-            page: PageBox::new_uninit(flags)?,
+        Self {
+            page,
             from: 0,
             to: 0,
-        })
+        }
     }
 
     /// `page`, its bytes to be written again; a fresh page (allocated with
@@ -143,7 +144,7 @@ mod tests {
 
     #[test]
     fn the_rest_is_zeros_or_the_other_page() -> Result {
-        let mut b = Blank::new(GFP_KERNEL)?;
+        let mut b = Blank::new(PageBox::new_uninit(GFP_KERNEL)?);
         b.fill_from_slice(10, &[7; 20])?;
         let page = b.finish(None);
         let got = bytes(&page)?;
@@ -167,21 +168,44 @@ mod tests {
 
     #[test]
     fn whole_and_empty_fills() -> Result {
-        let mut b = Blank::new(GFP_KERNEL)?;
+        let mut b = Blank::new(PageBox::new_uninit(GFP_KERNEL)?);
         let threes = KVec::from_elem(3u8, PAGE_SIZE, GFP_KERNEL)?;
         b.fill_from_slice(0, &threes)?;
         let mut nines = PageBox::zeroed(GFP_KERNEL)?;
         nines.write(0, &KVec::from_elem(9u8, PAGE_SIZE, GFP_KERNEL)?)?;
         assert!(bytes(&b.finish(Some(&nines)))?.iter().all(|&x| x == 3));
         // Nothing filled: the other page whole.
-        let page = Blank::new(GFP_KERNEL)?.finish(Some(&nines));
+        let page = Blank::new(PageBox::new_uninit(GFP_KERNEL)?).finish(Some(&nines));
         assert!(bytes(&page)?.iter().all(|&x| x == 9));
         Ok(())
     }
 
     #[test]
+    fn a_batch_is_pages_of_their_own() -> Result {
+        let mut pages = KVec::new();
+        for (i, page) in PageBox::new_uninit_batch()?
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let mut b = Blank::new(page);
+            b.fill_from_slice(0, &KVec::from_elem(i as u8 + 1, PAGE_SIZE, GFP_KERNEL)?)?;
+            pages.push(b.finish(None), GFP_KERNEL)?;
+        }
+        assert!(!pages.is_empty());
+        // Each page keeps its own bytes, and lives on when the first goes.
+        let first = pages.remove(0)?;
+        assert!(bytes(&first)?.iter().all(|&x| x == 1));
+        drop(first);
+        for (i, page) in pages.iter().enumerate() {
+            assert!(bytes(page)?.iter().all(|&x| x == i as u8 + 2));
+        }
+        Ok(())
+    }
+
+    #[test]
     fn fills_past_the_page_are_refused() -> Result {
-        let mut b = Blank::new(GFP_KERNEL)?;
+        let mut b = Blank::new(PageBox::new_uninit(GFP_KERNEL)?);
         assert_eq!(b.fill_from_slice(PAGE_SIZE - 2, &[1; 4]), Err(EINVAL));
         assert_eq!(b.fill_from_slice(usize::MAX, &[1; 4]), Err(EINVAL));
         // A refused fill leaves nothing counted as written.

@@ -110,6 +110,8 @@ void *nhbm_page_address(struct page *page);
 bool nhbm_page_shared(struct page *page);
 void nhbm_page_get(struct page *page);
 void nhbm_page_put(struct page *page);
+struct page *nhbm_alloc_split_pages(unsigned int order);
+struct page *nhbm_page_at(struct page *first, unsigned long n);
 
 /*
  * User pages for the DMA engine (user_dma.c): `nr` pages from the page of

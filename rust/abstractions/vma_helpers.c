@@ -206,6 +206,28 @@ void nhbm_page_put(struct page *page)
 	put_page(page);
 }
 
+/*
+ * 2^order pages in one allocation, not zeroed, charged to the caller's
+ * memory cgroup and split into pages of their own (each freed by its last
+ * put_page): the first, the rest after it in the memory map; NULL when the
+ * allocator has no such block free. It never reclaims or compacts for one
+ * (that would cost more than the pages one at a time), nor warns.
+ */
+struct page *nhbm_alloc_split_pages(unsigned int order)
+{
+	struct page *page = alloc_pages((GFP_KERNEL_ACCOUNT | __GFP_NOWARN) & ~__GFP_RECLAIM, order);
+
+	if (page)
+		split_page(page, order);
+	return page;
+}
+
+/* Page `n` of a block whose first page is `first`. */
+struct page *nhbm_page_at(struct page *first, unsigned long n)
+{
+	return first + n;
+}
+
 bool nhbm_page_shared(struct page *page)
 {
 	/* The owner's reference, and any other: a mapping's or a pin's. */
