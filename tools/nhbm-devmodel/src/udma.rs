@@ -14,6 +14,7 @@
 //! a device reset drops what is in flight and returns every queue to its
 //! reset state; the control port can stall every engine.
 
+pub mod copy;
 pub mod desc;
 pub mod mover;
 pub mod queue;

@@ -4,6 +4,7 @@
 //! arch's remap). Bytes move with memory copies, as an engine moves them
 //! beside the CPU: no system call a descriptor.
 
+use super::copy;
 use super::desc::{Desc, SIZE};
 use super::queue::Fault;
 use crate::arch::Arch;
@@ -90,9 +91,9 @@ impl Mover {
     fn copy_bytes(from: NonNull<u8>, to: NonNull<u8>, len: usize) {
         // SAFETY: the callers take both spans, `len` bytes each, from
         // mappings that stay while they hold them (HBM for the model's
-        // life, guest memory under its lock); `ptr::copy` allows overlap
-        // and no Rust reference to either exists.
-        unsafe { std::ptr::copy(from.as_ptr(), to.as_ptr(), len) };
+        // life, guest memory under its lock); `copy` allows overlap and no
+        // Rust reference to either exists.
+        unsafe { copy::copy(from.as_ptr(), to.as_ptr(), len) };
     }
 
     /// Copies `len` bytes from DMA address `src` to `dst`, every byte
