@@ -293,13 +293,13 @@ impl H2tQueue {
                 .copied()
                 .enumerate()
         };
-        // Every pair is checked before any descriptor is written: a pair
-        // refused leaves the rings as the engine knows them.
-        for (_, pair) in all() {
-            self.descs(pair, META_COPY, 0)?;
-        }
         io_write!(&self.marker, [try: 0], MARKER);
         io_write!(&self.marker, [try: 1 + slot], 0);
+        // Each descriptor is checked as it is written into a slot past the
+        // ring's tail, where the engine does not read: a pair refused
+        // returns before the tail moves, leaving the rings as the engine
+        // knows them.
+        let (mut next, mut phase) = (self.next, self.phase);
         for (i, pair) in all() {
             // The last data pair carries the write barrier.
             let meta = if i + 1 == pairs.len() {
@@ -307,15 +307,16 @@ impl H2tQueue {
             } else {
                 META_COPY
             };
-            let [m, d] = self.descs(pair, meta, self.phase)?;
-            let at = self.next * DESC_BYTES;
+            let [m, d] = self.descs(pair, meta, phase)?;
+            let at = next * DESC_BYTES;
             io_project!(&self.m2s, [try: at..at + DESC_BYTES]).copy_from_slice(&m);
             io_project!(&self.s2m, [try: at..at + DESC_BYTES]).copy_from_slice(&d);
-            self.next = (self.next + 1) % RING_LEN;
-            if self.next == 0 {
-                self.phase = (self.phase + 1) % 4;
+            next = (next + 1) % RING_LEN;
+            if next == 0 {
+                phase = (phase + 1) % 4;
             }
         }
+        (self.next, self.phase) = (next, phase);
         // The descriptors are in coherent memory; the MMIO write orders
         // after them (`writel`).
         let n = Q_DRTP_INC::zeroed().try_with_descs(pairs.len() as u32 + 1)?;

@@ -298,24 +298,41 @@ impl PciIo {
     fn dma_user(&self, parts: &[(u64, &UserPages)], to_device: bool) -> Result {
         let mut guard = self.dma.lock();
         let queue = Option::as_mut(&mut *guard).ok_or(ENODEV)?;
+        // Declared first, dropped last: no mapping goes before the batches
+        // that name it have ended or the queue is stopped.
         let mut maps = KVec::with_capacity(parts.len(), GFP_KERNEL_ACCOUNT)?;
         let mut pairs = KVVec::with_capacity(BATCH, GFP_KERNEL_ACCOUNT)?;
-        for &(off, pages) in parts {
-            let mapped = pages.map(queue.dma_device(), DESC_MAX as u32)?;
-            let mut at = addr::bar4_to_pa(self.info, off)?;
-            for (addr, n) in descriptors(mapped.spans()) {
-                let (host, dev) = (End::Host(addr), End::Device(at));
-                let pair = if to_device {
-                    (host, dev, n)
-                } else {
-                    (dev, host, n)
-                };
-                pairs.push(pair, GFP_KERNEL_ACCOUNT)?;
-                at += n as u64;
+        let mut post_all = || {
+            for &(off, pages) in parts {
+                let mut at = addr::bar4_to_pa(self.info, off)?;
+                maps.push(
+                    pages.map(queue.dma_device(), DESC_MAX as u32)?,
+                    GFP_KERNEL_ACCOUNT,
+                )?;
+                let mapped = maps.last().ok_or(EINVAL)?;
+                for (addr, n) in descriptors(mapped.spans()) {
+                    // A full batch goes to the engine while the next is built.
+                    if pairs.len() == BATCH {
+                        self.dma_post(queue, &pairs)?;
+                        pairs.clear();
+                    }
+                    let (host, dev) = (End::Host(addr), End::Device(at));
+                    let pair = if to_device {
+                        (host, dev, n)
+                    } else {
+                        (dev, host, n)
+                    };
+                    pairs.push(pair, GFP_KERNEL_ACCOUNT)?;
+                    at += n as u64;
+                }
             }
-            maps.push(mapped, GFP_KERNEL_ACCOUNT)?;
-        }
-        self.dma_run(queue, &pairs)
+            match pairs.is_empty() {
+                true => Ok(()),
+                false => self.dma_post(queue, &pairs),
+            }
+        };
+        let posted = post_all();
+        self.dma_end(queue, posted)
     }
 
     /// Runs `copy(bar, bar_offset, from, n)` over the `len` bytes of a
