@@ -145,9 +145,10 @@ demo:
 		>$(BUILD)/demo-build.log 2>&1 || { tail -30 $(BUILD)/demo-build.log; exit 1; }
 	@NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) $(REPO)/tools/testing/run-qemu.sh demo
 
-# The planner figures on the host, then two guests: the simulated device on
-# the machine's QEMU, then an emulated PCI function (against a simulated
-# device and against its own BAR4 mapping) on QEMU 11. All three always run;
+# The planner figures on the host, then three guests: the simulated device
+# on the machine's QEMU, then an emulated PCI function on QEMU 11 (against a
+# simulated device and against its own BAR4 mapping), then that function
+# alone for the DMA figures, in a fresh guest. All four always run;
 # the target fails when a figure of any misses its target (see
 # Documentation/benchmarks.rst). The whole-model staging figure needs room
 # for 3 x 256 MiB beside the kernel.
@@ -160,6 +161,9 @@ bench: module bench-module userspace devmodel
 	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
 		NHBM_DEVMODEL=$(BUILD)/nhbm-devmodel NHBM_QEMU_MEM=$${NHBM_QEMU_MEM:-1536} \
 		$(REPO)/tools/testing/run-qemu.sh bench-pci || rc=1; \
+	NHBM_CACHE=$(NHBM_CACHE) KDIR=$(KDIR_AUTO) NHBM_QEMU_APPEND="kunit.enable=0" \
+		NHBM_DEVMODEL=$(BUILD)/nhbm-devmodel NHBM_QEMU_MEM=$${NHBM_QEMU_MEM:-1536} \
+		$(REPO)/tools/testing/run-qemu.sh bench-dma || rc=1; \
 	exit $$rc
 
 # The module with its in-kernel benchmarks (NHBM_BENCH=1, see Kbuild), built

@@ -4,14 +4,15 @@
 # Boot the test kernel in QEMU (TCG) with neuron_hbm.ko and the userspace
 # programs in a busybox initramfs, then summarise the KTAP it printed.
 #
-#   run-qemu.sh check|check-pci|demo|bench|bench-pci|distro|distro-host
+#   run-qemu.sh check|check-pci|demo|bench|bench-pci|bench-dma|distro|distro-host
 #
-# The *-pci modes boot QEMU 11 from the Debian 13 root (tools/debian13-root.sh)
-# with emulated Neuron PCI functions (tools/nhbm-devmodel, vfio-user): a V2, a
-# V3 and a V4 one for check-pci (instead of simulated devices), their firmware
-# booting for a second so that the probe must wait for it; one V2 function
-# beside a simulated device for bench-pci. NHBM_DEVMODEL names the device
-# model binary.
+# The *-pci modes and bench-dma boot QEMU 11 from the Debian 13 root
+# (tools/debian13-root.sh) with emulated Neuron PCI functions
+# (tools/nhbm-devmodel, vfio-user): a V2, a V3 and a V4 one for check-pci
+# (instead of simulated devices), their firmware booting for a second so that
+# the probe must wait for it; one V2 function beside a simulated device for
+# bench-pci, one alone for bench-dma. NHBM_DEVMODEL names the device model
+# binary.
 # Mode distro is the check guest on another kernel: NHBM_KERNEL_IMAGE names its
 # image and NHBM_KO the module built for it; NHBM_GUEST_EXTRA names a
 # directory whose contents join the guest's root (the kernel's module tree,
@@ -76,9 +77,9 @@ echo "qemu: booting ($MODE) in QEMU (TCG), serial log in ${LOG#$REPO/}" >&2
 t0=$SECONDS
 set +e
 case "$MODE" in
-*-pci | distro-host)
+*-pci | bench-dma | distro-host)
 	functions=v2/1000,v3/1000,v4/1000
-	[ "$MODE" = bench-pci ] && functions=v2
+	[ "$MODE" = bench-pci ] || [ "$MODE" = bench-dma ] && functions=v2
 	[ "$MODE" = distro-host ] && functions=v2/1000,v2
 	D13="$("$REPO/tools/debian13-root.sh" qemu-system-x86/trixie-backports | tail -n 1)" || exit 1
 	python3 "$HERE/qemu-pci.py" --root "$D13" --devmodel "${NHBM_DEVMODEL:?}" \
@@ -105,7 +106,7 @@ if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 fi
 case "$MODE" in
 check | check-pci | distro | distro-host) exec python3 "$HERE/ktap_summary.py" $HOST_ARGS "$LOG" ;;
-bench | bench-pci)
+bench | bench-pci | bench-dma)
 	# One line per figure (the module's and nhbm-bench's), each ending in its
 	# verdict; the whole log stays in $LOG. The run fails when a figure says
 	# FAIL, nhbm-bench exits non-zero, the guest does not finish or the

@@ -5,8 +5,8 @@
 # transfers and scrub against a copy into its own BAR4, mapped through sysfs
 # (nhbm-bench finds the function's resource4_wc). Those figures price the
 # module's CPU path through BAR4 against the same loops run from user space,
-# so the module first moves bytes with the CPU (dma=0); then it is loaded
-# again with its DMA engine on, for the DMA figures.
+# so the module moves bytes with the CPU (dma=0); the DMA figures have a
+# guest of their own (init-bench-dma.sh).
 . /common.sh
 
 hand_neuron_functions
@@ -26,18 +26,6 @@ if [ -n "$sim" ] && [ -n "$pci" ]; then
 else
 	for f in pci_mem_write pci_write_vs_bar_copy pci_read_vs_bar_copy pci_scrub_vs_memset; do
 		echo "bench: $f: error (no simulated device ($sim) or PCI function ($pci)) FAIL"
-	done
-fi
-rmmod neuron_hbm
-insmod /neuron_hbm.ko
-settle_console
-if [ "$(cat /sys/class/misc/neuron_hbm0/simulated 2>/dev/null)" = 0 ]; then
-	/tests/nhbm-bench --pci-dma /dev/neuron_hbm0
-	[ $? = 0 ] || rc=1
-else
-	rc=1
-	for f in pci_model_staging pci_dma_write_vs_bar_copy pci_dma_read_vs_bar_copy pci_dma_cpu_per_byte; do
-		echo "bench: $f: error (no PCI function) FAIL"
 	done
 fi
 echo "NHBM-BENCH-EXIT $rc"
