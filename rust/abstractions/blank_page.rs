@@ -45,12 +45,7 @@ impl Blank {
             Ok(page) => page,
             Err(_shared) => PageBox::new_uninit(flags)?,
         };
-        // INVARIANT: the empty range is initialized.
-        Ok(Self {
-            page,
-            from: 0,
-            to: 0,
-        })
+        Ok(Self::new(page))
     }
 
     /// Checks that `[at, at + len)` lies inside the page: its end.

@@ -33,6 +33,7 @@ use crate::{
     hw::udma::{End, H2tQueue, BATCH, DESC_MAX},
 };
 use kernel::{
+    alloc::Flags,
     device::Core,
     devres::Devres,
     io::{Io, IoBase, IoSysMap},
@@ -201,6 +202,32 @@ impl PciIo {
         self.with_bar0(|b| queue.post(b.as_view(), batch))
     }
 
+    /// Adds `pair` to `pairs` (allocating with `flags`), first posting the
+    /// pairs on `queue` as a batch when they fill one: a full batch goes to
+    /// the engine while the next is built.
+    fn dma_add(
+        &self,
+        queue: &mut H2tQueue,
+        pairs: &mut KVVec<(End, End, usize)>,
+        pair: (End, End, usize),
+        flags: Flags,
+    ) -> Result {
+        if pairs.len() == BATCH {
+            self.dma_post(queue, pairs)?;
+            pairs.clear();
+        }
+        pairs.push(pair, flags)?;
+        Ok(())
+    }
+
+    /// Posts the pairs [`PciIo::dma_add`] left in `pairs`, if any.
+    fn dma_post_rest(&self, queue: &mut H2tQueue, pairs: &[(End, End, usize)]) -> Result {
+        match pairs.is_empty() {
+            true => Ok(()),
+            false => self.dma_post(queue, pairs),
+        }
+    }
+
     /// Ends a run of batches on `queue` whose posts gave `posted`: waits
     /// for every batch in flight. On a failure with a batch in flight the
     /// queue is stopped (and set up again at the next batch), so nothing
@@ -267,24 +294,18 @@ impl PciIo {
     /// queue's zero page, [`BATCH`] descriptors a doorbell: many small
     /// ranges cost the doorbells of one.
     fn dma_zero(&self, queue: &mut H2tQueue, ranges: &[(u64, u64)]) -> Result {
-        let mut pairs = KVec::with_capacity(BATCH, GFP_KERNEL)?;
+        let mut pairs = KVVec::with_capacity(BATCH, GFP_KERNEL)?;
         let mut post_all = || {
             for &(pa, len) in ranges {
                 let mut done = 0u64;
                 while done < len {
-                    if pairs.len() == BATCH {
-                        self.dma_post(queue, &pairs)?;
-                        pairs.clear();
-                    }
                     let n = (len - done).min(DESC_MAX as u64) as usize;
-                    pairs.push((End::Zeros, End::Device(pa + done), n), GFP_KERNEL)?;
+                    let pair = (End::Zeros, End::Device(pa + done), n);
+                    self.dma_add(queue, &mut pairs, pair, GFP_KERNEL)?;
                     done += n as u64;
                 }
             }
-            match pairs.is_empty() {
-                true => Ok(()),
-                false => self.dma_post(queue, &pairs),
-            }
+            self.dma_post_rest(queue, &pairs)
         };
         let posted = post_all();
         self.dma_end(queue, posted)
@@ -311,25 +332,17 @@ impl PciIo {
                 )?;
                 let mapped = maps.last().ok_or(EINVAL)?;
                 for (addr, n) in descriptors(mapped.spans()) {
-                    // A full batch goes to the engine while the next is built.
-                    if pairs.len() == BATCH {
-                        self.dma_post(queue, &pairs)?;
-                        pairs.clear();
-                    }
                     let (host, dev) = (End::Host(addr), End::Device(at));
                     let pair = if to_device {
                         (host, dev, n)
                     } else {
                         (dev, host, n)
                     };
-                    pairs.push(pair, GFP_KERNEL_ACCOUNT)?;
+                    self.dma_add(queue, &mut pairs, pair, GFP_KERNEL_ACCOUNT)?;
                     at += n as u64;
                 }
             }
-            match pairs.is_empty() {
-                true => Ok(()),
-                false => self.dma_post(queue, &pairs),
-            }
+            self.dma_post_rest(queue, &pairs)
         };
         let posted = post_all();
         self.dma_end(queue, posted)
