@@ -133,6 +133,17 @@ int nhbm_dma_map_user(struct device *dev, struct page **pages, unsigned long nr,
 void nhbm_dma_unmap_user(struct device *dev, struct sg_table *sgt, bool device_writes);
 
 /*
+ * The DMA segments of a mapped table, read a run at a time (user_dma.c):
+ * the first segment and how many the table has; then up to `max`
+ * addresses and lengths from `*sg` on (of `*left` still to read), both
+ * moved past them, and how many were read.
+ */
+struct scatterlist;
+void nhbm_dma_spans_start(struct sg_table *sgt, struct scatterlist **sg, unsigned int *left);
+unsigned int nhbm_dma_spans(struct scatterlist **sg, unsigned int *left, u64 *addr, u32 *len,
+			    unsigned int max);
+
+/*
  * The `len` bytes from `offset` in the first of `pages` (pinned user pages)
  * copied with the CPU to the MMIO range at `dst`, or from the one at `src`
  * (user_mmio.c).

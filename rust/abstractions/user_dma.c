@@ -6,7 +6,11 @@
  * (aws-neuron-driver 2.24.7.0, neuron_dma.c:906-1266), but as a
  * scatter-gather table mapped with dma_map_sgtable() rather than
  * page_to_phys() a page: an IOMMU translates what the engine is given, and
- * physically contiguous pages are one segment, mapped at once.
+ * physically contiguous pages are one segment, mapped at once. The mapped
+ * segments are read a run at a time, in one loop: the kernel crate's
+ * SGTable iterator makes three out-of-line calls a segment, which cost a
+ * scattered 16 MiB piece (4097 segments) 0.4 ms of guest CPU in the
+ * emulated PCI guest.
  */
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
@@ -70,4 +74,25 @@ void nhbm_dma_unmap_user(struct device *dev, struct sg_table *sgt, bool device_w
 	dma_unmap_sgtable(dev, sgt, nhbm_dir(device_writes), 0);
 	sg_free_table(sgt);
 	kfree(sgt);
+}
+
+void nhbm_dma_spans_start(struct sg_table *sgt, struct scatterlist **sg, unsigned int *left)
+{
+	*sg = sgt->sgl;
+	*left = sgt->nents;
+}
+
+unsigned int nhbm_dma_spans(struct scatterlist **sg, unsigned int *left, u64 *addr, u32 *len,
+			    unsigned int max)
+{
+	struct scatterlist *s = *sg;
+	unsigned int n;
+
+	for (n = 0; n < max && *left; n++, (*left)--) {
+		addr[n] = sg_dma_address(s);
+		len[n] = sg_dma_len(s);
+		s = sg_next(s);
+	}
+	*sg = s;
+	return n;
 }

@@ -3,24 +3,28 @@
 //! User memory a device reads or writes in place, over `user_dma.c` and
 //! `user_mmio.c`: the pages of a range pinned ([`UserPages`]), then mapped
 //! for the device's DMA engine with the DMA API as a scatter-gather table
-//! ([`Mapped`]), read through the kernel crate's [`SGTable`], or copied to
-//! and from a BAR by the CPU in one copy. The crate builds and maps tables
-//! only of memory the kernel allocated (vmalloc buffers), not of pinned
-//! user pages.
+//! ([`Mapped`]), whose segments `user_dma.c` reads a run at a time
+//! ([`Spans`]), or copied to and from a BAR by the CPU in one copy. The
+//! crate builds and maps tables only of memory the kernel allocated
+//! (vmalloc buffers), not of pinned user pages, and its `SGTable` iterator
+//! makes three out-of-line calls a segment: 0.4 ms of guest CPU for a
+//! scattered 16 MiB piece (4097 segments) in the emulated PCI guest.
 
 use crate::abstractions::helpers::{
-    self, nhbm_dma_map_user, nhbm_dma_unmap_user, nhbm_io_to_pages, nhbm_pages_to_io,
-    nhbm_pin_user, nhbm_unpin_user,
+    self, nhbm_dma_map_user, nhbm_dma_spans, nhbm_dma_spans_start, nhbm_dma_unmap_user,
+    nhbm_io_to_pages, nhbm_pages_to_io, nhbm_pin_user, nhbm_unpin_user,
 };
-use core::ptr;
+use core::{marker::PhantomData, ptr};
 use kernel::{
     device::{Bound, Device},
     page::PAGE_SIZE,
     prelude::*,
-    scatterlist::SGTable,
     sync::aref::ARef,
     uaccess::UserPtr,
 };
+
+/// Segments [`Spans`] reads from the table at a time.
+const SPAN_RUN: usize = 32;
 
 /// The device that mappings are made for, taken while it is bound. Its
 /// owner drops it, every clone of it and every [`Mapped`] made for it
@@ -188,14 +192,64 @@ pub(crate) struct Mapped<'a> {
 impl Mapped<'_> {
     /// The DMA address and length of each mapped segment, in the range's
     /// order.
-    pub(crate) fn spans(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
+    pub(crate) fn spans(&self) -> Spans<'_> {
+        let (mut sg, mut left) = (ptr::null_mut(), 0);
         // SAFETY: `sgt` is the table `map` made and mapped; it lives, and
-        // nothing changes it, until `self` is dropped, which the iterator's
-        // borrow of `self` outlasts.
-        let table = unsafe { SGTable::from_raw(self.sgt.cast()) };
-        table
-            .iter()
-            .map(|sg| (sg.dma_address(), sg.dma_len() as usize))
+        // nothing changes it, until `self` is dropped. The helper only
+        // reads it and writes the two out arguments.
+        unsafe { nhbm_dma_spans_start(self.sgt, &mut sg, &mut left) };
+        Spans {
+            sg,
+            left,
+            addr: [0; SPAN_RUN],
+            len: [0; SPAN_RUN],
+            at: 0,
+            read: 0,
+            _table: PhantomData,
+        }
+    }
+}
+
+/// The mapped segments of a [`Mapped`], as (DMA address, length), read
+/// from its table [`SPAN_RUN`] at a time.
+pub(crate) struct Spans<'a> {
+    /// The next segment to read and how many are left.
+    sg: *mut helpers::scatterlist,
+    left: u32,
+    /// The run read last, `read` of them, `at` handed out.
+    addr: [u64; SPAN_RUN],
+    len: [u32; SPAN_RUN],
+    at: usize,
+    read: usize,
+    _table: PhantomData<&'a Mapped<'a>>,
+}
+
+impl Iterator for Spans<'_> {
+    type Item = (u64, usize);
+
+    fn next(&mut self) -> Option<(u64, usize)> {
+        if self.at == self.read {
+            // SAFETY: `sg` and `left` are where the last read of the table
+            // left them (or its start), and the table lives, mapped and
+            // unchanged, while `self` borrows its `Mapped`; the helper
+            // writes at most `SPAN_RUN` entries of each array.
+            let read = unsafe {
+                nhbm_dma_spans(
+                    &mut self.sg,
+                    &mut self.left,
+                    self.addr.as_mut_ptr(),
+                    self.len.as_mut_ptr(),
+                    SPAN_RUN as u32,
+                )
+            };
+            (self.at, self.read) = (0, read as usize);
+        }
+        let i = self.at;
+        if i == self.read {
+            return None;
+        }
+        self.at += 1;
+        Some((self.addr[i], self.len[i] as usize))
     }
 }
 
