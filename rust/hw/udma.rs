@@ -6,7 +6,9 @@
 //! memory, M2S descriptor `i` naming a source and S2M descriptor `i` its
 //! destination; a batch of pairs ends with one that copies the 0xabcdef01
 //! marker into a host word, the doorbells ring S2M first, and the driver
-//! polls the word. No register is read on the way (the reference calls CSR
+//! polls the word. Batches are written into the rings first and rung
+//! together ([`H2tQueue::stage`], [`H2tQueue::ring`]): one pair of
+//! doorbells for as many batches as the ring holds. No register is read on the way (the reference calls CSR
 //! reads "very slow", udma_main.c:167-172) and no interrupt is used.
 //!
 //! Every address a descriptor carries is one of the queue's own coherent
@@ -30,27 +32,36 @@ use regs::{
     Q_DRBP_LOW, Q_DRL, Q_DRTP_INC, S2M_COMP_CFG, S2M_Q_SW_CTRL,
 };
 
-/// Bytes of a descriptor (udma.h:32-45).
+/// Bytes of a descriptor (udma.h:32-45): two little-endian words, the
+/// first `len_ctrl` (low half) and `meta_ctrl`, the second the address.
 const DESC_BYTES: usize = 16;
+/// A descriptor as the two words it is written as.
+type Desc = [u64; 2];
+/// 64-bit words of a descriptor.
+const DESC_WORDS: usize = DESC_BYTES / size_of::<u64>();
 /// Most bytes one descriptor moves (`MAX_DMA_DESC_SIZE`, udma.h:428),
 /// written as length 0 (`ENCODE_64K`, udma_m2m.c:274-277).
 pub(crate) const DESC_MAX: usize = 64 * 1024;
-/// Descriptors of each ring: a power of two of at least 32 (udma.h:26,
-/// 318), so the ring's end stays 256-byte aligned (udma_main.c:381-386);
-/// the reference's `DMA_H2T_DESC_COUNT`, two of its largest batches
-/// ([`BATCH`]), so the engine finds the next batch posted when it ends one
-/// (the reference posts an asynchronous copy before it waits for the one
-/// before, neuron_dma.c:478-490).
-const RING_LEN: usize = 4096;
+/// Data pairs one batch (one marker) holds at most, 2031 as in the
+/// reference (`sync_threshold`, neuron_dma.c:311): half its
+/// `DMA_H2T_DESC_COUNT` ring of 4096 less the gap and the marker pair.
+pub(crate) const BATCH: usize = 2031;
+/// Batches in flight at most, each with its own marker word: a 16 MiB
+/// piece of scattered pages (4097 pairs) is three batches, staged whole
+/// and rung once ([`H2tQueue::ring`]).
+const IN_FLIGHT: usize = 4;
 /// Descriptors the driver leaves unposted, so a full ring is told from an
 /// empty one (udma.h:312-324).
 const RING_GAP: usize = 16;
-/// Data pairs one doorbell posts at most, 2031 as in the reference
-/// (`sync_threshold`, neuron_dma.c:311): half the ring less the gap and
-/// the marker pair.
-pub(crate) const BATCH: usize = RING_LEN / 2 - RING_GAP - 1;
-/// Batches in flight at most, each with its own marker word.
-const IN_FLIGHT: usize = 4;
+/// Descriptors of each ring: a power of two of at least 32 (udma.h:26,
+/// 318), so the ring's end stays 256-byte aligned (udma_main.c:381-386),
+/// with room for [`IN_FLIGHT`] whole batches: twice the reference's
+/// `DMA_H2T_DESC_COUNT`, which holds two, so that a whole piece is staged
+/// before its doorbells ring and the engine still finds the next batch
+/// posted when it ends one (the reference posts an asynchronous copy
+/// before it waits for the one before, neuron_dma.c:478-490).
+const RING_LEN: usize = 8192;
+const _: () = assert!(IN_FLIGHT * (BATCH + 1) + RING_GAP <= RING_LEN);
 /// What the marker pair copies, and the driver waits to see
 /// (`DMA_COMPLETION_MARKER`, neuron_dma.c:146-147).
 const MARKER: u32 = 0xabcd_ef01;
@@ -95,9 +106,9 @@ pub(crate) struct H2tQueue {
     /// BAR0 offset of the M2S and S2M queue blocks.
     blocks: [usize; 2],
     host_base: u64,
-    /// The rings, as bytes: descriptors are little-endian words.
-    m2s: Coherent<[u8]>,
-    s2m: Coherent<[u8]>,
+    /// The rings, as 64-bit words, [`DESC_WORDS`] a descriptor.
+    m2s: Coherent<[u64]>,
+    s2m: Coherent<[u64]>,
     bounce: Coherent<[u8]>,
     zeros: Coherent<[u8]>,
     /// Word 0 the marker, word `1 + s` where the marker pair of the batch
@@ -110,6 +121,9 @@ pub(crate) struct H2tQueue {
     posted: [usize; IN_FLIGHT],
     oldest: usize,
     in_flight: usize,
+    /// How many of the newest batches in flight are staged but not rung:
+    /// the engine does not know them yet.
+    unrung: usize,
     /// Whether the queues hold the rings since the last device reset or
     /// stop.
     ready: bool,
@@ -119,7 +133,7 @@ impl H2tQueue {
     /// The queue of `engine` on `dev`, its memory allocated; the queues
     /// are set up at first use.
     pub(crate) fn new(dev: &Device<Bound>, engine: &DmaEngine) -> Result<Self> {
-        let ring = RING_LEN * DESC_BYTES;
+        let ring = RING_LEN * DESC_WORDS;
         let block = |dir| usize::try_from(queue_block(engine.unit, dir, 0));
         Ok(Self {
             dev: DmaDevice::new(dev),
@@ -135,6 +149,7 @@ impl H2tQueue {
             posted: [0; IN_FLIGHT],
             oldest: 0,
             in_flight: 0,
+            unrung: 0,
             ready: false,
         })
     }
@@ -195,6 +210,7 @@ impl H2tQueue {
     fn drop_in_flight(&mut self) {
         self.oldest = 0;
         self.in_flight = 0;
+        self.unrung = 0;
     }
 
     /// Descriptors of every batch in flight.
@@ -229,38 +245,26 @@ impl H2tQueue {
     }
 
     /// The M2S and S2M descriptors of a pair of ring phase `phase`.
-    fn pair(
-        src: u64,
-        dst: u64,
-        len: usize,
-        meta: u32,
-        phase: u32,
-    ) -> Result<[[u8; DESC_BYTES]; 2]> {
+    fn pair(src: u64, dst: u64, len: usize, meta: u32, phase: u32) -> Result<[Desc; 2]> {
         if len == 0 || len > DESC_MAX {
             return Err(EINVAL);
         }
         let len_ctrl = (len % DESC_MAX) as u32 | phase << RING_ID_SHIFT;
-        let desc = |words: [u32; 4]| {
-            let mut b = [0u8; DESC_BYTES];
-            for (to, w) in b.chunks_exact_mut(4).zip(words) {
-                to.copy_from_slice(&w.to_le_bytes());
-            }
-            b
+        let desc = |ctrl: u32, meta: u32, addr: u64| {
+            [
+                (u64::from(meta) << 32 | u64::from(ctrl)).to_le(),
+                addr.to_le(),
+            ]
         };
         Ok([
-            desc([len_ctrl | FIRST_LAST, meta, src as u32, (src >> 32) as u32]),
-            desc([len_ctrl, 0, dst as u32, (dst >> 32) as u32]),
+            desc(len_ctrl | FIRST_LAST, meta, src),
+            desc(len_ctrl, 0, dst),
         ])
     }
 
     /// The M2S and S2M descriptors of the pair `(src, dst, len)` with
     /// `meta` and ring phase `phase`: `EINVAL` for an end it may not name.
-    fn descs(
-        &self,
-        pair: (End, End, usize),
-        meta: u32,
-        phase: u32,
-    ) -> Result<[[u8; DESC_BYTES]; 2]> {
+    fn descs(&self, pair: (End, End, usize), meta: u32, phase: u32) -> Result<[Desc; 2]> {
         let (src, dst, len) = pair;
         let (s, d) = (
             self.address(src, len, false)?,
@@ -269,13 +273,15 @@ impl H2tQueue {
         Self::pair(s, d, len, meta, phase)
     }
 
-    /// Posts `pairs` (source, destination, bytes: at most [`DESC_MAX`]
+    /// Stages `pairs` (source, destination, bytes: at most [`DESC_MAX`]
     /// each, at most [`BATCH`] of them) and the marker pair behind the
-    /// batches in flight, and rings both doorbells, S2M first
-    /// (udma_m2m.c:413-444); `EBUSY` without [`H2tQueue::has_room`].
-    /// Touches only BAR0 and memory, allocates nothing: never sleeps (the
-    /// caller holds BAR0's access guard, an RCU read-side section).
-    pub(crate) fn post(&mut self, bar0: Mmio<'_, Region>, pairs: &[(End, End, usize)]) -> Result {
+    /// batches in flight: writes their descriptors past the ring's tail,
+    /// where the engine does not read until [`H2tQueue::ring`] moves the
+    /// tail; `EBUSY` without [`H2tQueue::has_room`]. Touches only BAR0 (to
+    /// set the queues up after a reset or a stop) and memory, allocates
+    /// nothing: never sleeps (the caller holds BAR0's access guard, an RCU
+    /// read-side section).
+    pub(crate) fn stage(&mut self, bar0: Mmio<'_, Region>, pairs: &[(End, End, usize)]) -> Result {
         if pairs.is_empty() || pairs.len() > BATCH {
             return Err(EINVAL);
         }
@@ -308,23 +314,65 @@ impl H2tQueue {
                 META_COPY
             };
             let [m, d] = self.descs(pair, meta, phase)?;
-            let at = next * DESC_BYTES;
-            io_project!(&self.m2s, [try: at..at + DESC_BYTES]).copy_from_slice(&m);
-            io_project!(&self.s2m, [try: at..at + DESC_BYTES]).copy_from_slice(&d);
+            let at = next * DESC_WORDS;
+            for (k, (m, d)) in m.into_iter().zip(d).enumerate() {
+                io_write!(&self.m2s, [try: at + k], m);
+                io_write!(&self.s2m, [try: at + k], d);
+            }
             next = (next + 1) % RING_LEN;
             if next == 0 {
                 phase = (phase + 1) % 4;
             }
         }
         (self.next, self.phase) = (next, phase);
-        // The descriptors are in coherent memory; the MMIO write orders
-        // after them (`writel`).
-        let n = Q_DRTP_INC::zeroed().try_with_descs(pairs.len() as u32 + 1)?;
-        self.block(bar0, Dir::S2m)?.write_reg(n);
-        self.block(bar0, Dir::M2s)?.write_reg(n);
         self.posted[slot] = pairs.len() + 1;
         self.in_flight += 1;
+        self.unrung += 1;
         Ok(())
+    }
+
+    /// Hands the engine every batch staged since the last ring: moves both
+    /// tails past them with one doorbell each, S2M first
+    /// (udma_m2m.c:413-444). A doorbell of the emulated function is a
+    /// round trip that holds the guest CPU (QEMU's vfio-user client does
+    /// not post BAR0 writes while BAR4 is mapped), dearer while its engine
+    /// runs; on hardware a posted write: one pair of them for a whole
+    /// scattered piece instead of one per batch. Never sleeps.
+    pub(crate) fn ring(&mut self, bar0: Mmio<'_, Region>) -> Result {
+        let descs: usize = (self.in_flight - self.unrung..self.in_flight)
+            .map(|k| self.posted[(self.oldest + k) % IN_FLIGHT])
+            .sum();
+        if descs == 0 {
+            return Ok(());
+        }
+        // The descriptors are in coherent memory; the MMIO write orders
+        // after them (`writel`).
+        let n = Q_DRTP_INC::zeroed().try_with_descs(descs as u32)?;
+        self.block(bar0, Dir::S2m)?.write_reg(n);
+        self.block(bar0, Dir::M2s)?.write_reg(n);
+        self.unrung = 0;
+        Ok(())
+    }
+
+    /// Retires the oldest batch in flight if it was rung and its marker
+    /// landed; whether it did.
+    fn retire_oldest(&mut self) -> bool {
+        let landed =
+            || -> Result<bool> { Ok(io_read!(&self.marker, [try: 1 + self.oldest]) == MARKER) };
+        // `oldest` < `IN_FLIGHT`: the word is always there.
+        if self.in_flight > self.unrung && landed().unwrap_or(false) {
+            self.oldest = (self.oldest + 1) % IN_FLIGHT;
+            self.in_flight -= 1;
+            return true;
+        }
+        false
+    }
+
+    /// Whether a batch rung is still running (or queued) in the engine, as
+    /// far as the markers tell: retires those that ended.
+    pub(crate) fn running(&mut self) -> bool {
+        while self.retire_oldest() {}
+        self.in_flight > self.unrung
     }
 
     /// Waits, sleeping, until the marker of the oldest batch in flight
@@ -334,17 +382,19 @@ impl H2tQueue {
     /// every [`PRESENCE_MS`]) says the function left; the caller then stops
     /// the queue ([`H2tQueue::stop`]). Not cut short by a signal: the
     /// engine may write the bounce buffer until the batch ends, and a batch
-    /// is short.
+    /// is short. `EINVAL` when the oldest batch was never rung
+    /// ([`H2tQueue::ring`]): nothing would end it.
     pub(crate) fn wait(&mut self, gone: &dyn Fn() -> bool) -> Result {
         if !self.busy() {
             return Ok(());
         }
+        if self.unrung == self.in_flight {
+            return Err(EINVAL);
+        }
         let start = Instant::<Monotonic>::now();
         let mut asked = Delta::ZERO;
         loop {
-            if io_read!(&self.marker, [try: 1 + self.oldest]) == MARKER {
-                self.oldest = (self.oldest + 1) % IN_FLIGHT;
-                self.in_flight -= 1;
+            if self.retire_oldest() {
                 return Ok(());
             }
             let waited = start.elapsed();

@@ -191,15 +191,34 @@ impl PciIo {
         self.dma.lock().take();
     }
 
-    /// Posts `batch` (at most [`BATCH`] pairs) behind the batches in
-    /// flight on `queue`, first waiting for the oldest to end while the
-    /// ring has no room: the engine finds the next batch posted when it
-    /// ends one.
+    /// Stages `batch` (at most [`BATCH`] pairs) behind the batches in
+    /// flight on `queue`, first ringing what is staged and waiting for the
+    /// oldest batch to end while the ring has no room. Rings it at once
+    /// when the engine has nothing rung to run; else it waits, staged,
+    /// behind the batch running, for the next ring ([`PciIo::dma_wait`]):
+    /// the batches staged meanwhile share a pair of doorbells, and the
+    /// engine still finds the next batch rung when it ends one.
     fn dma_post(&self, queue: &mut H2tQueue, batch: &[(End, End, usize)]) -> Result {
         while !queue.has_room(batch.len()) {
-            queue.wait(&|| !self.config_present())?;
+            self.dma_wait(queue)?;
         }
-        self.with_bar0(|b| queue.post(b.as_view(), batch))
+        self.with_bar0(|b| {
+            let running = queue.running();
+            queue.stage(b.as_view(), batch)?;
+            match running {
+                true => Ok(()),
+                false => queue.ring(b.as_view()),
+            }
+        })
+    }
+
+    /// Rings what is staged on `queue` and waits for its oldest batch
+    /// ([`H2tQueue::wait`]).
+    fn dma_wait(&self, queue: &mut H2tQueue) -> Result {
+        self.with_bar0(|b| queue.ring(b.as_view()))?;
+        // A function removed by surprise completes nothing: its
+        // configuration space reads all ones.
+        queue.wait(&|| !self.config_present())
     }
 
     /// Adds `pair` to `pairs` (allocating with `flags`), first posting the
@@ -228,18 +247,16 @@ impl PciIo {
         }
     }
 
-    /// Ends a run of batches on `queue` whose posts gave `posted`: waits
-    /// for every batch in flight. On a failure with a batch in flight the
-    /// queue is stopped (and set up again at the next batch), so nothing
-    /// posted outlives the pages it names: `ETIMEDOUT` once a batch
-    /// outlives its time, `ENODEV` when the function is gone meanwhile.
+    /// Ends a run of batches on `queue` whose posts gave `posted`: rings
+    /// what is staged and waits for every batch in flight. On a failure
+    /// with a batch in flight, rung or only staged, the queue is stopped
+    /// (and set up again at the next batch), so nothing posted outlives the
+    /// pages it names: `ETIMEDOUT` once a batch outlives its time, `ENODEV`
+    /// when the function is gone meanwhile.
     fn dma_end(&self, queue: &mut H2tQueue, posted: Result) -> Result {
-        // A function removed by surprise completes nothing: its
-        // configuration space reads all ones.
-        let gone = || !self.config_present();
         let ended = posted.and_then(|()| {
             while queue.busy() {
-                queue.wait(&gone)?;
+                self.dma_wait(queue)?;
             }
             Ok(())
         });

@@ -130,6 +130,8 @@ pub mod ctrl {
     /// The most descriptors one queue held posted and not done, at a
     /// doorbell; writing clears it.
     pub const DMA_MOST_PENDING: u64 = 0x6c;
+    /// Doorbells the engines took (read-only).
+    pub const DMA_DOORBELLS: u64 = 0x70;
 }
 
 /// "Never" / "forever" for the delays and counts of the control port.

@@ -207,6 +207,7 @@ impl NeuronFunction {
             ctrl::DMA_FAULTS => s.faults,
             ctrl::DMA_DROPPED => s.dropped,
             ctrl::DMA_MOST_PENDING => s.most_pending,
+            ctrl::DMA_DOORBELLS => s.doorbells,
             ctrl::DMA_MAPPED_MIB => {
                 let g = self.guest.read().unwrap_or_else(|e| e.into_inner());
                 u32::try_from(g.mapped_bytes() >> 20).unwrap_or(u32::MAX)

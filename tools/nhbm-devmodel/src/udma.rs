@@ -45,6 +45,8 @@ pub struct Stats {
     /// doorbell, since it was last cleared: batches posted behind one
     /// another show up here.
     pub most_pending: u32,
+    /// Doorbells (`drtp_inc` writes) taken, on any queue.
+    pub doorbells: u32,
 }
 
 /// One unit: sixteen queues each way and its other registers as storage.
@@ -273,6 +275,7 @@ impl Udma {
         } else {
             (false, rel)
         };
+        let doorbell = queue_reg(half).is_some_and(|(_, reg)| reg == regs::q::DRTP_INC);
         let handled = queue_reg(half).and_then(|(i, reg)| {
             if s2m {
                 unit.s2m[i].write(reg, value, regs::q::S2M_SW_CTRL)
@@ -285,6 +288,7 @@ impl Udma {
                 let queues = unit.m2s.iter().chain(unit.s2m.iter());
                 let most = queues.map(Queue::pending).max().unwrap_or(0);
                 st.stats.most_pending = st.stats.most_pending.max(most);
+                st.stats.doorbells += u32::from(doorbell);
                 self.shared.work.notify_all()
             }
             Some(false) => {}

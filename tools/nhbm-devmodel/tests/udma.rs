@@ -265,6 +265,7 @@ fn batches_posted_behind_one_another_run_in_order() {
         assert!(!r.copy(&pairs), "stalled: no marker yet");
     }
     assert_eq!(r.ctrl(ctrl::DMA_MOST_PENDING), 8, "both batches posted");
+    assert_eq!(r.ctrl(ctrl::DMA_DOORBELLS), 4, "two doorbells a batch");
     assert_eq!(r.ctrl(ctrl::DMA_PAIRS), 0);
     r.set_ctrl(ctrl::DMA_STALL, 0);
     assert!(r.marker());

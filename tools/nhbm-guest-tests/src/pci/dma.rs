@@ -421,6 +421,61 @@ pub fn a_piece_posts_its_next_batch_while_one_runs() -> TestResult {
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
 
+/// The batches of a piece staged while the engine still holds the one
+/// before share one pair of doorbells: a scattered piece of three batches,
+/// written with the engine stalled, is rung twice (its first batch at
+/// once, the two staged behind it together at the end), not three times,
+/// and every byte lands once the engine runs again.
+pub fn batches_staged_behind_a_running_one_share_their_doorbells() -> TestResult {
+    let d = dev()?;
+    let p = d
+        .plan_load(&one_buffer(1, 2 * USER_PIECE).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    let pa = d.resolve(p.plan_id, 1, 0, 2 * USER_PIECE).ctx("RESOLVE")?;
+    // One piece: from a piece boundary, less a page than a piece.
+    let off = (USER_PIECE - pa % USER_PIECE) % USER_PIECE;
+    let len = USER_PIECE - 4 * KIB;
+    let w = scattered(len, 14);
+    // The marker pairs zero_copy_pairs counts: one a piece.
+    let pairs = zero_copy_pairs(&w, pa + off)? - 1;
+    let batch = u64::from(BATCH_DESCS) - 1;
+    ensure(pairs > 2 * batch && pairs <= 3 * batch, || {
+        format!("the buffer's pages make {pairs} pairs, not three batches")
+    })?;
+    let all = u32::try_from(pairs + 3).unwrap_or(u32::MAX);
+    let (write, rung) = with_engines(
+        |c| {
+            c.write(DMA_MOST_PENDING, 0);
+            c.write(DMA_STALL, 1);
+        },
+        |c| {
+            let before = c.read(DMA_DOORBELLS);
+            Ok(std::thread::scope(|s| {
+                let t = s.spawn(|| d.mem_write(p.plan_id, 1, off, &w));
+                // Under the 2 s a batch may wait.
+                wait_until(Duration::from_millis(1500), || {
+                    c.read(DMA_MOST_PENDING) >= all
+                });
+                c.write(DMA_STALL, 0);
+                let write = t.join().ok();
+                (write, c.read(DMA_DOORBELLS).wrapping_sub(before))
+            }))
+        },
+    )?;
+    match write {
+        Some(r) => r.ctx("MEM_WRITE")?,
+        None => return fail("the writer panicked"),
+    }
+    ensure_eq("doorbells (S2M and M2S) for three batches", rung, 4)?;
+    let c = control()?;
+    for at in [0, len / 2 + 4, len - 4] {
+        let i = at as usize;
+        let want = u32::from_le_bytes(w[i..i + 4].try_into().unwrap_or_default());
+        ensure_eq(&format!("HBM at +{at}"), c.hbm_read(pa + off + at), want)?;
+    }
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
 /// One tenant's rounds of write-then-read of its own pattern.
 fn tenant_rounds(d: &Device, plan_id: u32, seed: u32) -> Result<(), String> {
     for round in 0..24u32 {

@@ -67,6 +67,8 @@ pub const DMA_MAPPED_MIB: usize = 0x68;
 /// The most descriptors one queue held posted and not done, at a
 /// doorbell; writing clears it.
 pub const DMA_MOST_PENDING: usize = 0x6c;
+/// Doorbells the engines took.
+pub const DMA_DOORBELLS: usize = 0x70;
 /// "Never" / "forever".
 pub const NEVER: u32 = u32::MAX;
 
