@@ -148,7 +148,15 @@ unsigned int nhbm_dma_spans(struct scatterlist **sg, unsigned int *left, u64 *ad
  * copied with the CPU to the MMIO range at `dst`, or from the one at `src`
  * (user_mmio.c).
  */
-void nhbm_pages_to_io(struct page **pages, unsigned int offset, size_t len, void __iomem *dst);
+/*
+ * The `n` bytes of user memory at `src` copied with the CPU to the MMIO
+ * range at `dst` with page faults off: the copy stops at the first byte
+ * whose page is not present or not readable, and the bytes not copied are
+ * returned. The bytes of `size` at `uaddr` not faulted in for reading
+ * (fault_in_readable(), which may sleep) (user_mmio.c).
+ */
+size_t nhbm_user_to_io(void __iomem *dst, const void __user *src, size_t n);
+size_t nhbm_fault_in_readable(const void __user *uaddr, size_t size);
 void nhbm_io_to_pages(struct page **pages, unsigned int offset, size_t len,
 		      const void __iomem *src);
 

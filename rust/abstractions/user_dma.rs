@@ -12,7 +12,7 @@
 
 use crate::abstractions::helpers::{
     self, nhbm_dma_map_user, nhbm_dma_spans, nhbm_dma_spans_start, nhbm_dma_unmap_user,
-    nhbm_io_to_pages, nhbm_pages_to_io, nhbm_pin_user, nhbm_unpin_user,
+    nhbm_io_to_pages, nhbm_pin_user, nhbm_unpin_user,
 };
 use core::{marker::PhantomData, ptr};
 use kernel::{
@@ -94,23 +94,6 @@ impl UserPages {
         }
     }
 
-    /// Copies the range's bytes `[from, from + n)` with the CPU to the
-    /// MMIO range at `dst`: `EINVAL` past the range.
-    ///
-    /// # Safety
-    ///
-    /// `dst` is the start of `n` bytes of an MMIO mapping that stays
-    /// mapped until this returns.
-    pub(crate) unsafe fn copy_to_io(&self, from: usize, n: usize, dst: *mut c_void) -> Result {
-        let at = self.part(from, n)?;
-        // SAFETY: the pages are pinned while `self` lives and the part
-        // lies inside the range, which lies inside them (checked above);
-        // the helper only reads the array and the part's bytes, and writes
-        // `n` bytes at `dst`, which the caller vouches for.
-        unsafe { nhbm_pages_to_io(self.pages.as_ptr().cast_mut(), at, n, dst) };
-        Ok(())
-    }
-
     /// Copies `n` bytes with the CPU from the MMIO range at `src` into
     /// the range's bytes `[from, from + n)`: `EINVAL` past the range, or
     /// unless the pages were pinned for writing (a page pinned for reading
@@ -125,9 +108,12 @@ impl UserPages {
             return Err(EINVAL);
         }
         let at = self.part(from, n)?;
-        // SAFETY: as in `copy_to_io`; the pages were pinned with
-        // `FOLL_WRITE` (checked above), so writing them writes the
-        // process's own copy, and they are unpinned dirty.
+        // SAFETY: the pages are pinned while `self` lives and the part
+        // lies inside the range, which lies inside them (checked above);
+        // the helper only reads the array and `n` bytes at `src`, which the
+        // caller vouches for, and writes the part's bytes. The pages were
+        // pinned with `FOLL_WRITE` (checked above), so writing them writes
+        // the process's own copy, and they are unpinned dirty.
         unsafe { nhbm_io_to_pages(self.pages.as_ptr().cast_mut(), at, n, src) };
         Ok(())
     }

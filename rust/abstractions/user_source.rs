@@ -3,15 +3,16 @@
 //! User memory read front to back ([`UserSource`]), as the kernel's
 //! `UserSliceReader` reads it, or written front to back ([`UserSink`]), with
 //! two more ways to move it: with non-temporal stores, for bytes that no
-//! CPU reads back soon (a simulated device's memory), and in place by a
-//! device's DMA engine, its pages pinned ([`UserPages`]). The kernel crate
-//! has neither; every ordinary copy still goes through its reader or
-//! writer.
+//! CPU reads back soon (a simulated device's memory), in place by a
+//! device's DMA engine, its pages pinned ([`UserPages`]), and by a copy that
+//! may not fault pages in (inside an RCU read-side section), pages it
+//! stops at faulted in between its steps. The kernel crate has none of
+//! these; every ordinary copy still goes through its reader or writer.
 
 use core::mem::MaybeUninit;
 
-use crate::abstractions::helpers::nhbm_copy_from_user_nontemporal;
-use crate::abstractions::user_dma::UserPages;
+use crate::abstractions::helpers::{nhbm_copy_from_user_nontemporal, nhbm_fault_in_readable};
+use crate::abstractions::{resched, user_dma::UserPages};
 use kernel::{
     prelude::*,
     uaccess::{UserPtr, UserSlice},
@@ -62,6 +63,41 @@ impl UserSource {
     /// (nothing taken) where they cannot be pinned.
     pub(crate) fn pin_next(&mut self, n: usize) -> Result<UserPages> {
         self.0.pin_next(n, false)
+    }
+
+    /// Copies the next `n` bytes with `copy(at, from, left)`: it copies
+    /// what it can of the `left` bytes at user address `at` (byte `from` of
+    /// the `n`) without faulting a page in, and returns how many it did not
+    /// copy. The page it stopped at is faulted in for reading (which may
+    /// sleep) outside it, and the copy goes on from there, killable between
+    /// steps (`EINTR`). `EFAULT` where a page cannot be faulted in: what
+    /// was copied is taken, the rest is not.
+    pub(crate) fn copy_next_unfaulted(
+        &mut self,
+        n: usize,
+        mut copy: impl FnMut(UserPtr, usize, usize) -> Result<usize>,
+    ) -> Result {
+        if n > self.0.len {
+            return Err(EFAULT);
+        }
+        let mut from = 0;
+        while from < n {
+            let left = n - from;
+            let missed = copy(self.0.ptr, from, left)?;
+            let copied = left.checked_sub(missed).ok_or(EINVAL)?;
+            self.0.take(copied)?;
+            from += copied;
+            if missed > 0 {
+                resched::checkpoint()?;
+                // SAFETY: the helper only faults user pages in (or fails
+                // to); any address is safe to pass.
+                let unread = unsafe { nhbm_fault_in_readable(self.0.ptr.as_const_ptr(), missed) };
+                if unread == missed {
+                    return Err(EFAULT);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Copies the next `out.len()` bytes into `out`.

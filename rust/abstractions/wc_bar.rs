@@ -12,7 +12,7 @@
 //! [`Words`], a range checked once for bulk copies. It is meant to go away
 //! once the PCI abstraction grows an `iomap_region_wc` and `Io` a bulk copy.
 
-use crate::abstractions::user_dma::UserPages;
+use crate::abstractions::{helpers::nhbm_user_to_io, user_dma::UserPages};
 use core::marker::PhantomData;
 use kernel::{
     bindings,
@@ -21,6 +21,7 @@ use kernel::{
     pci,
     prelude::*,
     sync::aref::ARef,
+    uaccess::UserPtr,
 };
 
 /// A requested PCI BAR, mapped write-combining. Only ever held inside a
@@ -100,21 +101,24 @@ impl WcBar {
         }
     }
 
-    /// Copies the bytes `[from, from + n)` of `pages` to `[off, off + n)`
-    /// of the mapping with the CPU, one 64-bit store an aligned word
-    /// ([`UserPages::copy_to_io`]); `ERANGE` past the BAR, `EINVAL` past
-    /// the pages.
-    pub(crate) fn store_pages(
-        &self,
-        off: usize,
-        pages: &UserPages,
-        from: usize,
-        n: usize,
-    ) -> Result {
+    /// Copies the `n` bytes of user memory at `src` to `[off, off + n)`
+    /// of the mapping with the CPU, one 64-bit store an aligned word, with
+    /// page faults off (it never sleeps): stops at the first byte whose page
+    /// is not present or not readable. The bytes not copied; `ERANGE` past
+    /// the BAR.
+    pub(crate) fn store_user(&self, off: usize, src: UserPtr, n: usize) -> Result<usize> {
         let at = self.span(off, n)?;
         // SAFETY: `[at, at + n)` lies inside the mapping (checked above),
-        // which stays mapped while `self` is borrowed.
-        unsafe { pages.copy_to_io(from, n, core::ptr::with_exposed_provenance_mut(at)) }
+        // which stays mapped while `self` is borrowed; the helper writes
+        // only there and reads user memory only through the kernel's
+        // fault-handling user accessors.
+        Ok(unsafe {
+            nhbm_user_to_io(
+                core::ptr::with_exposed_provenance_mut(at),
+                src.as_const_ptr(),
+                n,
+            )
+        })
     }
 
     /// Copies `[off, off + n)` of the mapping into the bytes
@@ -129,7 +133,8 @@ impl WcBar {
         n: usize,
     ) -> Result {
         let at = self.span(off, n)?;
-        // SAFETY: as in `store_pages`.
+        // SAFETY: `[at, at + n)` lies inside the mapping (checked above),
+        // which stays mapped while `self` is borrowed.
         unsafe { pages.copy_from_io(from, n, core::ptr::with_exposed_provenance(at)) }
     }
 

@@ -12,8 +12,10 @@
 //! queue's bounce buffer; with the `dma` module
 //! parameter off, through BAR4 with 64-bit MMIO accesses in a loop without
 //! calls, only the unaligned bytes at the ends one at a time: user memory
-//! in one copy from or to its pinned pages ([`WcBar::store_pages`]),
-//! kernel memory from its buffer ([`bar4::write_words`]).
+//! in one copy, written straight from the process's memory with page
+//! faults off ([`WcBar::store_user`]) and read into its pinned pages
+//! ([`WcBar::load_pages`]), kernel memory from its buffer
+//! ([`bar4::write_words`]).
 
 use crate::{
     abstractions::dma_mask,
@@ -68,10 +70,11 @@ pub(super) const BAR_DRAM: u32 = 4;
 const BULK_PIECE: usize = 16 * 1024 * 1024;
 
 /// Longest piece of a user transfer or a scrub with the CPU (the `dma`
-/// parameter off): a user piece's 256 pages are pinned at once and copied
-/// straight to or from BAR4 inside the reset gate. Measured in the
-/// bench's PCI guest, 64 KiB pieces spent a quarter of MEM_WRITE's time
-/// outside the copy (the pinning, the gate and the remap of each). On
+/// parameter off): a piece is copied straight from the process's memory to
+/// BAR4, or from BAR4 into its 256 pages pinned at once, inside the reset
+/// gate. Measured in the bench's PCI guest, 64 KiB pieces spent a quarter
+/// of MEM_WRITE's time outside the copy (the pinning, the gate and the
+/// remap of each). On
 /// hardware a CPU load from BAR4 waits for the device (tens to hundreds
 /// of MB/s), so a 1 MiB read piece may take tens of milliseconds: what a
 /// device reset or a kill of the reader waits at most; other tenants'
@@ -383,6 +386,29 @@ impl PciIo {
         })
     }
 
+    /// Writes the next `len` bytes of `src` to BAR4 offset `off` with the
+    /// CPU, [`XFER_CHUNK`] bytes at a time, each inside `gate` with its own
+    /// access to BAR4, straight from the process's memory with page faults
+    /// off ([`WcBar::store_user`]): nothing is pinned. A page not present is
+    /// faulted in outside the gate ([`UserSource::copy_next_unfaulted`]), so
+    /// a buffer that faults slowly holds off no device reset. Pinning cost
+    /// as much as a seventh of the copy (about 50 µs a MiB against 330 in
+    /// the bench's PCI guest).
+    fn cpu_write_user(&self, off: u64, src: &mut UserSource, len: usize, gate: Gate<'_>) -> Result {
+        let off = usize::try_from(off)?;
+        (0..len).step_by(XFER_CHUNK).try_for_each(|start| {
+            let n = (len - start).min(XFER_CHUNK);
+            src.copy_next_unfaulted(n, |at, from, left| {
+                let mut missed = left;
+                gate(&mut || {
+                    missed = self.with_bar4(|b| b.store_user(off + start + from, at, left))?;
+                    Ok(())
+                })?;
+                Ok(missed)
+            })
+        })
+    }
+
     /// Runs `op` with the DMA queue and the device address of BAR4 offset
     /// `off`; `None` when bytes go through BAR4 instead.
     fn with_dma(&self, off: u64, op: impl FnOnce(&mut H2tQueue, u64) -> Result) -> Option<Result> {
@@ -436,16 +462,13 @@ impl DeviceIo for PciIo {
         gate: Gate<'_>,
     ) -> Result {
         check_range(off, len as u64, self.bar4_size)?;
+        if !self.dma_on {
+            return self.cpu_write_user(off, src, len, gate);
+        }
         // Pinned outside the gate (pinning may fault pages in); memory that
-        // cannot be pinned (an I/O mapping) is copied instead. Without
-        // DMA, the CPU copies the pinned pages to BAR4 in one copy.
+        // cannot be pinned (an I/O mapping) is copied instead.
         match src.pin_next(len) {
-            Ok(pages) if self.dma_on => gate(&mut || self.dma_user(&[(off, &pages)], true)),
-            Ok(pages) => gate(&mut || {
-                self.cpu_pages(off, len, |b, at, from, n| {
-                    b.store_pages(at, &pages, from, n)
-                })
-            }),
+            Ok(pages) => gate(&mut || self.dma_user(&[(off, &pages)], true)),
             Err(_) => write_through_bounce(self, off, src, len, bounce, gate),
         }
     }

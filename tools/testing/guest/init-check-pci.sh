@@ -37,7 +37,7 @@ insmod /neuron_hbm.ko dma=0 || echo "not ok 1 nhbm_insmod_dma0"
 settle_console
 NHBM_DMA=0 /tests/nhbm-pci-test -d 0 transfers_of_any_length mem_write_lands \
 	mapped_variable two_tenants buffers_outside_user_memory transfers_wait_out \
-	memory_that_cannot_be_pinned ||
+	memory_that_cannot_be_pinned cpu_writes_pin_nothing ||
 	echo "nhbm: nhbm-pci-test (dma=0) exited with $?"
 rmmod neuron_hbm || echo "not ok 1 nhbm_rmmod_dma0"
 grep -q "nhbm_debug=1" /proc/cmdline && kmemleak_scan

@@ -587,6 +587,66 @@ pub fn pinned_pages_are_all_unpinned() -> TestResult {
     d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
 }
 
+/// A MEM_WRITE pins what its path needs and no more: on the CPU path no
+/// page (the module reads the process's memory with page faults off and
+/// faults a missing page in outside the reset gate), on the engine's the
+/// pages it reads. The buffer's odd pages were never touched, so the CPU
+/// path meets a missing page at every other one; every byte lands either
+/// way.
+pub fn cpu_writes_pin_nothing_and_fault_missing_pages_in() -> TestResult {
+    let d = dev()?;
+    let len = 2 * MIB as usize;
+    let p = d
+        .plan_load(&one_buffer(1, len as u64).to_blob().ctx("build")?, 0)
+        .ctx("PLAN_LOAD")?;
+    // SAFETY: a new private anonymous mapping at an address of the
+    // kernel's choosing; it touches no memory of ours.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        return fail("mmap of the source");
+    }
+    // SAFETY: the mapping stays until the munmap below, and only this
+    // slice reaches it.
+    let src = unsafe { std::slice::from_raw_parts_mut(at.cast::<u8>(), len) };
+    let w = pattern(len as u64, 21);
+    let mut want = vec![0u8; len];
+    for page in (0..len).step_by(8192) {
+        src[page..page + 4096].copy_from_slice(&w[page..page + 4096]);
+        want[page..page + 4096].copy_from_slice(&w[page..page + 4096]);
+    }
+    let (before, _) = pins()?;
+    let r = d.mem_write(p.plan_id, 1, 0, src);
+    let (after, _) = pins()?;
+    // SAFETY: unmaps the mapping made above; `src` is not used after.
+    unsafe { libc::munmap(at, len) };
+    r.ctx("MEM_WRITE")?;
+    let pinned = after - before;
+    if on_cpu_path() {
+        ensure_eq("pages the write pinned", pinned, 0)?;
+    } else {
+        // The pages written; a missing one is read as the zero page,
+        // whose pins the system does not count.
+        ensure(pinned >= (len / 8192) as u64, || {
+            format!("the engine's write pinned only {pinned} pages")
+        })?;
+    }
+    let mut back = vec![0u8; len];
+    d.mem_read(p.plan_id, 1, 0, &mut back).ctx("MEM_READ")?;
+    ensure(back == want, || {
+        "MEM_READ differs from the source".to_string()
+    })?;
+    d.plan_unload(p.plan_id).ctx("PLAN_UNLOAD")
+}
+
 /// Unbinding the function in the middle of a 32 MiB MEM_WRITE waits the
 /// write out: it ends with ENODEV (or 0, had it finished first) before
 /// the queue's memory and the pinned pages go; the function bound again
