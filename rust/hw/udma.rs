@@ -7,9 +7,10 @@
 //! destination; a batch of pairs ends with one that copies the 0xabcdef01
 //! marker into a host word, the doorbells ring S2M first, and the driver
 //! polls the word. Batches are written into the rings first and rung
-//! together ([`H2tQueue::stage`], [`H2tQueue::ring`]): one pair of
-//! doorbells for as many batches as the ring holds. No register is read on the way (the reference calls CSR
-//! reads "very slow", udma_main.c:167-172) and no interrupt is used.
+//! separately ([`H2tQueue::stage`], [`H2tQueue::ring`]): the batches
+//! staged while the engine runs share one pair of doorbells. No register
+//! is read on the way (the reference calls CSR reads "very slow",
+//! udma_main.c:167-172) and no interrupt is used.
 //!
 //! Every address a descriptor carries is one of the queue's own coherent
 //! buffers (by DMA address from the DMA API, never `virt_to_phys`, with the
@@ -213,11 +214,16 @@ impl H2tQueue {
         self.unrung = 0;
     }
 
-    /// Descriptors of every batch in flight.
-    fn used(&self) -> usize {
-        (0..self.in_flight)
+    /// Descriptors of the batches in flight from the `from`-th oldest on.
+    fn held_from(&self, from: usize) -> usize {
+        (from..self.in_flight)
             .map(|k| self.posted[(self.oldest + k) % IN_FLIGHT])
             .sum()
+    }
+
+    /// Descriptors of every batch in flight.
+    fn used(&self) -> usize {
+        self.held_from(0)
     }
 
     /// Whether a batch of `pairs` pairs may be posted now, its marker
@@ -339,9 +345,7 @@ impl H2tQueue {
     /// runs; on hardware a posted write: one pair of them for a whole
     /// scattered piece instead of one per batch. Never sleeps.
     pub(crate) fn ring(&mut self, bar0: Mmio<'_, Region>) -> Result {
-        let descs: usize = (self.in_flight - self.unrung..self.in_flight)
-            .map(|k| self.posted[(self.oldest + k) % IN_FLIGHT])
-            .sum();
+        let descs = self.held_from(self.in_flight - self.unrung);
         if descs == 0 {
             return Ok(());
         }
